@@ -1,0 +1,79 @@
+# The two commands: `make run` and `make test`. Each sets up whatever is missing first.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/pip --disable-pip-version-check -q
+HOST   ?= 127.0.0.1
+PORT   ?= 8420
+CHROMIUM := /usr/bin/chromium
+WEB_BUILT := storyloom/server/static/index.html
+WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig*.json web/package.json web/src/api/openapi.json -type f 2>/dev/null)
+
+.PHONY: run test bench setup setup-dev web lint typecheck test-web test-python chromium lock clean
+
+## Start storyloom (sets up the venv and the web app first).
+run: setup web
+	$(BIN)/storyloom serve --host $(HOST) --port $(PORT)
+
+## Run every test: lint and types, web unit tests, Python and browser tests.
+test: setup-dev web chromium lint typecheck test-web test-python
+
+## Run every benchmark in bench/.
+bench: setup-dev
+	@set -e; for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b; done
+
+setup: $(VENV)/.runtime
+setup-dev: $(VENV)/.dev
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.lock pyproject.toml | $(BIN)/python
+	$(PIP) install -r requirements.lock
+	$(PIP) install --no-deps -e .
+	touch $@
+
+$(VENV)/.dev: requirements-dev.lock $(VENV)/.runtime
+	$(PIP) install -r requirements-dev.lock
+	touch $@
+
+web/node_modules/.installed: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(WEB_BUILT): web/node_modules/.installed $(WEB_SOURCES)
+	cd web && npm run build
+
+web: $(WEB_BUILT)
+
+## Debian's chromium for the browser tests (no browser download from anywhere else).
+chromium: $(CHROMIUM)
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium
+
+lint: setup-dev
+	$(BIN)/ruff check storyloom tests bench
+	$(BIN)/ruff format --check storyloom tests bench
+
+typecheck: setup-dev
+	$(BIN)/mypy
+
+test-web: web/node_modules/.installed
+	cd web && npm test
+
+test-python: setup-dev web chromium
+	$(BIN)/pytest
+
+## Re-pin requirements*.lock from pyproject.toml (needs the package registry).
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install -q .
+	.lock-venv/bin/pip freeze --exclude-editable | grep -v '^storyloom' > requirements.lock
+	.lock-venv/bin/pip install -q '.[dev]'
+	( echo '-r requirements.lock'; .lock-venv/bin/pip freeze --exclude-editable | grep -v '^storyloom' | grep -vxF -f requirements.lock ) > requirements-dev.lock
+	rm -rf .lock-venv
+
+clean:
+	rm -rf $(VENV) web/node_modules storyloom/server/static test-results

@@ -1,0 +1,3 @@
+from storyloom.cli import main
+
+main()

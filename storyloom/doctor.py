@@ -1,0 +1,137 @@
+"""``storyloom doctor``: check the data directory, the database, the models and endpoints.
+
+Every check says what it found and, when something is wrong, how to fix it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from storyloom.core.errors import StoryloomError
+from storyloom.core.settings import ROLES, ChatEndpoint, EmbeddingEndpoint, Settings, SettingsStore
+from storyloom.llm.connection_check import check_chat_endpoint, check_embedding_endpoint
+from storyloom.store.database import Database
+
+Status = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def render(self) -> str:
+        mark = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[self.status]
+        line = f"[{mark}] {self.name}: {self.detail}"
+        return f"{line}\n       fix: {self.fix}" if self.fix else line
+
+
+def check_home(home: Path) -> Check:
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check(
+            "data directory",
+            "fail",
+            f"{home} is not writable ({exc.strerror})",
+            "choose another with --home or STORYLOOM_HOME, or fix its permissions",
+        )
+    return Check("data directory", "ok", str(home))
+
+
+def check_settings(store: SettingsStore) -> tuple[Check, Settings]:
+    loaded = store.load()
+    if loaded.error:
+        return (
+            Check(
+                "settings",
+                "fail",
+                f"{loaded.error}; defaults are in use",
+                f"edit {loaded.path} (the server never overwrites it on start), "
+                "or save the settings again in the web app",
+            ),
+            loaded.effective,
+        )
+    where = (
+        str(loaded.path) if loaded.path.exists() else f"{loaded.path} (not written yet: defaults)"
+    )
+    if loaded.env_overrides:
+        where += f"; overridden by {', '.join(loaded.env_overrides)}"
+    return Check("settings", "ok", where), loaded.effective
+
+
+def check_database(home: Path) -> Check:
+    try:
+        db = Database.in_home(home)
+    except StoryloomError as exc:
+        return Check(
+            "database",
+            "fail",
+            str(exc),
+            "reinstall with `make run` (sqlite-vec and apsw come from requirements.lock)",
+        )
+    try:
+        return Check(
+            "database",
+            "ok",
+            f"{db.path} (schema {db.schema_version()}, journal {db.journal_mode()}, "
+            f"sqlite-vec {db.vec_version()})",
+        )
+    finally:
+        db.close()
+
+
+def _chat_check(role: str, endpoint: ChatEndpoint) -> Check:
+    if not endpoint.configured:
+        env = f"STORYLOOM_{role.upper()}__BASE_URL and STORYLOOM_{role.upper()}__MODEL"
+        return Check(
+            role,
+            "warn",
+            "not configured",
+            f"set base URL and model in Settings of the web app, or {env}",
+        )
+    report = asyncio.run(check_chat_endpoint(endpoint, role=role))
+    if report.ok:
+        return Check(role, "ok", report.message)
+    return Check(role, "fail", report.message, _fix_for(report.kind, role))
+
+
+def _embedding_check(endpoint: EmbeddingEndpoint) -> Check:
+    report = asyncio.run(check_embedding_endpoint(endpoint))
+    if report.ok:
+        return Check("embedding", "ok", report.message)
+    return Check("embedding", "fail", report.message, _fix_for(report.kind, "embedding"))
+
+
+def _fix_for(kind: str | None, role: str) -> str:
+    return {
+        "unreachable": f"start the model server, or correct {role}.base_url",
+        "auth": f"set a valid API key for {role} in Settings",
+        "model_not_found": f"set {role}.model to one the endpoint lists",
+        "timeout": f"the endpoint is slow: raise {role}.timeout_s or check the server",
+        "rate_limited": "wait, or use another key or endpoint",
+        "not_configured": f"set {role}.base_url and {role}.model",
+    }.get(kind or "", "see the message above")
+
+
+def run_checks(home: Path, environ: Mapping[str, str] | None = None) -> list[Check]:
+    env = os.environ if environ is None else environ
+    checks = [check_home(home)]
+    if checks[0].status == "fail":
+        return checks
+    settings_check, settings = check_settings(SettingsStore(home, env))
+    checks += [settings_check, check_database(home), _embedding_check(settings.embedding)]
+    for role in ROLES:
+        if role != "embedding":
+            checks.append(_chat_check(role, getattr(settings, role)))
+    return checks

@@ -1,0 +1,70 @@
+"""One error envelope for every failed request: ``{"error": {"message", "problems"}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+
+from storyloom.core.errors import FieldProblem, FileFormatError, field_path
+
+
+class Problem(BaseModel):
+    field: str
+    reason: str
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    problems: list[Problem] = []
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def error_response(
+    status: int, message: str, problems: list[FieldProblem] | None = None
+) -> JSONResponse:
+    body = ErrorBody(
+        error=ErrorDetail(
+            message=message,
+            problems=[Problem(field=p.field, reason=p.reason) for p in problems or []],
+        )
+    )
+    return JSONResponse(status_code=status, content=body.model_dump())
+
+
+def _request_problems(exc: RequestValidationError) -> list[FieldProblem]:
+    problems = []
+    for err in exc.errors():
+        loc: tuple[Any, ...] = tuple(err.get("loc", ()))
+        # "body" is FastAPI's name for the request payload, not a field the user wrote.
+        if loc and loc[0] in ("body", "query", "path"):
+            loc = loc[1:]
+        problems.append(FieldProblem(field_path(loc), str(err.get("msg", "invalid"))))
+    return problems
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = _request_problems(exc)
+        summary = "; ".join(str(p) for p in problems)
+        return error_response(422, f"invalid request: {summary}", problems)
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        return error_response(exc.status_code, str(exc.detail))
+
+    async def on_file_format(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, FileFormatError)
+        return error_response(422, str(exc), exc.problems)
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(HTTPException, on_http)
+    app.add_exception_handler(FileFormatError, on_file_format)

@@ -1,0 +1,43 @@
+"""The FastAPI application of one data directory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from storyloom import __version__
+from storyloom.server import health, settings_api, ws
+from storyloom.server.api_errors import install_error_handlers
+from storyloom.server.state import ServerState
+from storyloom.server.token_auth import TokenAuth
+from storyloom.server.web_app import STATIC_DIR, mount_web_app
+
+
+def create_app(
+    home: Path,
+    *,
+    token: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    static_dir: Path = STATIC_DIR,
+) -> FastAPI:
+    """Build the app; ``token`` set means every request must carry it."""
+    state = ServerState.open(home, token=token, environ=environ)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.database.close()
+
+    app = FastAPI(title="storyloom", version=__version__, lifespan=lifespan)
+    app.state.storyloom = state
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(settings_api.router)
+    app.include_router(ws.router)
+    mount_web_app(app, static_dir)
+    if token:
+        app.add_middleware(TokenAuth, token=token)
+    return app

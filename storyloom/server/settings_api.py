@@ -1,0 +1,97 @@
+"""``/api/settings``: read (keys redacted), update, and test an endpoint from the server.
+
+The browser never holds an API key: it sends a new key once, and the test call uses the
+stored key unless the form carries a new one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+
+from storyloom.core.errors import FieldProblem, problems_from_validation
+from storyloom.core.settings import (
+    ChatEndpoint,
+    EmbeddingEndpoint,
+    Role,
+    SettingsUpdate,
+    SettingsView,
+)
+from storyloom.llm.connection_check import (
+    ConnectionReport,
+    check_chat_endpoint,
+    check_embedding_endpoint,
+)
+from storyloom.server.api_errors import ErrorBody, error_response
+from storyloom.server.state import ServerState
+
+router = APIRouter()
+_ERRORS: dict[int | str, dict[str, Any]] = {422: {"model": ErrorBody}}
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.storyloom
+    return state
+
+
+@router.get("/api/settings", response_model=SettingsView)
+def get_settings(request: Request) -> SettingsView:
+    return _state(request).settings.view()
+
+
+def _invalid(problems: list[FieldProblem], prefix: str = "") -> JSONResponse:
+    if prefix:
+        problems = [
+            FieldProblem(f"{prefix}.{p.field}" if p.field else prefix, p.reason) for p in problems
+        ]
+    summary = "; ".join(str(p) for p in problems)
+    return error_response(422, f"invalid settings: {summary}", problems)
+
+
+@router.put("/api/settings", response_model=SettingsView, responses=_ERRORS)
+async def put_settings(request: Request, update: SettingsUpdate) -> SettingsView | JSONResponse:
+    state = _state(request)
+    async with state.settings_lock:
+        try:
+            new_file = state.loaded.from_file.with_update(update)
+        except ValidationError as exc:
+            return _invalid(problems_from_validation(exc))
+        state.settings_store.save(new_file)
+        state.reload_settings()
+    return state.settings.view()
+
+
+class SettingsTestRequest(BaseModel):
+    """Which role to test; ``endpoint`` tests unsaved form values (same shape as PUT)."""
+
+    role: Role
+    endpoint: dict[str, Any] | None = None
+
+
+@router.post("/api/settings/test", response_model=ConnectionReport, responses=_ERRORS)
+async def test_settings(
+    request: Request, body: SettingsTestRequest
+) -> ConnectionReport | JSONResponse:
+    state = _state(request)
+    settings = state.settings
+    if body.endpoint is not None:
+        try:
+            settings = settings.with_update(
+                SettingsUpdate.model_validate({body.role: body.endpoint})
+            )
+        except ValidationError as exc:
+            problems = problems_from_validation(exc)
+            # The update model nests under the role; the request nests under "endpoint".
+            problems = [
+                FieldProblem(p.field.removeprefix(body.role).lstrip("."), p.reason)
+                for p in problems
+            ]
+            return _invalid(problems, prefix="endpoint")
+    endpoint = getattr(settings, body.role)
+    if isinstance(endpoint, EmbeddingEndpoint):
+        return await check_embedding_endpoint(endpoint)
+    assert isinstance(endpoint, ChatEndpoint)
+    return await check_chat_endpoint(endpoint, role=body.role)

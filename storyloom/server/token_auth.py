@@ -1,0 +1,99 @@
+"""Token check for servers bound beyond loopback.
+
+On 127.0.0.1 only the local user can connect, so no token is asked. On any other address
+every HTTP request and WebSocket handshake must carry the token: as ``Authorization:
+Bearer``, as the ``storyloom_token`` cookie, or once as ``?token=`` in the address the
+server prints, which sets the cookie (HttpOnly, so page scripts never see it) and redirects
+to the same address without the token.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import secrets
+from http.cookies import SimpleCookie
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+COOKIE = "storyloom_token"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class TokenAuth:
+    """ASGI middleware: refuse requests without the token (401, or 403 on a WebSocket)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    def _valid(self, candidate: str | None) -> bool:
+        return bool(candidate) and secrets.compare_digest(str(candidate), self.token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        auth = headers.get("authorization", "")
+        bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        cookie = SimpleCookie(headers.get("cookie", ""))
+        from_cookie = cookie[COOKIE].value if COOKIE in cookie else None
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        from_query = next((v for k, v in query if k == "token"), None)
+
+        if self._valid(bearer) or self._valid(from_cookie):
+            await self.app(scope, receive, send)
+            return
+        if self._valid(from_query):
+            if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+                await self._set_cookie_and_redirect(scope, send, query)
+            else:
+                await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            # Closing before accept makes the handshake fail with HTTP 403.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps(
+            {"error": {"message": "this server needs its access token", "problems": []}}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _set_cookie_and_redirect(
+        self, scope: Scope, send: Send, query: list[tuple[str, str]]
+    ) -> None:
+        rest = urlencode([(k, v) for k, v in query if k != "token"])
+        location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
+        cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 303,
+                "headers": [
+                    (b"location", location.encode("latin-1")),
+                    (b"set-cookie", cookie.encode("latin-1")),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})

@@ -1,0 +1,1 @@
+"""Storage: one SQLite database (WAL) in the data directory, with sqlite-vec loaded."""

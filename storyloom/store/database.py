@@ -1,0 +1,100 @@
+"""The SQLite database of one data directory.
+
+The standard ``sqlite3`` module of this Python cannot load extensions, so connections come
+from ``apsw``, which can, and which tracks SQLite releases closely. Every connection gets
+WAL, foreign keys, a busy timeout and ``sqlite-vec``; one connection per thread, because
+FastAPI runs blocking handlers in a thread pool.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+import sqlite_vec
+
+from storyloom.core.errors import StoryloomError
+from storyloom.store.migrations import MIGRATIONS, current_version, migrate
+
+DATABASE_FILE = "storyloom.sqlite3"
+BUSY_TIMEOUT_MS = 5000
+
+
+class DatabaseError(StoryloomError):
+    pass
+
+
+def open_connection(path: Path | str) -> apsw.Connection:
+    """Open one connection with storyloom's pragmas and sqlite-vec loaded."""
+    try:
+        conn = apsw.Connection(str(path))
+    except apsw.Error as exc:
+        raise DatabaseError(f"cannot open database {path}: {exc}") from exc
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    except (apsw.Error, AttributeError) as exc:
+        conn.close()
+        raise DatabaseError(f"cannot load sqlite-vec into {path}: {exc}") from exc
+    return conn
+
+
+class Database:
+    """The data directory's database: migrated on open, one connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._all: list[apsw.Connection] = []
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.applied_migrations = migrate(self.connection())
+
+    @classmethod
+    def in_home(cls, home: Path) -> Database:
+        return cls(home / DATABASE_FILE)
+
+    def connection(self) -> apsw.Connection:
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = open_connection(self.path)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        conn = self.connection()
+        with conn:
+            yield conn
+
+    def schema_version(self) -> int:
+        return current_version(self.connection())
+
+    @staticmethod
+    def latest_schema_version() -> int:
+        return max(m.version for m in MIGRATIONS)
+
+    def vec_version(self) -> str:
+        row = self.connection().execute("SELECT vec_version()").fetchone()
+        return str(row[0]) if row else "unknown"
+
+    def journal_mode(self) -> str:
+        row = self.connection().execute("PRAGMA journal_mode").fetchone()
+        return str(row[0]) if row else "unknown"
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
