@@ -42,10 +42,14 @@ def problems_from_validation(exc: Any) -> list[FieldProblem]:
     problems = []
     for err in exc.errors():
         loc = err.get("loc", ())
-        problems.append(
-            FieldProblem(field=field_path(tuple(loc)), reason=err.get("msg", "invalid"))
-        )
+        problems.append(FieldProblem(field=field_path(tuple(loc)), reason=clean_reason(err)))
     return problems
+
+
+def clean_reason(err: Any) -> str:
+    """Pydantic's message without the "Value error, " it puts before our validators' words."""
+    message = str(err.get("msg", "invalid"))
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
 class FileFormatError(StoryloomError):

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from storyloom.core.errors import FieldProblem, FileFormatError, field_path
+from storyloom.core.errors import FieldProblem, FileFormatError, clean_reason, field_path
 
 
 class Problem(BaseModel):
@@ -46,7 +46,7 @@ def _request_problems(exc: RequestValidationError) -> list[FieldProblem]:
         # "body" is FastAPI's name for the request payload, not a field the user wrote.
         if loc and loc[0] in ("body", "query", "path"):
             loc = loc[1:]
-        problems.append(FieldProblem(field_path(loc), str(err.get("msg", "invalid"))))
+        problems.append(FieldProblem(field_path(loc), clean_reason(err)))
     return problems
 
 

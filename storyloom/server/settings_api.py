@@ -10,7 +10,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
+from pydantic.config import JsonDict
 
 from storyloom.core.errors import FieldProblem, problems_from_validation
 from storyloom.core.settings import (
@@ -64,11 +65,24 @@ async def put_settings(request: Request, update: SettingsUpdate) -> SettingsView
     return state.settings.view()
 
 
+_ENDPOINT_SCHEMA: JsonDict = {
+    "anyOf": [
+        {"$ref": "#/components/schemas/ChatEndpointUpdate"},
+        {"$ref": "#/components/schemas/EmbeddingEndpointUpdate"},
+        {"type": "null"},
+    ]
+}
+
+
 class SettingsTestRequest(BaseModel):
-    """Which role to test; ``endpoint`` tests unsaved form values (same shape as PUT)."""
+    """Which role to test; ``endpoint`` tests unsaved form values (same shape as PUT).
+
+    ``endpoint`` is validated by the handler against the model of ``role``, so that errors
+    name ``endpoint.<field>``; the schema still tells clients its real shape.
+    """
 
     role: Role
-    endpoint: dict[str, Any] | None = None
+    endpoint: dict[str, Any] | None = Field(default=None, json_schema_extra=_ENDPOINT_SCHEMA)
 
 
 @router.post("/api/settings/test", response_model=ConnectionReport, responses=_ERRORS)

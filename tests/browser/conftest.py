@@ -1,0 +1,190 @@
+"""Browser tests: the real server in a subprocess, driven through Debian's chromium.
+
+The web app must be built first (``cd web && npm ci && npm run build``, or ``make test``):
+the server serves ``storyloom/server/static``. Playwright's own browser downloads are
+never used; ``STORYLOOM_CHROMIUM`` overrides the browser path (default /usr/bin/chromium).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STATIC_INDEX = REPO / "storyloom" / "server" / "static" / "index.html"
+RESULTS_DIR = REPO / "test-results" / "browser"
+CHROMIUM = Path(os.environ.get("STORYLOOM_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class RunningServer:
+    url: str
+    home: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def api(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url.rstrip("/") + path, timeout=10) as resp:
+            return json.loads(resp.read())
+
+
+def _start_server(home: Path, log_path: Path) -> RunningServer:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STORYLOOM_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "storyloom", "serve", "--host", "127.0.0.1",
+         "--port", str(port), "--home", str(home)],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    log.close()
+    server = RunningServer(f"http://127.0.0.1:{port}/", home, process, log_path)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"storyloom serve exited with {process.returncode}:\n{server.log()}")
+        try:
+            health = server.api("/api/health")
+            if health.get("status") == "ok":
+                return server
+        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+            pass
+        if time.monotonic() > deadline:
+            _stop(process)
+            pytest.fail(f"storyloom serve did not answer /api/health in {START_TIMEOUT_S}s:\n"
+                        f"{server.log()}")  # fmt: skip
+        time.sleep(0.1)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def web_build() -> Path:
+    if not STATIC_INDEX.is_file():
+        pytest.fail(
+            f"The web app is not built ({STATIC_INDEX.relative_to(REPO)} is missing). "
+            "Run `cd web && npm ci && npm run build` (or `make test`, which builds it first).",
+            pytrace=False,
+        )
+    return STATIC_INDEX
+
+
+@pytest.fixture
+def start_server(
+    web_build: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., RunningServer]]:
+    """Start ``storyloom serve`` on a free port; ``prepare(home)`` may write files first."""
+    started: list[RunningServer] = []
+
+    def start(prepare: Callable[[Path], None] | None = None) -> RunningServer:
+        base = tmp_path_factory.mktemp("storyloom-browser")
+        home = base / "home"
+        home.mkdir()
+        if prepare:
+            prepare(home)
+        server = _start_server(home, base / "server.log")
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        _stop(server.process)
+
+
+@pytest.fixture
+def server(start_server: Callable[..., RunningServer]) -> RunningServer:
+    return start_server()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One chromium per test module.
+
+    Not per session: the sync API keeps an asyncio loop running in this thread while
+    Playwright is started, so async tests collected after the browser tests would fail
+    with "asyncio.run() cannot be called from a running event loop".
+    """
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"No chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium) "
+            "or set STORYLOOM_CHROMIUM. Never run `playwright install`.",
+            pytrace=False,
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh English page; on failure a screenshot goes to test-results/browser/."""
+    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(15_000)
+    pg = context.new_page()
+    console: list[str] = []
+    pg.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    pg.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    pg.console_messages = console  # type: ignore[attr-defined]
+    yield pg
+    failed = getattr(request.node, "rep_call", None)
+    if failed is not None and failed.failed:
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(Exception):
+            pg.screenshot(path=str(RESULTS_DIR / f"FAILED-{request.node.name}.png"), full_page=True)
+        print("browser console:\n" + "\n".join(console))
+    context.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]

@@ -1,0 +1,104 @@
+// A small fetch wrapper for the storyloom API.
+//
+// Every failed request is turned into an ApiError carrying the server's error envelope
+// `{"error": {"message": str, "problems": [{"field", "reason"}]}}`. Requests are same-origin
+// with cookies (the server's token cookie, when it asks for one); the app holds no token.
+// Nothing here logs request bodies: an update may carry an API key on its way to the server.
+import type { Problem } from './types'
+
+export class ApiError extends Error {
+  /** HTTP status; 0 when the server could not be reached at all. */
+  readonly status: number
+  readonly problems: Problem[]
+
+  constructor(status: number, message: string, problems: Problem[] = []) {
+    super(message)
+    this.name = 'ApiError'
+    this.status = status
+    this.problems = problems
+  }
+
+  get isNetworkError(): boolean {
+    return this.status === 0
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function asProblems(value: unknown): Problem[] {
+  if (!Array.isArray(value)) return []
+  const out: Problem[] = []
+  for (const item of value) {
+    if (isRecord(item) && typeof item.reason === 'string') {
+      out.push({ field: typeof item.field === 'string' ? item.field : '', reason: item.reason })
+    }
+  }
+  return out
+}
+
+/**
+ * Read the error envelope from a parsed body. Tolerates FastAPI's default `{"detail": ...}`
+ * and anything else by falling back to the HTTP status line.
+ */
+export function errorFromBody(status: number, statusText: string, body: unknown): ApiError {
+  if (isRecord(body) && isRecord(body.error) && typeof body.error.message === 'string') {
+    return new ApiError(status, body.error.message, asProblems(body.error.problems))
+  }
+  if (isRecord(body) && typeof body.detail === 'string') {
+    return new ApiError(status, body.detail)
+  }
+  if (isRecord(body) && Array.isArray(body.detail)) {
+    const problems: Problem[] = []
+    for (const d of body.detail) {
+      if (isRecord(d) && typeof d.msg === 'string') {
+        const loc = Array.isArray(d.loc) ? d.loc.filter((p) => p !== 'body').join('.') : ''
+        problems.push({ field: loc, reason: d.msg })
+      }
+    }
+    return new ApiError(status, problems.map((p) => `${p.field}: ${p.reason}`).join('; '), problems)
+  }
+  if (typeof body === 'string' && body.trim()) {
+    return new ApiError(status, `HTTP ${status}: ${body.trim().slice(0, 300)}`)
+  }
+  return new ApiError(status, `HTTP ${status}${statusText ? ` ${statusText}` : ''}`)
+}
+
+export async function errorFromResponse(res: Response): Promise<ApiError> {
+  const text = await res.text().catch(() => '')
+  let body: unknown = text
+  try {
+    body = text ? JSON.parse(text) : null
+  } catch {
+    // not JSON: keep the text
+  }
+  return errorFromBody(res.status, res.statusText, body)
+}
+
+export type Fetch = typeof fetch
+
+export async function requestJson<T>(
+  method: 'GET' | 'PUT' | 'POST' | 'DELETE',
+  path: string,
+  body?: unknown,
+  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+): Promise<T> {
+  const init: RequestInit = {
+    method,
+    credentials: 'same-origin',
+    headers: { Accept: 'application/json' },
+  }
+  if (body !== undefined) {
+    init.headers = { ...init.headers, 'Content-Type': 'application/json' }
+    init.body = JSON.stringify(body)
+  }
+  let res: Response
+  try {
+    res = await fetchImpl(path, init)
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  if (!res.ok) throw await errorFromResponse(res)
+  return (await res.json()) as T
+}

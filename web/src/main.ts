@@ -1,0 +1,7 @@
+import { createApp } from 'vue'
+import App from './App.vue'
+import { makeI18n } from './i18n'
+import { makeRouter } from './router'
+import './style.css'
+
+createApp(App).use(makeRouter()).use(makeI18n()).mount('#app')

