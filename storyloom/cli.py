@@ -90,7 +90,7 @@ def serve(
     address = f"http://{shown_host}:{actual_port}/"
     if token:
         address += f"?token={token}"
-    application = create_app(data_dir, token=token)
+    application = create_app(data_dir, token=token, loopback_only=is_loopback(bind_host))
     typer.echo(f"storyloom {__version__} serving {address}  (data: {data_dir})", err=False)
     sys.stdout.flush()
     config = uvicorn.Config(application, log_level="warning", ws="websockets-sansio")

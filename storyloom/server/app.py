@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from storyloom import __version__
 from storyloom.server import health, settings_api, ws
 from storyloom.server.api_errors import install_error_handlers
+from storyloom.server.origin_guard import OriginGuard
 from storyloom.server.state import ServerState
 from storyloom.server.token_auth import TokenAuth
 from storyloom.server.web_app import STATIC_DIR, mount_web_app
@@ -20,10 +21,15 @@ def create_app(
     home: Path,
     *,
     token: str | None = None,
+    loopback_only: bool = True,
     environ: Mapping[str, str] | None = None,
     static_dir: Path = STATIC_DIR,
 ) -> FastAPI:
-    """Build the app; ``token`` set means every request must carry it."""
+    """Build the app; ``token`` set means every request must carry it.
+
+    ``loopback_only`` (the server is bound to a loopback address) makes the app refuse
+    any ``Host`` that does not name this computer (see :mod:`origin_guard`).
+    """
     state = ServerState.open(home, token=token, environ=environ)
 
     @asynccontextmanager
@@ -40,4 +46,6 @@ def create_app(
     mount_web_app(app, static_dir)
     if token:
         app.add_middleware(TokenAuth, token=token)
+    # Added last so it runs first: a foreign page is refused before anything else.
+    app.add_middleware(OriginGuard, loopback_only=loopback_only)
     return app

@@ -14,6 +14,7 @@ import uvicorn
 
 from storyloom.cli import bind_socket
 from storyloom.server.app import create_app
+from storyloom.server.token_auth import is_loopback
 
 
 @dataclass
@@ -30,7 +31,7 @@ class LiveServer:
 def start_live_server(home: Path, token: str | None = None, host: str = "127.0.0.1") -> LiveServer:
     sock = bind_socket(host, 0)
     port = sock.getsockname()[1]
-    app = create_app(home, token=token, environ={})
+    app = create_app(home, token=token, environ={}, loopback_only=is_loopback(host))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="websockets-sansio"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -73,3 +73,30 @@ def test_token_in_address_sets_cookie_for_page_and_websocket(guarded: Any) -> No
         cookie = f"storyloom_token={browser.cookies['storyloom_token']}"
     greeting = asyncio.run(_ws_exchange(guarded.ws_url, [], additional_headers={"Cookie": cookie}))
     assert greeting[0]["status"] == "connected"
+
+
+def test_other_sites_cannot_post_through_the_browser(client: httpx.Client) -> None:
+    response = client.post(
+        "/api/settings/test",
+        json={"role": "user_llm", "endpoint": {"base_url": "https://evil.example/v1"}},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert response.status_code == 403
+    assert "evil.example" in response.json()["error"]["message"]
+
+
+def test_own_origin_may_post(client: httpx.Client, live_server: Any) -> None:
+    response = client.put("/api/settings", json={}, headers={"Origin": live_server.url})
+    assert response.status_code == 200
+
+
+def test_dns_rebinding_host_is_refused(client: httpx.Client) -> None:
+    response = client.get("/api/settings", headers={"Host": "attacker.example:8420"})
+    assert response.status_code == 403
+
+
+def test_websocket_from_another_site_is_refused(live_server: Any) -> None:
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        asyncio.run(_ws_exchange(live_server.ws_url, [], origin="https://evil.example"))
+    own = asyncio.run(_ws_exchange(live_server.ws_url, [], origin=live_server.url))
+    assert own[0]["status"] == "connected"
