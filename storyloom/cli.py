@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel
 
 from storyloom import __version__
 from storyloom.core.home import ensure_home, resolve_home
@@ -136,6 +137,40 @@ def openapi(
         typer.echo(text, nl=False)
     else:
         atomic_write_text(output, text)
+
+
+def _file_formats() -> dict[str, tuple[type[BaseModel], str]]:
+    """Every user-editable file format: its model and the intro of its reference page."""
+    from storyloom.core.settings import Settings
+
+    return {
+        "settings": (
+            Settings,
+            "`settings.json` in the data directory (`--home`, `$STORYLOOM_HOME` or "
+            "`~/.storyloom`). Environment variables `STORYLOOM_<SECTION>__<FIELD>` override "
+            "it, e.g. `STORYLOOM_USER_LLM__BASE_URL`.",
+        ),
+    }
+
+
+@app.command()
+def schema(
+    name: Annotated[str, typer.Argument(help="File format: settings.")],
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="A reference page instead of JSON Schema.")
+    ] = False,
+) -> None:
+    """Print the JSON Schema (or a Markdown reference) of a file format."""
+    from storyloom.core.model_reference import markdown_reference
+
+    formats = _file_formats()
+    if name not in formats:
+        raise _fail(f"no file format {name!r}; known: {', '.join(sorted(formats))}")
+    model, intro = formats[name]
+    if markdown:
+        typer.echo(markdown_reference(model, f"{name} file format", intro), nl=False)
+    else:
+        typer.echo(json.dumps(model.model_json_schema(), indent=2, ensure_ascii=False))
 
 
 def main() -> None:

