@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,7 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     console: list[str] = []
     pg.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
     pg.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-    pg.console_messages = console  # type: ignore[attr-defined]
+    pg.console_messages = console
     yield pg
     failed = getattr(request.node, "rep_call", None)
     if failed is not None and failed.failed:
@@ -183,7 +183,9 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     if report.when == "call":

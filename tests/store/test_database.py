@@ -12,11 +12,10 @@ def test_database_opens_in_wal_with_foreign_keys_and_sqlite_vec(tmp_path: Path) 
     db = Database.in_home(tmp_path)
     try:
         assert db.journal_mode() == "wal"
-        assert db.connection().execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert db.connection().execute("PRAGMA foreign_keys").fetchall() == [(1,)]
         assert db.vec_version().startswith("v")
-        distance = (
-            db.connection().execute("SELECT vec_distance_l2('[1, 0]', '[0, 1]')").fetchone()[0]
-        )
+        sql = "SELECT vec_distance_l2('[1, 0]', '[0, 1]')"
+        ((distance,),) = db.connection().execute(sql).fetchall()
         assert distance == pytest.approx(2**0.5)
     finally:
         db.close()
@@ -40,7 +39,7 @@ def test_failed_migration_leaves_schema_unchanged(tmp_path: Path) -> None:
         migrate(conn, (good, bad))
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "t" in tables and "u" not in tables
-    assert conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] == 1
+    assert conn.execute("SELECT MAX(version) FROM schema_migrations").fetchall() == [(1,)]
 
 
 def test_newer_database_is_refused(tmp_path: Path) -> None:
