@@ -153,16 +153,26 @@ export interface Built<T> {
   errors: ClientErrors
 }
 
+/** Timeout and retries, which both kinds of endpoint have and require. */
+function collectRequestLimits(
+  errors: ClientErrors,
+  form: { timeout_s: NumberInput; max_retries: NumberInput },
+): { timeout: number | null; retries: number | null } {
+  return {
+    timeout: collect(errors, 'timeout_s', parseNumber(form.timeout_s, { required: true })),
+    retries: collect(
+      errors,
+      'max_retries',
+      parseNumber(form.max_retries, { required: true, integer: true }),
+    ),
+  }
+}
+
 export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<ChatEndpointUpdate> {
   const errors: ClientErrors = {}
   const temperature = collect(errors, 'temperature', parseNumber(form.temperature))
   const maxTokens = collect(errors, 'max_tokens', parseNumber(form.max_tokens, { integer: true }))
-  const timeout = collect(errors, 'timeout_s', parseNumber(form.timeout_s, { required: true }))
-  const retries = collect(
-    errors,
-    'max_retries',
-    parseNumber(form.max_retries, { required: true, integer: true }),
-  )
+  const { timeout, retries } = collectRequestLimits(errors, form)
   const { api_key_set: _keySet, ...rest } = base
   const update: ChatEndpointUpdate = {
     ...rest,
@@ -183,12 +193,7 @@ export function buildEmbeddingUpdate(
 ): Built<EmbeddingEndpointUpdate> {
   const errors: ClientErrors = {}
   const dimensions = collect(errors, 'dimensions', parseNumber(form.dimensions, { integer: true }))
-  const timeout = collect(errors, 'timeout_s', parseNumber(form.timeout_s, { required: true }))
-  const retries = collect(
-    errors,
-    'max_retries',
-    parseNumber(form.max_retries, { required: true, integer: true }),
-  )
+  const { timeout, retries } = collectRequestLimits(errors, form)
   const { api_key_set: _keySet, ...rest } = base
   const update: EmbeddingEndpointUpdate = {
     ...rest,
