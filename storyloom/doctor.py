@@ -15,7 +15,11 @@ from typing import Literal
 
 from storyloom.core.errors import StoryloomError
 from storyloom.core.settings import ROLES, ChatEndpoint, EmbeddingEndpoint, Settings, SettingsStore
-from storyloom.llm.connection_check import check_chat_endpoint, check_embedding_endpoint
+from storyloom.llm.connection_check import (
+    ConnectionReport,
+    check_chat_endpoint,
+    check_embedding_endpoint,
+)
 from storyloom.store.database import Database
 
 Status = Literal["ok", "warn", "fail"]
@@ -100,17 +104,17 @@ def _chat_check(role: str, endpoint: ChatEndpoint) -> Check:
             "not configured",
             f"set base URL and model in Settings of the web app, or {env}",
         )
-    report = asyncio.run(check_chat_endpoint(endpoint, role=role))
-    if report.ok:
-        return Check(role, "ok", report.message)
-    return Check(role, "fail", report.message, _fix_for(report.kind, role))
+    return _from_report(role, asyncio.run(check_chat_endpoint(endpoint, role=role)))
 
 
 def _embedding_check(endpoint: EmbeddingEndpoint) -> Check:
-    report = asyncio.run(check_embedding_endpoint(endpoint))
+    return _from_report("embedding", asyncio.run(check_embedding_endpoint(endpoint)))
+
+
+def _from_report(role: str, report: ConnectionReport) -> Check:
     if report.ok:
-        return Check("embedding", "ok", report.message)
-    return Check("embedding", "fail", report.message, _fix_for(report.kind, "embedding"))
+        return Check(role, "ok", report.message)
+    return Check(role, "fail", report.message, _fix_for(report.kind, role))
 
 
 def _fix_for(kind: str | None, role: str) -> str:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -200,12 +200,9 @@ class Settings(BaseModel):
         return SettingsView(
             schema_version=self.schema_version,
             server=self.server,
-            user_llm=_view_chat(self.user_llm),
-            agent_llm=_view_chat(self.agent_llm),
-            embedding=EmbeddingEndpointView(
-                **self.embedding.model_dump(exclude={"api_key"}),
-                api_key_set=self.embedding.api_key is not None,
-            ),
+            user_llm=_redacted(ChatEndpointView, self.user_llm),
+            agent_llm=_redacted(ChatEndpointView, self.agent_llm),
+            embedding=_redacted(EmbeddingEndpointView, self.embedding),
         )
 
     def with_update(self, update: SettingsUpdate) -> Settings:
@@ -224,8 +221,12 @@ class Settings(BaseModel):
         return Settings.model_validate(data)
 
 
-def _view_chat(endpoint: ChatEndpoint) -> ChatEndpointView:
-    return ChatEndpointView(
+_View = TypeVar("_View", ChatEndpointView, EmbeddingEndpointView)
+
+
+def _redacted(view: type[_View], endpoint: ChatEndpoint | EmbeddingEndpoint) -> _View:
+    """The endpoint as the browser may see it: ``api_key_set`` instead of the key."""
+    return view(
         **endpoint.model_dump(exclude={"api_key"}), api_key_set=endpoint.api_key is not None
     )
 

@@ -439,9 +439,12 @@ class ChatStream:
             raise self._cancelled() from error
         # Retrying is safe only while the caller has seen nothing.
         untouched = not self._parts and not self._tool_calls
-        if not (untouched and error.retryable and attempt < self._client.endpoint.max_retries):
+        policy = self._client.retry_policy
+        if not (
+            untouched and policy.should_retry(error, attempt, self._client.endpoint.max_retries)
+        ):
             raise error
-        delay = self._client.retry_policy.delay_s(error, attempt)
+        delay = policy.delay_s(error, attempt)
         await self._unless_closed(asyncio.sleep(delay))
         if self._closing.is_set():
             raise self._cancelled() from error

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.types import Scope, Send
 
 from storyloom.core.errors import FieldProblem, FileFormatError, clean_reason, field_path
 
@@ -37,6 +38,28 @@ def error_response(
         )
     )
     return JSONResponse(status_code=status, content=body.model_dump())
+
+
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The headers of an ASGI request, names lower-cased (for middlewares)."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def refuse(scope: Scope, send: Send, status: int, message: str) -> None:
+    """Answer a refused request from a middleware: the error envelope over HTTP, or a
+    policy-violation close before accept, which fails a WebSocket handshake (403)."""
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = ErrorBody(error=ErrorDetail(message=message)).model_dump_json().encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _request_problems(exc: RequestValidationError) -> list[FieldProblem]:

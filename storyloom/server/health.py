@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from storyloom import __version__
+from storyloom.core.settings import ChatEndpoint
 from storyloom.server.api_errors import ErrorDetail, Problem
 from storyloom.server.state import ServerState
 
@@ -43,6 +44,12 @@ class HealthReport(BaseModel):
     models: ModelsStatus
 
 
+def _chat_status(endpoint: ChatEndpoint) -> ChatModelStatus:
+    return ChatModelStatus(
+        configured=endpoint.configured, model=endpoint.model, base_url=endpoint.base_url
+    )
+
+
 def health_report(state: ServerState) -> HealthReport:
     s = state.settings
     err = state.loaded.error
@@ -61,16 +68,8 @@ def health_report(state: ServerState) -> HealthReport:
         env_overrides=state.loaded.env_overrides,
         database_schema=state.database.schema_version(),
         models=ModelsStatus(
-            user_llm=ChatModelStatus(
-                configured=s.user_llm.configured,
-                model=s.user_llm.model,
-                base_url=s.user_llm.base_url,
-            ),
-            agent_llm=ChatModelStatus(
-                configured=s.agent_llm.configured,
-                model=s.agent_llm.model,
-                base_url=s.agent_llm.base_url,
-            ),
+            user_llm=_chat_status(s.user_llm),
+            agent_llm=_chat_status(s.agent_llm),
             embedding=EmbeddingModelStatus(
                 configured=s.embedding.configured,
                 provider=s.embedding.provider,

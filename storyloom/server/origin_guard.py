@@ -14,11 +14,11 @@ Two checks close that:
 
 from __future__ import annotations
 
-import json
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from storyloom.server.api_errors import refuse, request_headers
 from storyloom.server.token_auth import is_loopback
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -36,7 +36,7 @@ class OriginGuard:
         self.loopback_only = loopback_only
 
     def _refusal(self, scope: Scope) -> str | None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = request_headers(scope)
         host = headers.get("host", "")
         if self.loopback_only and host and not is_loopback(_hostname(host)):
             return f"host {host!r} is not this computer; open storyloom at 127.0.0.1"
@@ -54,15 +54,4 @@ class OriginGuard:
         if reason is None:
             await self.app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        body = json.dumps({"error": {"message": reason, "problems": []}}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 403,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await refuse(scope, send, 403, reason)

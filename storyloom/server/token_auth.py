@@ -10,12 +10,13 @@ to the same address without the token.
 from __future__ import annotations
 
 import ipaddress
-import json
 import secrets
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from storyloom.server.api_errors import refuse, request_headers
 
 COOKIE = "storyloom_token"
 
@@ -47,7 +48,7 @@ class TokenAuth:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = request_headers(scope)
         auth = headers.get("authorization", "")
         bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else None
         cookie = SimpleCookie(headers.get("cookie", ""))
@@ -64,21 +65,7 @@ class TokenAuth:
             else:
                 await self.app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            # Closing before accept makes the handshake fail with HTTP 403.
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        body = json.dumps(
-            {"error": {"message": "this server needs its access token", "problems": []}}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await refuse(scope, send, 401, "this server needs its access token")
 
     async def _set_cookie_and_redirect(
         self, scope: Scope, send: Send, query: list[tuple[str, str]]
