@@ -19,9 +19,11 @@ run: setup web
 ## Run every test: lint and types, web unit tests, Python and browser tests.
 test: setup-dev web chromium lint typecheck test-web test-python
 
+BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py
+
 ## Run every benchmark in bench/.
 bench: setup-dev
-	@set -e; for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b; done
+	@set -e; for b in $(BENCHMARKS); do echo "== $$b"; $(BIN)/python $$b; done
 
 setup: $(VENV)/.runtime
 setup-dev: $(VENV)/.dev

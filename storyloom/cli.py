@@ -15,12 +15,16 @@ from pydantic import BaseModel
 from storyloom import __version__
 from storyloom.core.home import ensure_home, resolve_home
 from storyloom.core.settings import SettingsStore
+from storyloom.kb_commands import kb_app
+from storyloom.project_commands import project_app
 
 app = typer.Typer(
     help="storyloom: a local-first engine and web app for AI roleplay and long-form fiction.",
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(kb_app, name="kb")
+app.add_typer(project_app, name="project")
 
 HomeOption = Annotated[
     Path | None,
@@ -66,6 +70,13 @@ def serve(
         str | None,
         typer.Option(help="Access token; required off loopback (generated when not given)."),
     ] = None,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            help="Project folder the web app works on (default: <data dir>/projects/default).",
+            show_default=False,
+        ),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Start the web server and print its address."""
@@ -91,7 +102,9 @@ def serve(
     address = f"http://{shown_host}:{actual_port}/"
     if token:
         address += f"?token={token}"
-    application = create_app(data_dir, token=token, loopback_only=is_loopback(bind_host))
+    application = create_app(
+        data_dir, token=token, loopback_only=is_loopback(bind_host), project_dir=project
+    )
     typer.echo(f"storyloom {__version__} serving {address}  (data: {data_dir})", err=False)
     sys.stdout.flush()
     config = uvicorn.Config(application, log_level="warning", ws="websockets-sansio")
@@ -142,6 +155,8 @@ def openapi(
 def _file_formats() -> dict[str, tuple[type[BaseModel], str]]:
     """Every user-editable file format: its model and the intro of its reference page."""
     from storyloom.core.settings import Settings
+    from storyloom.knowledge.knowledge_base import KnowledgeBase
+    from storyloom.project.project_file import ProjectFile
 
     return {
         "settings": (
@@ -150,12 +165,21 @@ def _file_formats() -> dict[str, tuple[type[BaseModel], str]]:
             "`~/.storyloom`). Environment variables `STORYLOOM_<SECTION>__<FIELD>` override "
             "it, e.g. `STORYLOOM_USER_LLM__BASE_URL`.",
         ),
+        "knowledge-base": (
+            KnowledgeBase,
+            "`knowledge.json` of a knowledge base folder (beside its `media/`): the KB's "
+            "metadata and its CAIU entries. `storyloom kb schema` prints its JSON Schema.",
+        ),
+        "project": (
+            ProjectFile,
+            "`project.json` at the root of a project folder (`storyloom project init DIR`).",
+        ),
     }
 
 
 @app.command()
 def schema(
-    name: Annotated[str, typer.Argument(help="File format: settings.")],
+    name: Annotated[str, typer.Argument(help="File format: settings, knowledge-base, project.")],
     markdown: Annotated[
         bool, typer.Option("--markdown", help="A reference page instead of JSON Schema.")
     ] = False,

@@ -58,7 +58,11 @@ def _default(info: FieldInfo) -> str:
         factory: Any = info.default_factory
         if isinstance(factory, type) and issubclass(factory, BaseModel):
             return "see below"
-        return f"`{json.dumps(factory())}`"
+        # Factories of plain containers give a fixed value; any other (ids, timestamps)
+        # gives a new one each time, so the page says so instead of showing one.
+        if factory in (list, dict, set, tuple):
+            return f"`{json.dumps(factory())}`"
+        return "generated"
     if info.default is PydanticUndefined:
         return "required"
     return f"`{json.dumps(info.default)}`"

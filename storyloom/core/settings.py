@@ -169,6 +169,20 @@ class ServerSettings(BaseModel):
     port: int = Field(default=8420, ge=0, le=65535, description="0 picks a free port")
 
 
+class KnowledgeSettings(BaseModel):
+    """Where global knowledge bases live and how references resolve."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    global_folders: list[str] = Field(
+        default_factory=list,
+        description="Folders of global knowledge bases, besides <data dir>/knowledge",
+    )
+    reference_depth_limit: int = Field(
+        default=5, ge=1, le=50, description="Deepest nesting of {{{references}}} resolved"
+    )
+
+
 class Settings(BaseModel):
     """Everything in ``settings.json``. Unknown top-level keys are kept on save."""
 
@@ -186,6 +200,7 @@ class Settings(BaseModel):
     embedding: EmbeddingEndpoint = Field(
         default_factory=EmbeddingEndpoint, description="Vectors for knowledge search"
     )
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
 
     def to_file_json(self) -> dict[str, Any]:
         """The JSON written to disk: secrets in clear (the file is mode 0600)."""
@@ -203,13 +218,14 @@ class Settings(BaseModel):
             user_llm=_redacted(ChatEndpointView, self.user_llm),
             agent_llm=_redacted(ChatEndpointView, self.agent_llm),
             embedding=_redacted(EmbeddingEndpointView, self.embedding),
+            knowledge=self.knowledge,
         )
 
     def with_update(self, update: SettingsUpdate) -> Settings:
         """Apply an update from the API; keys follow the rules of :class:`ChatEndpointUpdate`."""
         data = self.to_file_json()
         given = update.model_dump(exclude_unset=True)
-        for section in ("server", "user_llm", "agent_llm", "embedding"):
+        for section in ("server", "user_llm", "agent_llm", "embedding", "knowledge"):
             if section not in given:
                 continue
             values = dict(given[section])
@@ -239,6 +255,7 @@ class SettingsView(BaseModel):
     user_llm: ChatEndpointView
     agent_llm: ChatEndpointView
     embedding: EmbeddingEndpointView
+    knowledge: KnowledgeSettings
 
 
 class SettingsUpdate(BaseModel):
@@ -250,6 +267,7 @@ class SettingsUpdate(BaseModel):
     user_llm: ChatEndpointUpdate | None = None
     agent_llm: ChatEndpointUpdate | None = None
     embedding: EmbeddingEndpointUpdate | None = None
+    knowledge: KnowledgeSettings | None = None
 
 
 @dataclass

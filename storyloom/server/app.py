@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from storyloom import __version__
-from storyloom.server import health, settings_api, ws
+from storyloom.server import health, knowledge_api, settings_api, ws
 from storyloom.server.api_errors import install_error_handlers
 from storyloom.server.origin_guard import OriginGuard
 from storyloom.server.state import ServerState
@@ -24,17 +24,21 @@ def create_app(
     loopback_only: bool = True,
     environ: Mapping[str, str] | None = None,
     static_dir: Path = STATIC_DIR,
+    project_dir: Path | None = None,
 ) -> FastAPI:
     """Build the app; ``token`` set means every request must carry it.
 
     ``loopback_only`` (the server is bound to a loopback address) makes the app refuse
     any ``Host`` that does not name this computer (see :mod:`origin_guard`).
+    ``project_dir`` is the project the web app works on (default
+    ``<home>/projects/default``, created when missing).
     """
-    state = ServerState.open(home, token=token, environ=environ)
+    state = ServerState.open(home, token=token, environ=environ, project_dir=project_dir)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await state.knowledge.aclose()
         state.database.close()
 
     app = FastAPI(title="storyloom", version=__version__, lifespan=lifespan)
@@ -42,6 +46,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(settings_api.router)
+    app.include_router(knowledge_api.router)
     app.include_router(ws.router)
     mount_web_app(app, static_dir)
     if token:

@@ -1,4 +1,4 @@
-"""What one running server holds: its data directory, settings and database."""
+"""What one running server holds: its data directory, settings, database and project."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
+from storyloom.project.project_file import PROJECT_FILE, init_project
+from storyloom.server.knowledge_service import KnowledgeService
 from storyloom.store.database import Database
+
+DEFAULT_PROJECT = Path("projects") / "default"
 
 
 @dataclass
@@ -17,15 +21,33 @@ class ServerState:
     settings_store: SettingsStore
     loaded: LoadedSettings
     database: Database
+    project_dir: Path
     token: str | None = None
     settings_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    knowledge: KnowledgeService = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The service reads the settings in force at each call: a saved change applies.
+        self.knowledge = KnowledgeService(
+            self.home, self.project_dir, settings=lambda: self.settings, database=self.database
+        )
 
     @classmethod
     def open(
-        cls, home: Path, *, token: str | None = None, environ: Mapping[str, str] | None = None
+        cls,
+        home: Path,
+        *,
+        token: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        project_dir: Path | None = None,
     ) -> ServerState:
+        """Open the data directory; ``project_dir`` (default ``<home>/projects/default``)
+        is created as an empty project when it has no ``project.json``."""
         store = SettingsStore(home, environ)
-        return cls(home, store, store.load(), Database.in_home(home), token)
+        project = (project_dir or home / DEFAULT_PROJECT).expanduser().resolve()
+        if not (project / PROJECT_FILE).exists():
+            init_project(project)
+        return cls(home, store, store.load(), Database.in_home(home), project, token)
 
     @property
     def settings(self) -> Settings:

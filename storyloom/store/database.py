@@ -37,6 +37,8 @@ def open_connection(path: Path | str) -> apsw.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA synchronous=NORMAL")
+    # Vector tables are read whole by exact search; mapping the file saves a copy per page.
+    conn.execute("PRAGMA mmap_size=1073741824")
     try:
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)

@@ -33,6 +33,60 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) STRICT;
         """,
     ),
+    Migration(
+        2,
+        "knowledge_indexes",
+        # Indexes derived from the knowledge.json files: rebuildable, never the source of
+        # truth. The FTS table holds jieba-segmented text (see knowledge/text_index.py) and
+        # is contentless, its rowid being kb_entry_index.id. Vectors live in kb_embedding;
+        # per-model sqlite-vec tables (listed in kb_vec_table) mirror them, keyed by
+        # kb_embedding.id, and are created on demand because their dimension is per model.
+        # kb_vector_generation counts changes to a KB's vectors, so in-memory copies can
+        # tell cheaply whether they are current.
+        """
+        CREATE TABLE kb_entry_index (
+            id                 INTEGER PRIMARY KEY,
+            kb_id              TEXT NOT NULL,
+            entry_id           TEXT NOT NULL,
+            content_hash       TEXT NOT NULL,
+            text               TEXT NOT NULL,
+            entry_type         TEXT NOT NULL,
+            tags               TEXT NOT NULL DEFAULT '[]',
+            enabled            INTEGER NOT NULL DEFAULT 1,
+            use_semantic       INTEGER NOT NULL DEFAULT 0,
+            semantic_threshold REAL,
+            UNIQUE (kb_id, entry_id)
+        ) STRICT;
+        CREATE VIRTUAL TABLE kb_entry_fts USING fts5(
+            segmented,
+            content='',
+            contentless_delete=1,
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TABLE kb_embedding (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            kb_id        TEXT NOT NULL,
+            entry_id     TEXT NOT NULL,
+            model_id     TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            dim          INTEGER NOT NULL,
+            vector       BLOB NOT NULL,
+            UNIQUE (kb_id, entry_id, model_id)
+        ) STRICT;
+        CREATE INDEX kb_embedding_by_model ON kb_embedding (model_id, kb_id, dim);
+        CREATE TABLE kb_vec_table (
+            model_id   TEXT NOT NULL,
+            dim        INTEGER NOT NULL,
+            table_name TEXT NOT NULL UNIQUE,
+            stale      INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (model_id, dim)
+        ) STRICT;
+        CREATE TABLE kb_vector_generation (
+            kb_id      TEXT PRIMARY KEY,
+            generation INTEGER NOT NULL
+        ) STRICT;
+        """,
+    ),
 )
 
 

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from storyloom import __version__
 from storyloom.llm.replay_server import ReplayLLMServer
 
@@ -87,12 +89,13 @@ def test_committed_openapi_matches_the_models() -> None:
     )
 
 
-def test_settings_reference_doc_matches_the_model() -> None:
-    result = storyloom("schema", "settings", "--markdown")
-    committed = (REPO / "docs" / "reference" / "settings.md").read_text()
+@pytest.mark.parametrize("name", ["settings", "knowledge-base", "project"])
+def test_reference_docs_match_the_models(name: str) -> None:
+    result = storyloom("schema", name, "--markdown")
+    committed = (REPO / "docs" / "reference" / f"{name}.md").read_text()
     assert committed == result.stdout, (
-        "docs/reference/settings.md is stale: run "
-        "`.venv/bin/storyloom schema settings --markdown > docs/reference/settings.md`"
+        f"docs/reference/{name}.md is stale: run "
+        f"`.venv/bin/storyloom schema {name} --markdown > docs/reference/{name}.md`"
     )
 
 
@@ -102,4 +105,4 @@ def test_schema_prints_json_schema_and_refuses_unknown_formats() -> None:
     assert "user_llm" in settings_schema["properties"]
     unknown = storyloom("schema", "nope")
     assert unknown.returncode == 1
-    assert "known: settings" in unknown.stderr
+    assert "known: knowledge-base, project, settings" in unknown.stderr

@@ -5,7 +5,7 @@ import apsw
 import pytest
 
 from storyloom.store.database import Database
-from storyloom.store.migrations import Migration, SchemaTooNewError, migrate
+from storyloom.store.migrations import MIGRATIONS, Migration, SchemaTooNewError, migrate
 
 
 def test_database_opens_in_wal_with_foreign_keys_and_sqlite_vec(tmp_path: Path) -> None:
@@ -23,7 +23,7 @@ def test_database_opens_in_wal_with_foreign_keys_and_sqlite_vec(tmp_path: Path) 
 
 def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
     first = Database.in_home(tmp_path)
-    assert first.applied_migrations == [1]
+    assert first.applied_migrations == [m.version for m in MIGRATIONS]
     first.close()
     second = Database.in_home(tmp_path)
     assert second.applied_migrations == []

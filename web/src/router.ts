@@ -1,4 +1,5 @@
 import { createRouter, createWebHistory, type RouteRecordRaw } from 'vue-router'
+import KnowledgePage from './views/KnowledgePage.vue'
 import PlaceholderPage from './views/PlaceholderPage.vue'
 import SettingsPage from './views/SettingsPage.vue'
 
@@ -7,12 +8,14 @@ export type Area = (typeof AREAS)[number]
 
 export const routes: RouteRecordRaw[] = [
   { path: '/', redirect: '/chat' },
-  ...AREAS.map((area) => ({
+  ...AREAS.filter((area) => area !== 'knowledge').map((area) => ({
     path: `/${area}`,
     name: area,
     component: PlaceholderPage,
     props: { area },
   })),
+  // The open knowledge base is part of the address, so a reload or a link keeps it.
+  { path: '/knowledge/:kbId?', name: 'knowledge', component: KnowledgePage },
   { path: '/settings', name: 'settings', component: SettingsPage },
   { path: '/:pathMatch(.*)*', redirect: '/chat' },
 ]

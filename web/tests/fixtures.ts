@@ -44,6 +44,7 @@ export function settingsView(over: Partial<SettingsView> = {}): SettingsView {
     user_llm: chatView(),
     agent_llm: chatView({ base_url: '', model: '' }),
     embedding: embeddingView(),
+    knowledge: { global_folders: [], reference_depth_limit: 5 },
     ...over,
   }
 }

@@ -6,7 +6,7 @@ syscalls, is what gets timed), then times, interleaved and repeated, (a) a raw `
 loop that reads SSE lines and ``json.loads`` each chunk, and (b) storyloom's
 ``ChatClient.stream``. Prints medians and ends with ``ratio: <storyloom_ms / baseline_ms>``.
 
-    .venv/bin/python bench/bench_llm_stream.py [--chunks 2000] [--repeat 15]
+    .venv/bin/python bench/llm_stream.py [--chunks 2000] [--repeat 15]
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Knowledge bases of CAIU entries: files, activation, references, retrieval, imports."""

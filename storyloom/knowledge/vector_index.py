@@ -1,0 +1,355 @@
+"""Entry vectors in SQLite, and nearest-neighbour search over them.
+
+``kb_embedding`` holds every vector as a float32 blob, keyed by (KB, entry, model) and
+stamped with the content hash of the text it was made from. Vectors are stored
+unit-length, so cosine similarity is a dot product wherever it is computed.
+
+Search goes through a :class:`VectorIndex`. :class:`SqliteVecIndex` asks a per-model
+``vec0`` table (``kb_id`` partition key, cosine distance) that mirrors ``kb_embedding``
+row for row (same rowid); :class:`NumpyVectorIndex` keeps each KB's matrix in memory and
+is used where ``sqlite-vec`` cannot be loaded. Both give exact top-k. Writes always go to
+``kb_embedding`` and, when ``sqlite-vec`` is loaded, to the mirror; a write made without it
+marks the mirror stale, and the next search with it rebuilds the mirror first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+
+# sqlite-vec refuses larger k in one KNN query.
+SQLITE_VEC_MAX_K = 4096
+
+
+def as_unit_vector(values: Sequence[float] | npt.NDArray[np.floating]) -> Vector:
+    """float32, length 1 (a zero vector stays zero: it is similar to nothing)."""
+    vector = np.asarray(values, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(vector))
+    if norm > 0:
+        vector = vector / np.float32(norm)
+    return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def vector_from_blob(blob: bytes) -> Vector:
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def has_sqlite_vec(conn: apsw.Connection) -> bool:
+    try:
+        conn.execute("SELECT vec_version()").fetchall()
+    except apsw.SQLError:
+        return False
+    return True
+
+
+def vec_table_name(model_id: str, dim: int) -> str:
+    digest = hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:16]
+    return f"vec_{digest}_{dim}"
+
+
+@dataclass(frozen=True)
+class StoredVector:
+    """A vector to store for one entry, with the hash of the text it was made from."""
+
+    entry_id: str
+    content_hash: str
+    vector: Sequence[float] | npt.NDArray[np.floating]
+
+
+def _mirror(conn: apsw.Connection, model_id: str, dim: int, *, create: bool) -> str | None:
+    """The vec0 table mirroring (model, dim), rebuilt if stale; None without sqlite-vec."""
+    row = conn.execute(
+        "SELECT table_name, stale FROM kb_vec_table WHERE model_id = ? AND dim = ?",
+        (model_id, dim),
+    ).fetchone()
+    if not has_sqlite_vec(conn):
+        if row is not None:
+            conn.execute(
+                "UPDATE kb_vec_table SET stale = 1 WHERE model_id = ? AND dim = ?", (model_id, dim)
+            )
+        return None
+    if row is None and not create:
+        return None
+    if row is not None and not row[1]:
+        return str(row[0])
+    name = vec_table_name(model_id, dim)
+    with conn:
+        if row is None:
+            conn.execute(
+                "INSERT INTO kb_vec_table(model_id, dim, table_name) VALUES (?, ?, ?)",
+                (model_id, dim, name),
+            )
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {name} USING vec0("
+            f"kb_id text partition key, embedding float[{dim}] distance_metric=cosine)"
+        )
+        conn.execute(
+            f"INSERT INTO {name}(rowid, kb_id, embedding)"
+            " SELECT id, kb_id, vector FROM kb_embedding WHERE model_id = ? AND dim = ?",
+            (model_id, dim),
+        )
+        conn.execute(
+            "UPDATE kb_vec_table SET stale = 0 WHERE model_id = ? AND dim = ?", (model_id, dim)
+        )
+    return name
+
+
+def store_vectors(
+    conn: apsw.Connection,
+    kb_id: str,
+    model_id: str,
+    vectors: Iterable[StoredVector],
+    *,
+    only_current: bool = False,
+) -> int:
+    """Insert or replace vectors; returns how many were stored.
+
+    ``only_current``: skip vectors whose hash is not the entry's indexed hash (its text
+    changed while it was being embedded), so a late answer cannot store a stale vector.
+    """
+    stored = 0
+    mirrors: dict[int, str | None] = {}
+    with conn:
+        for item in vectors:
+            if only_current:
+                row = conn.execute(
+                    "SELECT content_hash FROM kb_entry_index WHERE kb_id = ? AND entry_id = ?",
+                    (kb_id, item.entry_id),
+                ).fetchone()
+                if row is None or row[0] != item.content_hash:
+                    continue
+            vector = as_unit_vector(item.vector)
+            dim = int(vector.shape[0])
+            if dim == 0:
+                raise ValueError(f"empty vector for entry {item.entry_id!r}")
+            if dim not in mirrors:
+                # Before the insert: a new mirror is back-filled from kb_embedding.
+                mirrors[dim] = _mirror(conn, model_id, dim, create=True)
+            _delete_rows(
+                conn,
+                "kb_id = ? AND entry_id = ? AND model_id = ?",
+                (kb_id, item.entry_id, model_id),
+            )
+            ((row_id,),) = conn.execute(
+                "INSERT INTO kb_embedding(kb_id, entry_id, model_id, content_hash, dim, vector)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (kb_id, item.entry_id, model_id, item.content_hash, dim, vector.tobytes()),
+            ).fetchall()
+            table = mirrors[dim]
+            if table is not None:
+                conn.execute(
+                    f"INSERT INTO {table}(rowid, kb_id, embedding) VALUES (?, ?, ?)",
+                    (row_id, kb_id, vector.tobytes()),
+                )
+            stored += 1
+        if stored:
+            _bump_generation(conn, kb_id)
+    return stored
+
+
+def _bump_generation(conn: apsw.Connection, kb_id: str) -> None:
+    conn.execute(
+        "INSERT INTO kb_vector_generation(kb_id, generation) VALUES (?, 1)"
+        " ON CONFLICT (kb_id) DO UPDATE SET generation = generation + 1",
+        (kb_id,),
+    )
+
+
+def vector_generation(conn: apsw.Connection, kb_id: str) -> int:
+    """A number that changes whenever a vector of ``kb_id`` is stored or deleted."""
+    row = conn.execute(
+        "SELECT generation FROM kb_vector_generation WHERE kb_id = ?", (kb_id,)
+    ).fetchone()
+    return cast(int, row[0]) if row else 0
+
+
+def _delete_rows(conn: apsw.Connection, where: str, args: Sequence[object]) -> int:
+    rows = conn.execute(f"SELECT id, model_id, dim FROM kb_embedding WHERE {where}", args)
+    by_table: dict[tuple[str, int], list[int]] = {}
+    for row_id, model_id, dim in rows.fetchall():
+        by_table.setdefault((str(model_id), cast(int, dim)), []).append(cast(int, row_id))
+    for (model_id, dim), ids in by_table.items():
+        table = _mirror(conn, model_id, dim, create=False)
+        if table is not None:
+            conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
+        conn.executemany("DELETE FROM kb_embedding WHERE id = ?", [(i,) for i in ids])
+    return sum(len(ids) for ids in by_table.values())
+
+
+def delete_vectors(
+    conn: apsw.Connection,
+    kb_id: str,
+    entry_ids: Sequence[str] | None,
+    *,
+    model_id: str | None = None,
+    keep_hash: str | None = None,
+) -> int:
+    """Delete vectors of a KB (``entry_ids`` None: all entries), of one model or all,
+    except those made from text with ``keep_hash``."""
+    where = ["kb_id = ?"]
+    args: list[object] = [kb_id]
+    if entry_ids is not None:
+        if not entry_ids:
+            return 0
+        where.append("entry_id IN (SELECT value FROM json_each(?))")
+        args.append(json.dumps(list(entry_ids)))
+    if model_id is not None:
+        where.append("model_id = ?")
+        args.append(model_id)
+    if keep_hash is not None:
+        where.append("content_hash != ?")
+        args.append(keep_hash)
+    with conn:
+        deleted = _delete_rows(conn, " AND ".join(where), args)
+        if deleted:
+            _bump_generation(conn, kb_id)
+    return deleted
+
+
+@dataclass(frozen=True)
+class PendingEntry:
+    """An indexed entry that has no current vector for some model."""
+
+    entry_id: str
+    content_hash: str
+    text: str
+
+
+def missing_vectors(conn: apsw.Connection, kb_id: str, model_id: str) -> list[PendingEntry]:
+    """Entries of ``kb_id`` without a vector of ``model_id`` for their current text."""
+    rows = conn.execute(
+        "SELECT i.entry_id, i.content_hash, i.text FROM kb_entry_index AS i"
+        " WHERE i.kb_id = ? AND NOT EXISTS (SELECT 1 FROM kb_embedding AS e"
+        "  WHERE e.kb_id = i.kb_id AND e.entry_id = i.entry_id AND e.model_id = ?"
+        "  AND e.content_hash = i.content_hash)"
+        " ORDER BY i.id",
+        (kb_id, model_id),
+    )
+    return [PendingEntry(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+
+def load_vectors(conn: apsw.Connection, kb_id: str, model_id: str) -> list[tuple[str, str, Vector]]:
+    """(entry id, content hash, vector) of every stored vector of a KB and model."""
+    rows = conn.execute(
+        "SELECT entry_id, content_hash, vector FROM kb_embedding"
+        " WHERE kb_id = ? AND model_id = ? ORDER BY id",
+        (kb_id, model_id),
+    )
+    return [(str(r[0]), str(r[1]), vector_from_blob(r[2])) for r in rows]
+
+
+def vector_dims(conn: apsw.Connection, kb_ids: Sequence[str], model_id: str) -> list[int]:
+    """The vector lengths stored for ``model_id`` in these KBs (normally one)."""
+    rows = conn.execute(
+        "SELECT DISTINCT dim FROM kb_embedding WHERE model_id = ?"
+        " AND kb_id IN (SELECT value FROM json_each(?))",
+        (model_id, json.dumps(list(kb_ids))),
+    )
+    return sorted(int(r[0]) for r in rows)
+
+
+class VectorIndex(Protocol):
+    """Exact nearest neighbours of a unit query vector among one KB's vectors."""
+
+    @property
+    def name(self) -> str: ...
+
+    def nearest(
+        self, conn: apsw.Connection, *, model_id: str, kb_id: str, query: Vector, k: int
+    ) -> list[tuple[int, float]]:
+        """Up to ``k`` (``kb_embedding.id``, cosine similarity), most similar first."""
+        ...
+
+
+class SqliteVecIndex:
+    """KNN on the per-model ``vec0`` table, restricted to one KB by its partition key."""
+
+    name = "sqlite-vec"
+
+    def nearest(
+        self, conn: apsw.Connection, *, model_id: str, kb_id: str, query: Vector, k: int
+    ) -> list[tuple[int, float]]:
+        table = _mirror(conn, model_id, int(query.shape[0]), create=False)
+        if table is None or k <= 0:
+            return []
+        rows = conn.execute(
+            f"SELECT rowid, distance FROM {table}"
+            " WHERE embedding MATCH ? AND k = ? AND kb_id = ? ORDER BY distance",
+            (query.tobytes(), min(k, SQLITE_VEC_MAX_K), kb_id),
+        )
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+
+@dataclass
+class _Matrix:
+    signature: int
+    ids: npt.NDArray[np.int64]
+    vectors: Vector
+
+
+class NumpyVectorIndex:
+    """Brute force over each KB's vectors held in memory as one matrix.
+
+    The matrix is reloaded when the KB's vector generation has moved on (every store
+    and delete changes it), which costs one indexed lookup per search.
+    """
+
+    name = "numpy"
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str, int, str], _Matrix] = {}
+        self._lock = threading.Lock()
+
+    def _matrix(self, conn: apsw.Connection, model_id: str, dim: int, kb_id: str) -> _Matrix:
+        where = "model_id = ? AND kb_id = ? AND dim = ?"
+        args = (model_id, kb_id, dim)
+        signature = vector_generation(conn, kb_id)
+        key = (conn.filename, model_id, dim, kb_id)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and cached.signature == signature:
+            return cached
+        rows = conn.execute(f"SELECT id, vector FROM kb_embedding WHERE {where}", args).fetchall()
+        ids = np.fromiter((cast(int, r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        blob = b"".join(cast(bytes, r[1]) for r in rows)
+        vectors = np.frombuffer(blob, dtype=np.float32)
+        matrix = _Matrix(signature, ids, vectors.reshape(len(rows), dim))
+        with self._lock:
+            self._cache[key] = matrix
+        return matrix
+
+    def nearest(
+        self, conn: apsw.Connection, *, model_id: str, kb_id: str, query: Vector, k: int
+    ) -> list[tuple[int, float]]:
+        matrix = self._matrix(conn, model_id, int(query.shape[0]), kb_id)
+        total = len(matrix.ids)
+        if total == 0 or k <= 0:
+            return []
+        scores = matrix.vectors @ query
+        # argpartition needs k < total.
+        top = np.argpartition(-scores, k - 1)[:k] if k < total else np.arange(total)
+        order = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(matrix.ids[i]), float(scores[i])) for i in order]
+
+
+_NUMPY_INDEX = NumpyVectorIndex()
+_SQLITE_VEC_INDEX = SqliteVecIndex()
+
+
+def default_vector_index(conn: apsw.Connection) -> VectorIndex:
+    """The in-memory numpy index: exact like sqlite-vec 0.1.9 and, measured here, about
+    five times faster at 100k vectors of one KB (11 ms against 58-86 ms per query; see
+    docs/decisions.md). sqlite-vec stays available behind the same interface."""
+    del conn
+    return _NUMPY_INDEX

@@ -1,0 +1,206 @@
+"""Import a file into a project (or the global folder): SillyTavern files and packages.
+
+The importers in :mod:`storyloom.knowledge` only parse; this module decides where the
+results go. With a project, KBs become local KBs referenced in ``project.json`` and a
+card's character preset goes to ``presets/characters/``. Without one, KBs go to the
+global folder. Everything is parsed and validated before the first write.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storyloom.core.atomic_io import atomic_write_bytes, atomic_write_text
+from storyloom.core.errors import StoryloomError
+from storyloom.knowledge.activation import ActivationEngine
+from storyloom.knowledge.activation_settings import ActivationSettings
+from storyloom.knowledge.global_library import scan_global_folders
+from storyloom.knowledge.knowledge_base import (
+    KNOWLEDGE_FILE,
+    KnowledgeBase,
+    load_knowledge_base,
+    save_knowledge_base,
+)
+from storyloom.knowledge.sillytavern import export_chat_jsonl, import_sillytavern
+from storyloom.project.project_file import folder_slug
+from storyloom.project.project_knowledge import (
+    LOCAL_KB_DIR,
+    add_global_knowledge_base,
+    add_local_knowledge_base,
+    open_project_knowledge,
+    register_local_folder,
+)
+from storyloom.store.database import Database
+
+PACKAGE_SUFFIX = ".ctkbz"
+MAX_PEEK_BYTES = 64 * 1024 * 1024
+PRESETS_DIR = "presets/characters"
+CHATS_DIR = "imports/chats"
+
+
+@dataclass
+class CreatedKnowledgeBase:
+    kb_id: str
+    display_name: str
+    entry_count: int
+    folder: str
+
+
+@dataclass
+class ImportSummary:
+    source: str
+    kind: str
+    created: list[CreatedKnowledgeBase] = field(default_factory=list)
+    character: str | None = None
+    character_file: str | None = None
+    chat_file: str | None = None
+    chat_messages: int = 0
+    warnings: list[str] = field(default_factory=list)
+    reembed_needed: bool = False
+
+
+def _created(kb: KnowledgeBase, folder: Path) -> CreatedKnowledgeBase:
+    return CreatedKnowledgeBase(kb.kb_id, kb.display_name, len(kb.entries), str(folder))
+
+
+def _write_kb(kb: KnowledgeBase, project_dir: Path | None, global_folder: Path) -> Path:
+    if project_dir is not None:
+        return add_local_knowledge_base(project_dir, kb, name=kb.kb_displayName or None)
+    return add_global_knowledge_base(global_folder, kb, name=kb.kb_displayName or None)
+
+
+def import_knowledge_file(
+    path: Path,
+    *,
+    project_dir: Path | None,
+    global_folder: Path,
+    database: Database | None = None,
+    available_model_ids: Collection[str] = (),
+    display_name: str | None = None,
+) -> ImportSummary:
+    """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a ``.ctkbz``)."""
+    if path.suffix.lower() == PACKAGE_SUFFIX:
+        return _import_package(path, project_dir, global_folder, database, available_model_ids)
+    result = import_sillytavern(path)
+    summary = ImportSummary(source=str(path), kind=result.kind, warnings=list(result.warnings))
+    for kb in result.knowledge_bases:
+        if display_name and len(result.knowledge_bases) == 1:
+            kb.kb_displayName = display_name
+        summary.warnings.extend(unusable_keys(kb))
+        summary.created.append(_created(kb, _write_kb(kb, project_dir, global_folder)))
+    if result.character is not None:
+        base = (project_dir or global_folder.parent) / PRESETS_DIR
+        base.mkdir(parents=True, exist_ok=True)
+        taken = {p.stem for p in base.glob("*.json")}
+        slug = folder_slug(result.character.name or path.stem, taken)
+        preset_path = base / f"{slug}.json"
+        if result.avatar_png is not None:
+            atomic_write_bytes(base / f"{slug}.png", result.avatar_png)
+            result.character.avatar = f"{slug}.png"
+        for name, data_bytes in result.assets.items():
+            # CHARX member names were checked for traversal when the archive was read.
+            atomic_write_bytes(base / f"{slug}.assets" / name, data_bytes)
+        data = result.character.model_dump(mode="json")
+        atomic_write_text(preset_path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        summary.character = result.character.name
+        summary.character_file = str(preset_path)
+    if result.chat is not None:
+        base = (project_dir or global_folder.parent) / CHATS_DIR
+        base.mkdir(parents=True, exist_ok=True)
+        taken = {p.stem for p in base.glob("*.jsonl")}
+        chat_path = base / f"{folder_slug(path.stem, taken)}.jsonl"
+        atomic_write_text(chat_path, export_chat_jsonl(result.chat))
+        summary.chat_file = str(chat_path)
+        summary.chat_messages = len(result.chat.messages)
+        summary.warnings.append(
+            "the chat was checked and kept as SillyTavern JSONL; it becomes a conversation "
+            "with branches once the chat engine lands"
+        )
+    return summary
+
+
+def _import_package(
+    path: Path,
+    project_dir: Path | None,
+    global_folder: Path,
+    database: Database | None,
+    available_model_ids: Collection[str],
+) -> ImportSummary:
+    existing = _existing_folder(package_kb_id(path), project_dir, global_folder)
+    if existing is not None:
+        # Importing it again would give two folders one kb_id, and the search index of
+        # the original would be overwritten by the package's entries.
+        raise StoryloomError(
+            f"{path}: this knowledge base (kb_id {existing[0]}) is already here, in "
+            f"{existing[1]}; remove that folder first to import the package again"
+        )
+    parent = project_dir / LOCAL_KB_DIR if project_dir is not None else global_folder
+    parent.mkdir(parents=True, exist_ok=True)
+    taken = {p.name for p in parent.iterdir()}
+    target = parent / folder_slug(path.stem, taken)
+    # Imported here: packages load the embedding providers, which other imports skip.
+    from storyloom.knowledge.package import import_package
+
+    report = import_package(path, target, db=database, available_model_ids=set(available_model_ids))
+    kb = load_knowledge_base(target)
+    summary = ImportSummary(source=str(path), kind="package", warnings=list(report.warnings))
+    if report.kb_model_id and not report.package_model_available:
+        # Seed 2.2.2: vectors of a model missing here are not used; the KB falls back to
+        # the project's or the global (local) model and is embedded again with it.
+        summary.warnings.append(
+            f"embedding model {report.kb_model_id!r} of the package is not available here; "
+            "the knowledge base now uses the project's or the global default model"
+        )
+        kb.embedding_model_id = None
+        save_knowledge_base(kb, target, touch=False)
+    if project_dir is not None:
+        register_local_folder(project_dir, target, name=kb.kb_displayName)
+    summary.created.append(
+        CreatedKnowledgeBase(report.kb_id, kb.display_name, report.entries, str(target))
+    )
+    summary.reembed_needed = report.reembed_needed
+    if report.message:
+        summary.warnings.append(report.message)
+    return summary
+
+
+def package_kb_id(path: Path) -> str | None:
+    """The ``kb_id`` inside a package, when it can be read cheaply; the full checks of
+    :func:`import_package` still run on everything."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo(KNOWLEDGE_FILE)
+            if info.file_size > MAX_PEEK_BYTES:
+                return None
+            kb_id = json.loads(archive.read(info)).get("kb_id")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, AttributeError):
+        return None
+    return kb_id if isinstance(kb_id, str) else None
+
+
+def _existing_folder(
+    kb_id: str | None, project_dir: Path | None, global_folder: Path
+) -> tuple[str, Path] | None:
+    if kb_id is None:
+        return None
+    folders = [global_folder]
+    bases = scan_global_folders(folders).bases
+    if project_dir is not None:
+        bases = open_project_knowledge(project_dir, folders).catalog.bases
+    found = next((b for b in bases if b.kb_id == kb_id), None)
+    return (kb_id, found.folder) if found is not None else None
+
+
+def unusable_keys(kb: KnowledgeBase) -> list[str]:
+    """Keys the activation engine will ignore (regexes that do not compile), as warnings."""
+    names = {entry.id: entry.displayName or "" for entry in kb.entries}
+    engine = ActivationEngine([kb], ActivationSettings())
+    return [
+        f"entry {p.entry_id} ({names.get(p.entry_id, '')}) {p.field}: {p.reason}; "
+        "this key is ignored until it is fixed"
+        for p in engine.problems
+    ]

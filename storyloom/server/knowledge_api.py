@@ -1,0 +1,671 @@
+"""``/api/knowledge``: the project's knowledge bases for the web app.
+
+Reads come from :class:`~storyloom.server.knowledge_service.KnowledgeService`, which
+reloads when files change. Writes validate the whole document first (422 with the JSON
+path of every problem, nothing written) and then save atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field, ValidationError
+
+from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
+from storyloom.knowledge.activation import Reason, ScanMessage
+from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.catalog import LoadedKB
+from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_schema, now_iso
+from storyloom.knowledge.sillytavern import export_world_info
+from storyloom.project.project_file import folder_slug
+from storyloom.server.api_errors import ErrorBody, error_response
+from storyloom.server.knowledge_service import (
+    EmbeddingState,
+    KnowledgeBaseMissing,
+    KnowledgeService,
+    Snapshot,
+    validation_problems,
+)
+from storyloom.server.state import ServerState
+
+router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+}
+
+
+def _service(request: Request) -> KnowledgeService:
+    state: ServerState = request.app.state.storyloom
+    return state.knowledge
+
+
+def _not_found(exc: KnowledgeBaseMissing) -> JSONResponse:
+    return error_response(404, str(exc))
+
+
+def _invalid(message: str, problems: list[FieldProblem]) -> JSONResponse:
+    summary = "; ".join(str(p) for p in problems)
+    return error_response(422, f"{message}: {summary}" if summary else message, problems)
+
+
+# -- list / create ---------------------------------------------------------------------
+
+
+class KnowledgeBaseSummary(BaseModel):
+    kb_id: str
+    displayName: str
+    description: str
+    scope: Literal["local", "global"]
+    referenced: bool = Field(description="Named by the project's knowledgeBaseReferences")
+    reference_ids: list[str]
+    aliases: list[str]
+    folder: str
+    entry_count: int
+    total_tokens: int = Field(description="Sum of the entries' text tokens (user LLM tokenizer)")
+    embedding_model_id: str | None
+    problems: list[str]
+
+
+class ProjectInfo(BaseModel):
+    root: str
+    name: str
+
+
+class KnowledgeBaseList(BaseModel):
+    project: ProjectInfo
+    bases: list[KnowledgeBaseSummary]
+    problems: list[str] = Field(description="Project-level problems: unreadable KBs, ...")
+
+
+def _summary(service: KnowledgeService, snap: Snapshot, loaded: LoadedKB) -> KnowledgeBaseSummary:
+    kb = loaded.kb
+    tokens = service.kb_tokens(kb)
+    folder = str(loaded.folder)
+    problems = [p for p in snap.knowledge.problems if folder in p]
+    return KnowledgeBaseSummary(
+        kb_id=kb.kb_id,
+        displayName=kb.kb_displayName,
+        description=kb.kb_description,
+        scope=loaded.scope,
+        referenced=bool(loaded.reference_ids),
+        reference_ids=list(loaded.reference_ids),
+        aliases=list(loaded.aliases),
+        folder=folder,
+        entry_count=len(kb.entries),
+        total_tokens=sum(tokens.values()),
+        embedding_model_id=kb.embedding_model_id,
+        problems=problems,
+    )
+
+
+@router.get("/bases", response_model=KnowledgeBaseList)
+def list_bases(request: Request) -> KnowledgeBaseList:
+    service = _service(request)
+    snap = service.snapshot()
+    bases = [_summary(service, snap, loaded) for loaded in snap.knowledge.catalog.bases]
+    project = snap.knowledge.project
+    return KnowledgeBaseList(
+        project=ProjectInfo(root=str(snap.knowledge.root), name=project.name),
+        bases=bases,
+        problems=list(snap.knowledge.problems),
+    )
+
+
+class CreateKnowledgeBase(BaseModel):
+    displayName: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    scope: Literal["local", "global"] = "local"
+
+
+@router.post("/bases", response_model=KnowledgeBaseSummary, status_code=201, responses=_ERRORS)
+async def create_base(request: Request, body: CreateKnowledgeBase) -> KnowledgeBaseSummary:
+    """A new, empty KB: in the project (referenced by project.json) or the global folder."""
+    service = _service(request)
+    now = now_iso()
+    kb = KnowledgeBase(
+        kb_displayName=body.displayName.strip(),
+        kb_description=body.description,
+        created_at=now,
+        updated_at=now,
+    )
+    loaded = await asyncio.to_thread(service.create, kb, body.scope)
+    return await asyncio.to_thread(_summary, service, service.snapshot(), loaded)
+
+
+# -- one KB ----------------------------------------------------------------------------
+
+
+class KnowledgeBaseDocument(BaseModel):
+    knowledge_base: KnowledgeBase = Field(description="The knowledge.json content, as stored")
+    scope: Literal["local", "global"]
+    folder: str
+    entry_tokens: dict[str, int] = Field(description="Tokens of each entry's text, by entry id")
+    total_tokens: int
+
+
+def _document(service: KnowledgeService, loaded: LoadedKB) -> KnowledgeBaseDocument:
+    kb = loaded.kb
+    tokens = service.kb_tokens(kb)
+    return KnowledgeBaseDocument(
+        knowledge_base=kb,
+        scope=loaded.scope,
+        folder=str(loaded.folder),
+        entry_tokens=tokens,
+        total_tokens=sum(tokens.values()),
+    )
+
+
+@router.get("/bases/{kb_id}", response_model=KnowledgeBaseDocument, responses=_ERRORS)
+def get_base(request: Request, kb_id: str) -> KnowledgeBaseDocument | JSONResponse:
+    service = _service(request)
+    try:
+        return _document(service, service.snapshot().require(kb_id))
+    except KnowledgeBaseMissing as exc:
+        return _not_found(exc)
+
+
+@router.put("/bases/{kb_id}", response_model=KnowledgeBaseDocument, responses=_ERRORS)
+async def put_base(
+    request: Request, kb_id: str, body: KnowledgeBase
+) -> KnowledgeBaseDocument | JSONResponse:
+    """Replace the KB; entries are saved in the order given (drag-to-reorder saves this way)."""
+    service = _service(request)
+    if body.kb_id != kb_id:
+        problem = FieldProblem("kb_id", f"must be {kb_id}, the kb_id in the URL")
+        return _invalid("invalid knowledge base", [problem])
+    try:
+        loaded = await asyncio.to_thread(service.replace, body)
+    except KnowledgeBaseMissing as exc:
+        return _not_found(exc)
+    except FileFormatError as exc:
+        return _invalid("invalid knowledge base", exc.problems)
+    service.embed_later([loaded])
+    return await asyncio.to_thread(_document, service, loaded)
+
+
+@router.get("/schema")
+def get_schema() -> dict[str, Any]:
+    """JSON Schema of ``knowledge.json``; the entry form is generated from it."""
+    return knowledge_base_schema()
+
+
+# -- references ------------------------------------------------------------------------
+
+
+class ReferenceCheckRequest(BaseModel):
+    kb_id: str | None = Field(default=None, description="KB holding the text; None: no KB")
+    text: str = Field(max_length=1_000_000)
+    entry_id: str | None = Field(default=None, description="Entry being edited (cycle checks)")
+
+
+class ReferenceTargetRef(BaseModel):
+    kb_id: str
+    entry_id: str
+    displayName: str | None
+
+
+class ReferenceCheckOut(BaseModel):
+    start: int = Field(description="Offset of '{{{' in code points (Python string index)")
+    end: int = Field(description="Offset after '}}}' in code points")
+    raw: str = Field(description="The reference body, without its braces")
+    status: Literal["ok", "missing", "ambiguous", "cyclic"]
+    count: int
+    kb_count: int
+    targets: list[ReferenceTargetRef]
+    message: str
+
+
+class ReferenceCheckResponse(BaseModel):
+    checks: list[ReferenceCheckOut]
+
+
+@router.post("/references/check", response_model=ReferenceCheckResponse, responses=_ERRORS)
+def check_references(request: Request, body: ReferenceCheckRequest) -> ReferenceCheckResponse:
+    """A verdict per ``{{{...}}}`` of ``text``: the editor's green / red / yellow marks."""
+    checks = _service(request).resolver().check(body.kb_id, body.text, entry_id=body.entry_id)
+    return ReferenceCheckResponse(
+        checks=[
+            ReferenceCheckOut(
+                start=c.start,
+                end=c.end,
+                raw=c.raw,
+                status=c.status,
+                count=c.count,
+                kb_count=c.kb_count,
+                targets=[
+                    ReferenceTargetRef(
+                        kb_id=t.kb_id, entry_id=t.entry_id, displayName=t.display_name
+                    )
+                    for t in c.targets
+                ],
+                message=c.message,
+            )
+            for c in checks
+        ]
+    )
+
+
+class ReferenceTargetOut(BaseModel):
+    kb_id: str
+    kb_name: str
+    entry_id: str
+    displayName: str | None
+    path: str
+    reference: str = Field(description="The shortest '{{{...}}}' that names exactly this entry")
+    kinds: list[str]
+    tagged: bool = Field(description="Tagged '@ref' (or '@ref:KIND'): offered first")
+    preview: str
+
+
+class ReferenceTargetList(BaseModel):
+    targets: list[ReferenceTargetOut]
+
+
+MAX_TARGETS = 50
+
+
+@router.get("/references/targets", response_model=ReferenceTargetList)
+def reference_targets(
+    request: Request, kb_id: str | None = None, q: str = ""
+) -> ReferenceTargetList:
+    """Entries to offer after ``{{{``: ``@ref``-tagged first, then every named entry."""
+    targets = _service(request).resolver().referenceable(kb_id, include_all=True)
+    needle = q.strip().casefold()
+    if needle:
+        targets = [
+            t
+            for t in targets
+            if needle in (t.display_name or "").casefold() or needle in t.path.casefold()
+        ]
+    targets.sort(key=lambda t: not t.tagged)  # stable: keeps the resolver's KB order
+    return ReferenceTargetList(
+        targets=[
+            ReferenceTargetOut(
+                kb_id=t.kb_id,
+                kb_name=t.kb_name,
+                entry_id=t.entry_id,
+                displayName=t.display_name,
+                path=t.path,
+                reference=t.reference,
+                kinds=list(t.kinds),
+                tagged=t.tagged,
+                preview=t.preview,
+            )
+            for t in targets[:MAX_TARGETS]
+        ]
+    )
+
+
+# -- activation test -------------------------------------------------------------------
+
+
+class ActivationTestRequest(BaseModel):
+    kb_ids: list[str] | None = Field(
+        default=None, description="KBs to test; default: every KB the project references"
+    )
+    chat: str = Field(
+        default="",
+        max_length=1_000_000,
+        description="One message per line, 'Name: text'; a line without a name is the user's",
+    )
+    user_name: str = Field(default="User", description="Whose lines have no name")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Overrides of the project's activation settings (scan_depth, budget_cap...)",
+    )
+    variables: dict[str, Any] = Field(default_factory=dict, description="Chat variables")
+    max_context_tokens: int | None = Field(default=None, gt=0)
+    seed: int | None = Field(default=None, description="Fixes probability rolls")
+    character: str | None = Field(default=None, description="Character name for filters")
+
+
+class ReasonOut(BaseModel):
+    rule: str
+    detail: str
+    outcome: str
+
+
+class ActivatedOut(BaseModel):
+    kb_id: str
+    kb_name: str
+    entry_id: str
+    displayName: str
+    text: str = Field(description="Injected text, references resolved")
+    placement: str
+    depth: int | None
+    role: str | None
+    outlet_name: str | None
+    priority: int
+    tokens: int
+    recursion_level: int = Field(description="0: found by the chat; n: by the n-th recursion")
+    reasons: list[ReasonOut]
+
+
+class DroppedOut(BaseModel):
+    kb_id: str
+    kb_name: str
+    entry_id: str
+    displayName: str
+    tokens: int | None
+    reasons: list[ReasonOut]
+
+
+class ChatMessageOut(BaseModel):
+    name: str
+    text: str
+    is_user: bool
+
+
+class ActivationTestResponse(BaseModel):
+    activated: list[ActivatedOut] = Field(description="In insertion order")
+    dropped: list[DroppedOut]
+    tokens_used: int
+    budget: int | None
+    messages: list[ChatMessageOut] = Field(description="The chat as it was read, oldest first")
+    settings: dict[str, Any] = Field(description="The activation settings in effect")
+    problems: list[str]
+
+
+# -- search and embeddings -------------------------------------------------------------
+
+
+class EmbeddingProgress(BaseModel):
+    kb_id: str
+    state: Literal["idle", "queued", "running", "done", "error"]
+    done: int
+    total: int
+    model_id: str | None = None
+    message: str = ""
+
+
+class SearchHitOut(BaseModel):
+    kb_id: str
+    kb_name: str
+    entry_id: str
+    displayName: str
+    preview: str
+    score: float
+    matched_by: list[str] = Field(description='"keyword", "vector" or both')
+
+
+class SearchResponse(BaseModel):
+    query: str
+    hits: list[SearchHitOut]
+    embedding: list[EmbeddingProgress] = Field(
+        description="Embedding state of the KBs searched: vector hits need finished embeddings"
+    )
+    problems: list[str] = Field(description="Why a KB was searched by keywords only, ...")
+
+
+# -- import / export -------------------------------------------------------------------
+
+
+class ImportedKB(BaseModel):
+    kb_id: str
+    displayName: str
+    entry_count: int
+    scope: Literal["local", "global"]
+
+
+class ImportReport(BaseModel):
+    kind: str = Field(description="What the file was: world_info, character_card, package...")
+    filename: str
+    created: list[ImportedKB]
+    character: str | None = Field(default=None, description="Name of an imported character")
+    character_file: str | None = Field(default=None, description="Where its preset was written")
+    warnings: list[str]
+
+
+_NAMED_LINE = re.compile(r"^\s*([^:：\n]{1,64}?)\s*[:：]\s?(.*)$")
+
+
+def parse_chat(text: str, user_name: str) -> list[ScanMessage]:
+    """One message per non-empty line: ``Name: text`` (full-width colon too); a line
+    without a name is the user's."""
+    messages = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = _NAMED_LINE.match(line)
+        if match and match.group(1).strip():
+            name, said = match.group(1).strip(), match.group(2)
+        else:
+            name, said = user_name, line.strip()
+        messages.append(ScanMessage(name=name, text=said, is_user=name == user_name))
+    return messages
+
+
+def _kb_name(snap: Snapshot, kb_id: str) -> str:
+    loaded = snap.knowledge.catalog.get(kb_id)
+    return loaded.kb.display_name if loaded is not None else kb_id
+
+
+def _reasons(reasons: Sequence[Reason]) -> list[ReasonOut]:
+    return [ReasonOut(rule=r.rule, detail=r.detail, outcome=r.outcome) for r in reasons]
+
+
+@router.post("/activation/test", response_model=ActivationTestResponse, responses=_ERRORS)
+async def activation_test(
+    request: Request, body: ActivationTestRequest
+) -> ActivationTestResponse | JSONResponse:
+    """Which entries a chat activates, with reasons, before anything is sent to a model."""
+    service = _service(request)
+    try:
+        kbs = await asyncio.to_thread(service.project_kbs, body.kb_ids)
+        settings = await asyncio.to_thread(service.activation_settings, body.settings)
+    except KnowledgeBaseMissing as exc:
+        return _invalid("invalid request", [FieldProblem("kb_ids", str(exc))])
+    except ValidationError as exc:
+        return _invalid("invalid activation settings", validation_problems(exc, "settings"))
+    messages = parse_chat(body.chat, body.user_name)
+    engine, result, problems = await service.activate(
+        kbs,
+        settings,
+        messages,
+        variables=body.variables,
+        max_context_tokens=body.max_context_tokens,
+        seed=body.seed,
+        character=body.character,
+    )
+    snap = service.snapshot()
+    tokens = {b.kb_id: service.kb_tokens(b.kb) for b in kbs}
+    problems += [f"{p.kb_id}/{p.entry_id} {p.field}: {p.reason}" for p in engine.problems]
+    problems += result.warnings
+    return ActivationTestResponse(
+        activated=[
+            ActivatedOut(
+                kb_id=a.kb_id,
+                kb_name=_kb_name(snap, a.kb_id),
+                entry_id=a.entry_id,
+                displayName=a.display_name,
+                text=a.text,
+                placement=str(a.placement.value),
+                depth=a.depth,
+                role=a.role,
+                outlet_name=a.outlet_name,
+                priority=a.priority,
+                tokens=a.tokens,
+                recursion_level=a.recursion_level,
+                reasons=_reasons(a.reasons),
+            )
+            for a in result.activated
+        ],
+        dropped=[
+            DroppedOut(
+                kb_id=d.kb_id,
+                kb_name=_kb_name(snap, d.kb_id),
+                entry_id=d.entry_id,
+                displayName=d.display_name,
+                tokens=tokens.get(d.kb_id, {}).get(d.entry_id),
+                reasons=_reasons(d.reasons),
+            )
+            for d in result.dropped
+        ],
+        tokens_used=result.tokens_used,
+        budget=result.budget,
+        messages=[ChatMessageOut(name=m.name, text=m.text, is_user=m.is_user) for m in messages],
+        settings=settings.model_dump(mode="json"),
+        problems=problems,
+    )
+
+
+def _progress(state: EmbeddingState) -> EmbeddingProgress:
+    return EmbeddingProgress.model_validate(dataclasses.asdict(state))
+
+
+PREVIEW_CHARS = 200
+
+
+def _preview(entry: CAIU | None) -> str:
+    if entry is None:
+        return ""
+    flat = " ".join(entry.text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+
+@router.get("/search", response_model=SearchResponse, responses=_ERRORS)
+async def search_entries(
+    request: Request,
+    q: Annotated[str, Query(min_length=1, max_length=2000)],
+    kb_id: Annotated[list[str] | None, Query()] = None,
+    top_k: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> SearchResponse | JSONResponse:
+    """Hybrid search (keywords + meaning) over the project's KBs or the ones named."""
+    service = _service(request)
+    try:
+        kbs = await asyncio.to_thread(service.project_kbs, kb_id)
+    except KnowledgeBaseMissing as exc:
+        return _not_found(exc)
+    hits, problems = await service.search(q, kbs, top_k)
+    snap = service.snapshot()
+    out = []
+    for hit in hits:
+        loaded = snap.knowledge.catalog.get(hit.kb_id)
+        entry = loaded.kb.entry(hit.entry_id) if loaded is not None else None
+        out.append(
+            SearchHitOut(
+                kb_id=hit.kb_id,
+                kb_name=_kb_name(snap, hit.kb_id),
+                entry_id=hit.entry_id,
+                displayName=(entry.displayName if entry else None) or hit.entry_id,
+                preview=_preview(entry),
+                score=hit.score,
+                matched_by=sorted(hit.matched_by),
+            )
+        )
+    return SearchResponse(
+        query=q,
+        hits=out,
+        embedding=[_progress(service.embedding_state(b)) for b in kbs],
+        problems=problems,
+    )
+
+
+@router.get("/bases/{kb_id}/embedding", response_model=EmbeddingProgress, responses=_ERRORS)
+def embedding_progress(request: Request, kb_id: str) -> EmbeddingProgress | JSONResponse:
+    """How far the background embedding of one KB has come."""
+    service = _service(request)
+    try:
+        loaded = service.snapshot().require(kb_id)
+    except KnowledgeBaseMissing as exc:
+        return _not_found(exc)
+    return _progress(service.embedding_state(loaded))
+
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+def _upload_name(file: UploadFile) -> str:
+    # Only the last part: a browser may send a path, and it never names a place to write.
+    name = (file.filename or "upload").replace("\\", "/").rsplit("/", 1)[-1].strip()
+    return name or "upload"
+
+
+@router.post("/import", response_model=ImportReport, status_code=201, responses=_ERRORS)
+async def import_file(
+    request: Request,
+    file: Annotated[UploadFile, File(description="The file to import")],
+    scope: Annotated[Literal["local", "global"], Form()] = "local",
+) -> ImportReport | JSONResponse:
+    """Import a SillyTavern file (world info, card PNG/JSON, CHARX) or a ``.ctkbz`` package.
+
+    The upload goes to a temporary file (at most 50 MB) that is removed afterwards.
+    """
+    service = _service(request)
+    filename = _upload_name(file)
+    with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
+        path = Path(tmp) / "upload"
+        size = 0
+        with path.open("wb") as out:
+            while chunk := await file.read(_CHUNK):
+                size += len(chunk)
+                if size > MAX_UPLOAD_BYTES:
+                    limit = MAX_UPLOAD_BYTES // (1024 * 1024)
+                    return error_response(
+                        413, f"{filename} is larger than {limit} MB, the most this page imports"
+                    )
+                out.write(chunk)
+        try:
+            outcome = await asyncio.to_thread(service.import_file, path, filename, scope)
+        except FileFormatError as exc:
+            # The temporary path means nothing to the user: name the uploaded file.
+            message = "; ".join(str(p) for p in exc.problems) or "unreadable"
+            return error_response(422, f"{filename}: {message}", exc.problems)
+        except StoryloomError as exc:
+            # Already imported, a package that breaks the rules: the message says which.
+            message = str(exc).replace(str(path.with_name(filename)), filename)
+            return error_response(422, message if filename in message else f"{filename}: {message}")
+    service.embed_later(outcome.created)
+    return ImportReport(
+        kind=outcome.kind,
+        filename=filename,
+        created=[
+            ImportedKB(
+                kb_id=b.kb_id,
+                displayName=b.kb.kb_displayName,
+                entry_count=len(b.kb.entries),
+                scope=b.scope,
+            )
+            for b in outcome.created
+        ],
+        character=outcome.character,
+        character_file=str(outcome.character_file) if outcome.character_file else None,
+        warnings=outcome.warnings,
+    )
+
+
+def _download(data: bytes, filename: str, media_type: str) -> Response:
+    ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
+    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
+    return Response(data, media_type=media_type, headers={"content-disposition": disposition})
+
+
+@router.get("/bases/{kb_id}/export", responses=_ERRORS)
+async def export_base(
+    request: Request, kb_id: str, format: Literal["st-worldinfo", "ctkbz"] = "st-worldinfo"
+) -> Response:
+    """Download the KB as a SillyTavern world info file or a ``.ctkbz`` package."""
+    service = _service(request)
+    try:
+        loaded = await asyncio.to_thread(service.snapshot().require, kb_id)
+    except KnowledgeBaseMissing as exc:
+        return _not_found(exc)
+    stem = folder_slug(loaded.kb.display_name, set())
+    if format == "ctkbz":
+        data, _ = await asyncio.to_thread(service.export_package_bytes, loaded)
+        return _download(data, f"{stem}.ctkbz", "application/zip")
+    book = await asyncio.to_thread(export_world_info, loaded.kb)
+    text = json.dumps(book, ensure_ascii=False, indent=4)
+    return _download(text.encode("utf-8"), f"{stem}.json", "application/json")

@@ -1,0 +1,541 @@
+"""The knowledge of the project one server works on, kept loaded between requests.
+
+The files stay the truth: every call compares the modification times of ``project.json``,
+the local KB files and the global folders with what was loaded, and reloads when someone
+(an editor, git, another process) changed them. Derived things (token counts, the
+compiled activation engine, the reference resolver) are cached per catalog version, so a
+change to any file gives fresh ones and an unchanged project reuses them.
+
+Embedding runs in the background on the server's event loop (:class:`EmbeddingJobs`): a
+KB is scheduled a few seconds after it is written (a burst of saves embeds once) and at
+once before it is searched, and only when its file changed since it was last scheduled.
+Batches are small because a job is cancelled between batches, not inside the C call that
+computes one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from storyloom.core.errors import (
+    ConfigurationError,
+    FieldProblem,
+    FileFormatError,
+    StoryloomError,
+    problems_from_validation,
+)
+from storyloom.core.settings import Settings
+from storyloom.knowledge.activation import (
+    ActivationEngine,
+    ActivationRequest,
+    ActivationResult,
+    CharacterContext,
+    ScanMessage,
+)
+from storyloom.knowledge.activation_settings import ActivationSettings
+from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.catalog import LoadedKB, Scope
+from storyloom.knowledge.embedding_jobs import EmbeddingJobs
+from storyloom.knowledge.embedding_models import (
+    EmbeddingRegistry,
+    ResolvedModel,
+    resolve_embedding_model,
+)
+from storyloom.knowledge.global_library import GLOBAL_DIR, global_folders
+from storyloom.knowledge.hybrid_search import SearchHit, search, semantic_scores
+from storyloom.knowledge.knowledge_base import (
+    KNOWLEDGE_FILE,
+    KnowledgeBase,
+    save_knowledge_base,
+)
+from storyloom.knowledge.package import export_package
+from storyloom.knowledge.references import ReferenceResolver
+from storyloom.knowledge.search_index import sync_kb
+from storyloom.llm.tokens import token_counter
+from storyloom.project.knowledge_import import import_knowledge_file
+from storyloom.project.project_file import (
+    PROJECT_FILE,
+)
+from storyloom.project.project_knowledge import (
+    ProjectKnowledge,
+    add_global_knowledge_base,
+    add_local_knowledge_base,
+    open_project_knowledge,
+)
+from storyloom.store.database import Database
+
+Fingerprint = tuple[tuple[str, int, int], ...]
+CHARACTERS_DIR = Path("presets") / "characters"
+DEFAULT_CONTEXT_TOKENS = 8192
+PACKAGE_SUFFIX = ".ctkbz"
+EMBED_AFTER_WRITE_S = 3.0
+EMBED_BATCH = 8
+
+
+class KnowledgeBaseMissing(StoryloomError, LookupError):
+    """No KB of the project has this ``kb_id``."""
+
+    def __init__(self, kb_id: str) -> None:
+        self.kb_id = kb_id
+        super().__init__(f"no knowledge base with kb_id {kb_id}")
+
+
+class ImportRefused(StoryloomError):
+    """An uploaded file that is readable but is nothing this page imports."""
+
+
+@dataclass
+class Snapshot:
+    """One loaded state of the project; ``version`` grows with every reload."""
+
+    version: int
+    knowledge: ProjectKnowledge
+    fingerprint: Fingerprint
+    derived: dict[Any, Any] = field(default_factory=dict)
+
+    def require(self, kb_id: str) -> LoadedKB:
+        loaded = self.knowledge.catalog.get(kb_id)
+        if loaded is None:
+            raise KnowledgeBaseMissing(kb_id)
+        return loaded
+
+
+@dataclass
+class ImportOutcome:
+    kind: str
+    created: list[LoadedKB]
+    character: str | None = None
+    character_file: Path | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EmbeddingState:
+    kb_id: str
+    state: str
+    done: int
+    total: int
+    model_id: str | None
+    message: str = ""
+
+
+def _stat(path: Path) -> tuple[str, int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path), -1, -1)
+    return (str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=50_000)
+def _count(encoding_model: tuple[str, str | None], text: str) -> int:
+    model, encoding = encoding_model
+    return token_counter(model, encoding).count(text)
+
+
+class KnowledgeService:
+    """The project's knowledge for the API: loads, reloads on change, caches, writes."""
+
+    def __init__(
+        self,
+        home: Path,
+        project_dir: Path,
+        *,
+        settings: Callable[[], Settings],
+        database: Database,
+    ) -> None:
+        self.home = home
+        self.project_dir = project_dir
+        self._settings = settings
+        self.database = database
+        self.jobs = EmbeddingJobs(database, batch_size=EMBED_BATCH)
+        self._lock = threading.RLock()
+        self._snapshot: Snapshot | None = None
+        self._version = 0
+        self._registry: tuple[str, EmbeddingRegistry] | None = None
+        self._scheduled: dict[str, tuple[str, tuple[str, int, int]]] = {}
+        self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- loading -----------------------------------------------------------------------
+
+    def global_folders(self) -> list[Path]:
+        return global_folders(self.home, self._settings().knowledge.global_folders)
+
+    def _fingerprint(self, knowledge: ProjectKnowledge | None) -> Fingerprint:
+        files = [self.project_dir / PROJECT_FILE]
+        if knowledge is not None:
+            for ref in knowledge.project.knowledgeBaseReferences:
+                if ref.type == "local" and ref.path:
+                    files.append(self.project_dir / ref.path / KNOWLEDGE_FILE)
+        for folder in self.global_folders():
+            # The folder's own time changes when a KB folder is added or removed.
+            files.append(folder)
+            if folder.is_dir():
+                files.extend(sorted(folder.glob(f"*/{KNOWLEDGE_FILE}")))
+        return tuple(_stat(path) for path in files)
+
+    def snapshot(self) -> Snapshot:
+        """The current state, reloaded first when a watched file changed."""
+        with self._lock:
+            current = self._snapshot
+            if current is not None and current.fingerprint == self._fingerprint(current.knowledge):
+                return current
+            return self.reload()
+
+    def reload(self) -> Snapshot:
+        with self._lock:
+            knowledge = open_project_knowledge(self.project_dir, self.global_folders())
+            self._version += 1
+            self._snapshot = Snapshot(self._version, knowledge, self._fingerprint(knowledge))
+            return self._snapshot
+
+    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        """A value derived from the current snapshot, built once per catalog version."""
+        snap = self.snapshot()
+        with self._lock:
+            if key not in snap.derived:
+                snap.derived[key] = build()
+            return snap.derived[key]
+
+    def project_kbs(self, kb_ids: Sequence[str] | None) -> list[LoadedKB]:
+        """The KBs named, in catalog order; else every KB the project references (or, in a
+        project that references none, every KB it can see)."""
+        snap = self.snapshot()
+        if kb_ids:
+            return [snap.require(kb_id) for kb_id in dict.fromkeys(kb_ids)]
+        bases = snap.knowledge.catalog.bases
+        return [b for b in bases if b.reference_ids] or list(bases)
+
+    def resolver(self) -> ReferenceResolver:
+        """The reference resolver of the current catalog (indexed once per version)."""
+        depth = self._settings().knowledge.reference_depth_limit
+        snap = self.snapshot()
+        resolver: ReferenceResolver = self.cached(
+            ("resolver", depth), lambda: ReferenceResolver(snap.knowledge.catalog, max_depth=depth)
+        )
+        return resolver
+
+    # -- tokens ------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` with the user LLM's tokenizer (what budgets are counted in)."""
+        llm = self._settings().user_llm
+        return _count((llm.model, llm.token_encoding), text)
+
+    def entry_tokens(self, kb: KnowledgeBase) -> dict[str, int]:
+        return {entry.id: self.count_tokens(entry.text) for entry in kb.entries}
+
+    def kb_tokens(self, kb: KnowledgeBase) -> dict[str, int]:
+        """Per-entry tokens of a loaded KB, cached for this catalog version."""
+        tokens: dict[str, int] = self.cached(("kb_tokens", kb.kb_id), lambda: self.entry_tokens(kb))
+        return tokens
+
+    # -- writes ------------------------------------------------------------------------
+
+    def create(self, kb: KnowledgeBase, scope: Scope) -> LoadedKB:
+        """Write a new KB: into the project (and its project.json) or the global folder."""
+        with self._lock:
+            if self.snapshot().knowledge.catalog.get(kb.kb_id) is not None:
+                raise FileFormatError(
+                    "request", [FieldProblem("kb_id", f"{kb.kb_id} is already used")]
+                )
+            if scope == "local":
+                add_local_knowledge_base(self.project_dir, kb, name=kb.kb_displayName or None)
+            else:
+                add_global_knowledge_base(
+                    self.home / GLOBAL_DIR, kb, name=kb.kb_displayName or None
+                )
+            return self.reload().require(kb.kb_id)
+
+    def replace(self, kb: KnowledgeBase) -> LoadedKB:
+        """Save ``kb`` over the file of the KB with the same ``kb_id`` (atomic)."""
+        with self._lock:
+            loaded = self.snapshot().require(kb.kb_id)
+            save_knowledge_base(kb, loaded.folder)
+            return self.reload().require(kb.kb_id)
+
+    # -- activation --------------------------------------------------------------------
+
+    def activation_settings(self, overrides: Mapping[str, Any]) -> ActivationSettings:
+        """The project's settings with ``overrides``; :class:`ValidationError` when invalid."""
+        base = self.snapshot().knowledge.project.activationSettings.model_dump()
+        return ActivationSettings.model_validate({**base, **overrides})
+
+    def engine(
+        self, kbs: Sequence[LoadedKB], settings: ActivationSettings, variables: Mapping[str, Any]
+    ) -> ActivationEngine:
+        """A compiled engine for these KBs, with references resolved in entry texts."""
+        resolver = self.resolver()
+        values = dict(variables)
+
+        def render(kb: KnowledgeBase, entry: CAIU) -> str:
+            return resolver.resolve_entry(kb.kb_id, entry.id, variables=values).text
+
+        key = (
+            "engine",
+            tuple(b.kb_id for b in kbs),
+            settings.model_dump_json(),
+            json.dumps(values, sort_keys=True, default=str),
+            resolver.max_depth,
+        )
+        engine: ActivationEngine = self.cached(
+            key,
+            lambda: ActivationEngine(
+                [b.kb for b in kbs], settings, count_tokens=self.count_tokens, render=render
+            ),
+        )
+        return engine
+
+    def max_context_tokens(self) -> int:
+        return self._settings().user_llm.context_window or DEFAULT_CONTEXT_TOKENS
+
+    async def activate(
+        self,
+        kbs: Sequence[LoadedKB],
+        settings: ActivationSettings,
+        messages: Sequence[ScanMessage],
+        *,
+        variables: Mapping[str, Any],
+        max_context_tokens: int | None,
+        seed: int | None,
+        character: str | None,
+    ) -> tuple[ActivationEngine, ActivationResult, list[str]]:
+        """Run one scan; semantic entries get scores from the chat's newest messages."""
+        problems: list[str] = []
+        engine = await asyncio.to_thread(self.engine, kbs, settings, variables)
+        scores = await self._semantic_scores(kbs, settings, messages, problems)
+        request = ActivationRequest(
+            messages=list(messages),
+            variables=dict(variables),
+            character=CharacterContext(name=character) if character else None,
+            max_context_tokens=max_context_tokens or self.max_context_tokens(),
+            seed=seed if seed is not None else 0,
+            semantic_scores=scores,
+        )
+        result = await asyncio.to_thread(engine.activate, request)
+        return engine, result, problems
+
+    async def _semantic_scores(
+        self,
+        kbs: Sequence[LoadedKB],
+        settings: ActivationSettings,
+        messages: Sequence[ScanMessage],
+        problems: list[str],
+    ) -> dict[tuple[str, str], float]:
+        semantic = {
+            b.kb_id: [
+                (b.kb_id, e.id) for e in b.kb.entries if e.activation_criteria.use_semantic_search
+            ]
+            for b in kbs
+        }
+        wanted = [b for b in kbs if semantic[b.kb_id]]
+        window = messages[-settings.scan_depth :] if settings.scan_depth else []
+        query = "\n".join(m.text for m in window).strip()
+        if not wanted or not query:
+            return {}
+        scores: dict[tuple[str, str], float] = {}
+        for model_id, (provider, group) in self._by_model(wanted, problems).items():
+            if provider is None:
+                continue
+            try:
+                vector = await provider.embed_query(query)
+            except Exception as exc:  # a dead endpoint must not fail the whole test
+                problems.append(f"semantic activation skipped: {exc}")
+                continue
+            keys = [key for b in group for key in semantic[b.kb_id]]
+            scores.update(
+                await asyncio.to_thread(semantic_scores, self.database, vector, keys, model_id)
+            )
+        return scores
+
+    # -- embeddings and search ---------------------------------------------------------
+
+    def registry(self) -> EmbeddingRegistry:
+        """Providers for the configured embedding endpoint (kept while it is unchanged)."""
+        endpoint = self._settings().embedding
+        key = endpoint.model_dump_json()
+        with self._lock:
+            if self._registry is None or self._registry[0] != key:
+                self._registry = (key, EmbeddingRegistry.from_settings(endpoint))
+            return self._registry[1]
+
+    def resolve_model(self, loaded: LoadedKB) -> ResolvedModel:
+        """The KB's embedding model; :class:`ConfigurationError` when none is usable."""
+        project = self.snapshot().knowledge.project
+        return resolve_embedding_model(
+            loaded.kb, project.embeddingModelId, self._settings().embedding, self.registry()
+        )
+
+    def _by_model(
+        self, kbs: Sequence[LoadedKB], problems: list[str]
+    ) -> dict[str, tuple[Any, list[LoadedKB]]]:
+        """KBs grouped by the model they are embedded with; a KB without a usable model
+        goes in group "" (no provider) and its problem is reported."""
+        groups: dict[str, tuple[Any, list[LoadedKB]]] = {}
+        for loaded in kbs:
+            try:
+                resolved = self.resolve_model(loaded)
+            except ConfigurationError as exc:
+                problems.append(str(exc))
+                groups.setdefault("", (None, []))[1].append(loaded)
+                continue
+            groups.setdefault(resolved.model_id, (resolved.provider, []))[1].append(loaded)
+        return groups
+
+    def embed_later(self, kbs: Sequence[LoadedKB], delay: float = EMBED_AFTER_WRITE_S) -> None:
+        """Schedule embedding after ``delay`` seconds; a later call for a KB replaces an
+        earlier one. Call on the event loop."""
+        loop = asyncio.get_running_loop()
+        for loaded in kbs:
+            pending = self._pending.pop(loaded.kb_id, None)
+            if pending is not None:
+                pending.cancel()
+            self._pending[loaded.kb_id] = loop.call_later(
+                delay, self._start_embedding, loaded.kb_id
+            )
+
+    def _start_embedding(self, kb_id: str) -> None:
+        self._pending.pop(kb_id, None)
+        task = asyncio.get_running_loop().create_task(self._embed_current(kb_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _embed_current(self, kb_id: str) -> None:
+        # The KB as it is now (it may have changed during the delay), read off the loop.
+        snap = await asyncio.to_thread(self.snapshot)
+        loaded = snap.knowledge.catalog.get(kb_id)
+        if loaded is not None:
+            self.schedule_embedding([loaded])
+
+    def schedule_embedding(self, kbs: Sequence[LoadedKB]) -> None:
+        """Embed what these KBs lack, in the background; call on the event loop."""
+        for loaded in kbs:
+            try:
+                resolved = self.resolve_model(loaded)
+            except ConfigurationError:
+                continue
+            stamp = (resolved.model_id, _stat(loaded.folder / KNOWLEDGE_FILE))
+            job = self.jobs.job(loaded.kb_id, resolved.model_id)
+            current = job is not None and job.progress.state in ("queued", "running", "done")
+            if current and self._scheduled.get(loaded.kb_id) == stamp:
+                continue
+            self._scheduled[loaded.kb_id] = stamp
+            self.jobs.schedule(loaded.kb, resolved.provider)
+
+    def embedding_state(self, loaded: LoadedKB) -> EmbeddingState:
+        """Where the KB's embedding stands, for its current model."""
+        total = len(loaded.kb.entries)
+        try:
+            resolved = self.resolve_model(loaded)
+        except ConfigurationError as exc:
+            return EmbeddingState(loaded.kb_id, "error", 0, total, None, str(exc))
+        job = self.jobs.job(loaded.kb_id, resolved.model_id)
+        if job is None:
+            return EmbeddingState(loaded.kb_id, "idle", 0, total, resolved.model_id)
+        p = job.progress
+        state = {"failed": "error", "cancelled": "idle"}.get(p.state, p.state)
+        message = p.error or ""
+        return EmbeddingState(loaded.kb_id, state, p.done, p.total, p.model_id, message)
+
+    async def search(
+        self, query: str, kbs: Sequence[LoadedKB], top_k: int
+    ) -> tuple[list[SearchHit], list[str]]:
+        """Hybrid hits over ``kbs``, best first; KBs of different models are searched apart
+        and merged by fused score. Keyword search works before embedding has finished."""
+        problems: list[str] = []
+        for loaded in kbs:
+            await asyncio.to_thread(sync_kb, self.database, loaded.kb)
+        self.schedule_embedding(kbs)
+        hits: list[SearchHit] = []
+        for _, (provider, group) in self._by_model(kbs, problems).items():
+            try:
+                found = await search(
+                    self.database,
+                    query,
+                    kb_ids=[b.kb_id for b in group],
+                    model=provider,
+                    top_k=top_k,
+                )
+            except Exception as exc:  # an unreachable endpoint: fall back to keywords
+                problems.append(f"search by meaning failed: {exc}")
+                found = await search(
+                    self.database, query, kb_ids=[b.kb_id for b in group], model=None, top_k=top_k
+                )
+            hits.extend(found)
+        hits.sort(key=lambda h: -h.score)
+        return hits[:top_k], problems
+
+    async def aclose(self) -> None:
+        """Stop background embedding before the database closes."""
+        for pending in self._pending.values():
+            pending.cancel()
+        self._pending.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.jobs.aclose()
+
+    # -- import / export ---------------------------------------------------------------
+
+    def import_file(self, upload: Path, filename: str, scope: Scope) -> ImportOutcome:
+        """Store an uploaded SillyTavern file or ``.ctkbz`` package as new KBs.
+
+        ``upload`` sits alone in a temporary folder; it takes the uploaded file's name
+        there, since the importers report problems by file name and read the suffix.
+        """
+        named = upload.with_name(filename if filename not in {"", ".", ".."} else "upload")
+        upload.rename(named)
+        is_package = named.suffix.lower() == PACKAGE_SUFFIX
+        with self._lock:
+            summary = import_knowledge_file(
+                named,
+                project_dir=self.project_dir if scope == "local" else None,
+                global_folder=self.home / GLOBAL_DIR,
+                database=self.database,
+                available_model_ids=self.registry().model_ids() if is_package else (),
+            )
+            snap = self.reload()
+        return ImportOutcome(
+            summary.kind,
+            [snap.require(created.kb_id) for created in summary.created],
+            character=summary.character,
+            character_file=Path(summary.character_file) if summary.character_file else None,
+            warnings=summary.warnings,
+        )
+
+    def export_package_bytes(self, loaded: LoadedKB) -> tuple[bytes, list[str]]:
+        """The KB as a ``.ctkbz`` zip, with its current vectors when it has a usable model."""
+        model_id: str | None = None
+        try:
+            model_id = self.resolve_model(loaded).model_id
+        except ConfigurationError:
+            model_id = None
+        with tempfile.TemporaryDirectory(prefix="storyloom-export-") as tmp:
+            dest = Path(tmp) / f"kb{PACKAGE_SUFFIX}"
+            report = export_package(
+                loaded,
+                dest,
+                include_vectors=model_id is not None,
+                db=self.database,
+                model_id=model_id,
+            )
+            return dest.read_bytes(), list(report.warnings)
+
+
+def validation_problems(exc: ValidationError, prefix: str) -> list[FieldProblem]:
+    """Problems of a nested model, their fields under ``prefix``."""
+    return [
+        FieldProblem(f"{prefix}.{p.field}" if p.field else prefix, p.reason)
+        for p in problems_from_validation(exc)
+    ]

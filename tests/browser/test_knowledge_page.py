@@ -1,0 +1,235 @@
+"""The Knowledge page end to end: real server, real browser, real SillyTavern samples."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from storyloom.knowledge.sillytavern import import_sillytavern
+from storyloom.project.project_file import init_project
+from storyloom.project.project_knowledge import add_local_knowledge_base
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS_DIR = REPO / "test-results" / "browser"
+SAMPLES = REPO.parent / "shared" / "st-samples"
+ELDORIA = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
+
+pytestmark = pytest.mark.browser
+
+
+def tid(name: str) -> str:
+    return f'[data-testid="{name}"]'
+
+
+def with_eldoria(home: Path) -> None:
+    """The default project with the Eldoria world info, as an import would leave it."""
+    project = home / "projects" / "default"
+    init_project(project)
+    add_local_knowledge_base(project, import_sillytavern(ELDORIA).knowledge_bases[0])
+
+
+def only_kb(server: Any) -> dict[str, Any]:
+    bases = server.api("/api/knowledge/bases")["bases"]
+    assert len(bases) == 1
+    kb: dict[str, Any] = bases[0]
+    return kb
+
+
+def kb_on_disk(kb: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((Path(kb["folder"]) / "knowledge.json").read_text("utf-8"))
+    return data
+
+
+def open_kb(page: Page, server: Any) -> dict[str, Any]:
+    kb = only_kb(server)
+    page.goto(server.url + "knowledge")
+    page.locator(tid("kb-item")).click()
+    expect(page).to_have_url(re.compile(rf"/knowledge/{kb['kb_id']}$"))
+    expect(page.locator(tid("entry-item"))).to_have_count(len(kb_on_disk(kb)["entries"]))
+    return kb
+
+
+def select_entry(page: Page, name: str) -> None:
+    page.locator(tid("entry-select"), has_text=name).click()
+    expect(page.locator(tid("entry-title"))).to_have_text(name)
+
+
+def test_import_a_world_info_file_and_see_its_entries(server: Any, page: Page) -> None:
+    page.goto(server.url + "knowledge")
+    expect(page.locator(tid("kb-none"))).to_be_visible()
+    page.set_input_files(tid("import-file"), str(ELDORIA))
+    report = page.locator(tid("import-report"))
+    expect(report).to_be_visible()
+    expect(report).to_contain_text(ELDORIA.name)
+    expect(report).to_contain_text("4 entries")
+    kb = only_kb(server)
+    expect(page).to_have_url(re.compile(rf"/knowledge/{kb['kb_id']}$"))
+    items = page.locator(tid("entry-item"))
+    expect(items).to_have_count(4)
+    expect(items.locator(".entry-name")).to_have_text(
+        [re.compile(n) for n in ["eldoria", "shadowfang", "glade", "power"]]
+    )
+    expect(items.nth(2).locator(tid("entry-keywords"))).to_have_text("glade, safe haven, refuge")
+    expect(items.nth(0).locator(tid("entry-tokens"))).to_have_text(re.compile(r"^\s*\d+\s*$"))
+    expect(page.locator(tid("kb-item-meta"))).to_contain_text("4 entries")
+    expect(report).to_be_visible()  # the report stays once the KB list has refreshed
+    assert (Path(kb["folder"]) / "knowledge.json").is_file()
+
+
+def test_edit_an_entry_with_validation_then_save_and_reload(start_server: Any, page: Page) -> None:
+    server = start_server(with_eldoria)
+    kb = open_kb(page, server)
+    select_entry(page, "glade")
+
+    # Keywords: add one as a chip, remove another.
+    keywords = page.locator(tid("field-activation_criteria.keywords"))
+    keywords.fill("sanctuary")
+    keywords.press("Enter")
+    chips = page.locator(tid("field-activation_criteria.keywords-chips")).locator(tid("chip"))
+    expect(chips).to_have_count(4)
+    chips.filter(has_text="refuge").get_by_role("button").click()
+    expect(chips).to_have_text([re.compile(k) for k in ["glade", "safe haven", "sanctuary"]])
+
+    # An out-of-range probability is flagged beside the field and blocks saving.
+    probability = page.locator(tid("field-activation_criteria.trigger_probability"))
+    probability.fill("1.5")
+    error = page.locator(tid("error-activation_criteria.trigger_probability"))
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("at most 1")
+    expect(page.locator(tid("entry-error-count"))).to_have_count(1)
+    before = (Path(kb["folder"]) / "knowledge.json").read_bytes()
+    page.click(tid("kb-save"))
+    result = page.locator(tid("kb-save-result"))
+    expect(result).to_have_attribute("data-ok", "false")
+    expect(result).to_contain_text("nothing was saved")
+    assert (Path(kb["folder"]) / "knowledge.json").read_bytes() == before
+
+    probability.fill("0.5")
+    expect(error).to_have_count(0)
+    page.click(tid("kb-save"))
+    expect(result).to_have_attribute("data-ok", "true")
+    expect(result).to_contain_text("Saved.")
+    glade = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == "glade")
+    assert glade["activation_criteria"]["keywords"] == ["glade", "safe haven", "sanctuary"]
+    assert glade["activation_criteria"]["trigger_probability"] == 0.5
+
+    page.reload()
+    select_entry(page, "glade")
+    expect(chips).to_have_text([re.compile(k) for k in ["glade", "safe haven", "sanctuary"]])
+    expect(probability).to_have_value("0.5")
+    glade_item = page.locator(tid("entry-item"), has_text="glade")
+    expect(glade_item.locator(tid("entry-keywords"))).to_have_text("glade, safe haven, sanctuary")
+
+
+def test_reorder_and_disable_entries_then_save(start_server: Any, page: Page) -> None:
+    server = start_server(with_eldoria)
+    kb = open_kb(page, server)
+    items = page.locator(tid("entry-item"))
+    names = items.locator(".entry-name")
+
+    # Drag and drop: the last entry onto the first.
+    items.nth(3).drag_to(items.nth(0))
+    expect(names).to_have_text([re.compile(n) for n in ["power", "eldoria", "shadowfang", "glade"]])
+    # Buttons, and Alt+Arrow on a selected entry, for keyboards.
+    items.nth(0).locator(tid("entry-move-down")).click()
+    expect(names).to_have_text([re.compile(n) for n in ["eldoria", "power", "shadowfang", "glade"]])
+    items.nth(3).locator(tid("entry-select")).press("Alt+ArrowUp")
+    expect(names).to_have_text([re.compile(n) for n in ["eldoria", "power", "glade", "shadowfang"]])
+    items.nth(1).locator(tid("entry-enabled")).uncheck()
+    expect(items.nth(1)).to_have_class(re.compile(r"\bdisabled\b"))
+
+    page.click(tid("kb-save"))
+    expect(page.locator(tid("kb-save-result"))).to_have_attribute("data-ok", "true")
+    entries = kb_on_disk(kb)["entries"]
+    assert [e["displayName"] for e in entries] == ["eldoria", "power", "glade", "shadowfang"]
+    assert [e["management_metadata"]["is_enabled"] for e in entries] == [True, False, True, True]
+
+
+def test_reference_marks_and_completion_in_the_content_editor(
+    start_server: Any, page: Page
+) -> None:
+    server = start_server(with_eldoria)
+    open_kb(page, server)
+    select_entry(page, "eldoria")
+    editor = page.locator(tid("field-content.value"))
+    editor.fill("Beware {{{Missing}}} and rest in {{{glade}}}.")
+    marks = page.locator(tid("ref-mark"))
+    expect(marks).to_have_count(2)
+    missing = marks.nth(0)
+    expect(missing).to_have_attribute("data-status", "missing")
+    expect(missing).to_contain_text("{{{Missing}}}")
+    expect(missing).to_contain_text("not found")
+    color = missing.evaluate("el => getComputedStyle(el).color")
+    r, g, b = (int(v) for v in re.findall(r"\d+", color)[:3])
+    assert r > 150 and g < 90 and b < 90, f"a missing reference is red, got {color}"
+    expect(marks.nth(1)).to_have_attribute("data-status", "ok")
+    expect(page.locator(".editor-backdrop mark.ref-missing")).to_have_text("{{{Missing}}}")
+    expect(page.locator(".editor-backdrop mark.ref-ok")).to_have_text("{{{glade}}}")
+
+    # Typing {{{ offers the entries; Enter inserts the reference.
+    editor.fill("")
+    editor.press_sequentially("Ask about {{{shad")
+    completion = page.locator(tid("ref-completion"))
+    expect(completion).to_be_visible()
+    expect(completion.locator(tid("ref-completion-item")).first).to_contain_text("shadowfang")
+    editor.press("Enter")
+    expect(editor).to_have_value("Ask about {{{shadowfang}}}")
+    expect(marks).to_have_count(1)
+    expect(marks.nth(0)).to_have_attribute("data-status", "ok")
+
+
+def test_test_activation_shows_entries_with_reasons_and_tokens(
+    start_server: Any, page: Page
+) -> None:
+    server = start_server(with_eldoria)
+    kb = open_kb(page, server)
+    glade = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == "glade")
+    tokens = server.api(f"/api/knowledge/bases/{kb['kb_id']}")["entry_tokens"][glade["id"]]
+    page.click(tid("tab-activation"))
+    page.fill(
+        tid("activation-chat"),
+        "User: Where am I?\nSeraphina: Rest now, you are safe in my glade.",
+    )
+    page.fill(tid("activation-scan-depth"), "1")
+    page.click(tid("activation-run"))
+    entry = page.locator(f'{tid("activation-entry")}[data-entry-id="{glade["id"]}"]')
+    expect(entry).to_be_visible()
+    expect(entry.locator(tid("activation-tokens"))).to_have_text(f"{tokens} tokens")
+    expect(entry.locator(tid("activation-reason")).first).to_contain_text("glade")
+    expect(page.locator(tid("activation-summary"))).to_contain_text("2 messages read")
+    group = page.locator(tid("activation-group")).first
+    expect(group.locator("h3")).to_contain_text("Before the character")
+
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    shot = RESULTS_DIR / "knowledge-test-activation.png"
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+
+
+def test_search_finds_an_entry_and_opens_it(start_server: Any, page: Page) -> None:
+    server = start_server(with_eldoria)
+    open_kb(page, server)
+    page.click(tid("tab-search"))
+    page.fill(tid("search-input"), "Shadowfang")
+    page.click(tid("search-run"))
+    hit = page.locator(tid("search-hit")).first
+    expect(hit).to_contain_text("shadowfang")
+    hit.get_by_role("button", name="shadowfang").click()
+    page.click(tid("tab-entries"))
+    expect(page.locator(tid("entry-title"))).to_have_text("shadowfang")
+
+
+def test_knowledge_page_in_chinese(start_server: Any, page: Page) -> None:
+    server = start_server(with_eldoria)
+    open_kb(page, server)
+    page.select_option(tid("lang-switch"), "zh")
+    expect(page.locator("h1")).to_have_text("知识库")
+    expect(page.locator(tid("tab-activation"))).to_have_text("测试激活")
+    expect(page.locator(tid("kb-save"))).to_have_text("保存")
+    expect(page.locator(tid("kb-item-meta"))).to_contain_text("4 个条目")

@@ -1,0 +1,280 @@
+"""The search index in SQLite: sync from a KB, FTS over jieba-segmented text, vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.knowledge.search_index import (
+    EntryFilter,
+    content_hash,
+    embedding_text,
+    remove_kb,
+    sync_kb,
+)
+from storyloom.knowledge.text_index import fts_query, keyword_search, segment
+from storyloom.knowledge.vector_index import (
+    NumpyVectorIndex,
+    SqliteVecIndex,
+    StoredVector,
+    delete_vectors,
+    missing_vectors,
+    store_vectors,
+    vec_table_name,
+)
+from storyloom.store.database import Database
+
+MODEL = "test/axes"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(tmp_path / "index.sqlite3")
+    yield database
+    database.close()
+
+
+def entry(entry_id: str, text: str, **fields: Any) -> CAIU:
+    return CAIU.model_validate({"id": entry_id, "content": {"value": text}, **fields})
+
+
+def kb_of(*entries: CAIU, kb_id: str = "kb_test") -> KnowledgeBase:
+    return KnowledgeBase(kb_id=kb_id, kb_displayName=kb_id, entries=list(entries))
+
+
+def keyword_ids(db: Database, query: str, kb_ids: list[str] | None = None) -> list[str]:
+    where, args = EntryFilter(kb_ids or ["kb_test"]).sql()
+    hits = keyword_search(db.connection(), query, where_sql=where, where_args=args, limit=10)
+    return [hit.entry_id for hit in hits]
+
+
+def current_vector(kb: KnowledgeBase, entry_id: str, values: list[float]) -> StoredVector:
+    found = kb.entry(entry_id)
+    assert found is not None
+    return StoredVector(entry_id, content_hash(embedding_text(found)), values)
+
+
+def test_migration_creates_the_knowledge_index_tables(db: Database) -> None:
+    names = {
+        str(row[0])
+        for row in db.connection().execute("SELECT name FROM sqlite_master WHERE type='table'")
+    }
+    assert {"kb_entry_index", "kb_entry_fts", "kb_embedding", "kb_vec_table"} <= names
+    assert db.schema_version() >= 2
+
+
+def test_embedding_text_joins_name_content_media_text_and_keywords() -> None:
+    item = entry(
+        "e1",
+        "The red dragon sleeps.",
+        displayName="Ignis",
+        activation_criteria={"keywords": ["dragon", "Ignis"]},
+    )
+    item.content.caption = "A sleeping dragon"
+    assert embedding_text(item) == "Ignis\nThe red dragon sleeps.\nA sleeping dragon\ndragon, Ignis"
+
+
+def test_content_hash_ignores_tags_but_not_keywords() -> None:
+    base = entry("e1", "text", activation_criteria={"keywords": ["a"]})
+    tagged = entry(
+        "e1", "text", activation_criteria={"keywords": ["a"]}, management_metadata={"tags": ["x"]}
+    )
+    rekeyed = entry("e1", "text", activation_criteria={"keywords": ["b"]})
+    assert content_hash(embedding_text(base)) == content_hash(embedding_text(tagged))
+    assert content_hash(embedding_text(base)) != content_hash(embedding_text(rekeyed))
+
+
+def test_sync_reports_added_changed_removed_unchanged_and_metadata(db: Database) -> None:
+    kb = kb_of(entry("a", "alpha"), entry("b", "beta"), entry("c", "gamma"))
+    first = sync_kb(db, kb)
+    assert sorted(first.added) == ["a", "b", "c"]
+    assert first.changed == first.removed == first.unchanged == ()
+
+    edited = kb_of(
+        entry("a", "alpha"),
+        entry("b", "beta, rewritten"),
+        entry("c", "gamma", management_metadata={"tags": ["new-tag"]}),
+        entry("d", "delta"),
+    )
+    second = sync_kb(db, edited)
+    assert second.added == ("d",)
+    assert second.changed == ("b",)
+    assert second.metadata_updated == ("c",)
+    assert second.unchanged == ("a",)
+    assert second.removed == ()
+
+    third = sync_kb(db, kb_of(entry("a", "alpha")))
+    assert sorted(third.removed) == ["b", "c", "d"]
+    assert third.unchanged == ("a",)
+    assert keyword_ids(db, "beta") == []
+
+
+def test_sync_drops_vectors_of_changed_and_removed_entries_only(db: Database) -> None:
+    kb = kb_of(entry("a", "alpha"), entry("b", "beta"), entry("c", "gamma"))
+    sync_kb(db, kb)
+    conn = db.connection()
+    store_vectors(
+        conn,
+        kb.kb_id,
+        MODEL,
+        [current_vector(kb, e, [1.0, 0.0]) for e in ("a", "b", "c")],
+    )
+    assert missing_vectors(conn, kb.kb_id, MODEL) == []
+
+    sync_kb(db, kb_of(entry("a", "alpha"), entry("b", "beta two")))
+    stored = {str(r[0]) for r in conn.execute("SELECT entry_id FROM kb_embedding")}
+    assert stored == {"a"}
+    assert [p.entry_id for p in missing_vectors(conn, kb.kb_id, MODEL)] == ["b"]
+
+
+def test_store_vectors_only_current_skips_vectors_of_outdated_text(db: Database) -> None:
+    kb = kb_of(entry("a", "alpha"))
+    sync_kb(db, kb)
+    outdated = StoredVector("a", content_hash("an older text"), [1.0, 0.0])
+    assert store_vectors(db.connection(), kb.kb_id, MODEL, [outdated], only_current=True) == 0
+    assert (
+        store_vectors(
+            db.connection(), kb.kb_id, MODEL, [current_vector(kb, "a", [0, 1])], only_current=True
+        )
+        == 1
+    )
+
+
+def test_segment_cuts_chinese_into_words_and_drops_punctuation() -> None:
+    words = segment("远古红龙沉睡在灰烬山的洞穴深处。")
+    assert "红龙" in words and "洞穴" in words
+    assert "。" not in words
+
+
+def test_fts_query_drops_stopwords_and_returns_none_without_words() -> None:
+    assert fts_query("红龙在哪里？") == '"红龙"'
+    assert fts_query("Where is the dragon?") == '"dragon"'
+    assert fts_query("？！...") is None
+    assert fts_query('say "hi"') == '"say" OR "hi"'
+    assert fts_query("山") == '"山"'
+
+
+def test_keyword_search_finds_a_chinese_word_inside_a_sentence(db: Database) -> None:
+    sync_kb(
+        db,
+        kb_of(
+            entry("dragon", "远古红龙伊格尼斯沉睡在灰烬山的洞穴深处，守护着宝藏。"),
+            entry("village", "山脚下的村庄里住着一位铁匠。"),
+        ),
+    )
+    assert keyword_ids(db, "红龙住在哪里") == ["dragon"]
+    assert keyword_ids(db, "铁匠") == ["village"]
+
+
+def test_keyword_search_stems_english_words(db: Database) -> None:
+    sync_kb(db, kb_of(entry("d", "A dragon guards the cave."), entry("k", "Knights ride.")))
+    assert keyword_ids(db, "dragons") == ["d"]
+    assert keyword_ids(db, "knight riding") == ["k"]
+
+
+def test_keyword_search_ranks_entries_with_rarer_and_more_words_first(db: Database) -> None:
+    sync_kb(
+        db,
+        kb_of(
+            entry("one", "castle"),
+            entry("both", "castle silver"),
+            entry("other", "silver"),
+            *(entry(f"f{i}", f"filler number {i}") for i in range(20)),
+        ),
+    )
+    found = keyword_ids(db, "silver castle")
+    assert found[0] == "both"
+    assert sorted(found[1:]) == ["one", "other"]
+
+
+def test_keyword_search_respects_kb_filter(db: Database) -> None:
+    sync_kb(db, kb_of(entry("a", "the dragon"), kb_id="kb_one"))
+    sync_kb(db, kb_of(entry("a", "the dragon"), kb_id="kb_two"))
+    where, args = EntryFilter(["kb_two"]).sql()
+    hits = keyword_search(db.connection(), "dragon", where_sql=where, where_args=args, limit=5)
+    assert [(h.kb_id, h.entry_id) for h in hits] == [("kb_two", "a")]
+
+
+def _random_kb(db: Database, count: int, dim: int) -> tuple[KnowledgeBase, np.ndarray[Any, Any]]:
+    kb = kb_of(*(entry(f"e{i}", f"text {i}") for i in range(count)))
+    sync_kb(db, kb)
+    matrix = np.random.default_rng(1).standard_normal((count, dim)).astype(np.float32)
+    store_vectors(
+        db.connection(),
+        kb.kb_id,
+        MODEL,
+        [current_vector(kb, f"e{i}", list(map(float, matrix[i]))) for i in range(count)],
+    )
+    return kb, matrix
+
+
+def test_sqlite_vec_and_numpy_indexes_give_the_same_top_k(db: Database) -> None:
+    _random_kb(db, 200, 24)
+    conn = db.connection()
+    query = np.random.default_rng(9).standard_normal(24).astype(np.float32)
+    query /= np.linalg.norm(query)
+    by_vec = SqliteVecIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=10)
+    by_numpy = NumpyVectorIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=10)
+    assert [row_id for row_id, _ in by_vec] == [row_id for row_id, _ in by_numpy]
+    for (_, a), (_, b) in zip(by_vec, by_numpy, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_numpy_index_sees_vectors_stored_after_its_first_search(db: Database) -> None:
+    kb = kb_of(entry("a", "alpha"), entry("b", "beta"))
+    sync_kb(db, kb)
+    conn = db.connection()
+    store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "a", [1.0, 0.0])])
+    index = NumpyVectorIndex()
+    query = np.array([0.0, 1.0], dtype=np.float32)
+    assert len(index.nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)) == 1
+    store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "b", [0.0, 1.0])])
+    nearest = index.nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)
+    assert len(nearest) == 2
+    assert nearest[0][1] == pytest.approx(1.0)
+    delete_vectors(conn, kb.kb_id, ["b"])
+    assert len(index.nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)) == 1
+
+
+def test_stale_sqlite_vec_mirror_is_rebuilt_before_searching(db: Database) -> None:
+    _random_kb(db, 20, 8)
+    conn = db.connection()
+    table = vec_table_name(MODEL, 8)
+    # What a write made without sqlite-vec leaves behind: a mirror marked stale.
+    conn.execute(f"DELETE FROM {table}")
+    conn.execute("UPDATE kb_vec_table SET stale = 1")
+    query = np.ones(8, dtype=np.float32) / np.sqrt(np.float32(8))
+    found = SqliteVecIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=30)
+    assert len(found) == 20
+    assert conn.execute("SELECT stale FROM kb_vec_table").fetchall() == [(0,)]
+
+
+def test_vectors_of_two_lengths_for_one_model_get_separate_tables(db: Database) -> None:
+    kb = kb_of(entry("a", "alpha"), entry("b", "beta"))
+    sync_kb(db, kb)
+    conn = db.connection()
+    store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "a", [1.0, 0.0])])
+    store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "b", [1.0, 0.0, 0.0])])
+    tables = conn.execute("SELECT dim FROM kb_vec_table ORDER BY dim").fetchall()
+    assert tables == [(2,), (3,)]
+    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    found = SqliteVecIndex().nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)
+    assert len(found) == 1
+
+
+def test_remove_kb_forgets_index_fts_and_vectors(db: Database) -> None:
+    kb = kb_of(entry("a", "the dragon"), entry("b", "the knight"))
+    sync_kb(db, kb)
+    store_vectors(db.connection(), kb.kb_id, MODEL, [current_vector(kb, "a", [1.0, 0.0])])
+    assert remove_kb(db, kb.kb_id) == 2
+    conn = db.connection()
+    assert conn.execute("SELECT COUNT(*) FROM kb_entry_index").fetchall() == [(0,)]
+    assert conn.execute("SELECT COUNT(*) FROM kb_embedding").fetchall() == [(0,)]
+    assert conn.execute(f"SELECT COUNT(*) FROM {vec_table_name(MODEL, 2)}").fetchall() == [(0,)]
+    assert keyword_ids(db, "dragon") == []

@@ -1,0 +1,105 @@
+"""``storyloom kb import`` on every real SillyTavern sample, into a project."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storyloom.knowledge.knowledge_base import load_knowledge_base
+from storyloom.project.project_file import init_project, load_project
+
+SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
+SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in {".json", ".png", ".jsonl"})
+
+
+def kb_import(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "storyloom", "kb", "import", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_samples_folder_is_there() -> None:
+    assert len(SAMPLE_FILES) >= 11
+
+
+@pytest.mark.parametrize("sample", SAMPLE_FILES, ids=lambda p: p.name)
+def test_every_sample_imports_into_a_project_and_reports_what_it_made(
+    sample: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "proj"
+    init_project(root)
+    result = kb_import(str(sample), "--project", str(root), "--json", home=tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    references = load_project(root).knowledgeBaseReferences
+    assert len(references) == len(report["created"])
+    for created in report["created"]:
+        kb = load_knowledge_base(Path(created["folder"]))
+        assert kb.kb_id == created["kb_id"]
+        assert len(kb.entries) == created["entry_count"]
+    if sample.suffix == ".jsonl":
+        assert report["chat_messages"] > 0
+        assert Path(report["chat_file"]).is_file()
+    else:
+        assert report["created"], report
+
+
+def test_card_import_writes_the_character_preset_and_avatar(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    init_project(root)
+    card = SAMPLES / "st-default_Seraphina_card_v1.18.0_v2+v3.png"
+    result = kb_import(str(card), "--project", str(root), home=tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    assert "character 'Seraphina'" in result.stdout
+    preset = json.loads((root / "presets" / "characters" / "Seraphina.json").read_text())
+    assert preset["name"] == "Seraphina"
+    assert (root / "presets" / "characters" / preset["avatar"]).read_bytes()[:8] == (
+        b"\x89PNG\r\n\x1a\n"
+    )
+
+
+def test_import_without_a_project_goes_to_the_global_folder(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    sample = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
+    result = kb_import(str(sample), "--name", "Eldoria", home=home)
+    assert result.returncode == 0, result.stderr
+    assert "'Eldoria'" in result.stdout
+    assert load_knowledge_base(home / "knowledge" / "Eldoria").kb_displayName == "Eldoria"
+
+
+def test_broken_file_names_the_file_and_writes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    init_project(root)
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"entries": {"0": {"uid": 0, "key": "not a list"')
+    before = (root / "project.json").read_text()
+    result = kb_import(str(bad), "--project", str(root), home=tmp_path / "home")
+    assert result.returncode == 1
+    assert "broken.json" in result.stderr
+    assert (root / "project.json").read_text() == before
+    assert list((root / "knowledgebases").iterdir()) == []
+
+
+def test_a_regex_key_that_does_not_compile_is_a_warning_naming_the_entry(tmp_path: Path) -> None:
+    book = {
+        "entries": {
+            "0": {"uid": 0, "key": ["/drag(on/"], "comment": "Broken", "content": "x"},
+            "1": {"uid": 1, "key": ["castle"], "comment": "Fine", "content": "y"},
+        }
+    }
+    path = tmp_path / "book.json"
+    path.write_text(json.dumps(book))
+    result = kb_import(str(path), "--json", home=tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["created"][0]["entry_count"] == 2
+    warning = next(w for w in report["warnings"] if "Broken" in w)
+    assert "keywords" in warning
+    assert "invalid regular expression" in warning

@@ -1,0 +1,111 @@
+// Typed calls for /api/knowledge: knowledge bases, references, activation test, search,
+// import and export.
+import { ApiError, errorFromResponse, type Fetch, requestJson } from './client'
+import type {
+  ActivationTestRequest,
+  ActivationTestResponse,
+  CreateKnowledgeBase,
+  EmbeddingProgress,
+  ImportReport,
+  KnowledgeBase,
+  KnowledgeBaseDocument,
+  KnowledgeBaseList,
+  KnowledgeBaseSummary,
+  ReferenceCheckResponse,
+  ReferenceTargetList,
+  SearchResponse,
+} from './types'
+import type { JsonSchema } from '../lib/jsonSchema'
+
+const BASE = '/api/knowledge'
+const enc = encodeURIComponent
+
+export function listKnowledgeBases(fetchImpl?: Fetch): Promise<KnowledgeBaseList> {
+  return requestJson<KnowledgeBaseList>('GET', `${BASE}/bases`, undefined, fetchImpl)
+}
+
+export function createKnowledgeBase(body: CreateKnowledgeBase, fetchImpl?: Fetch): Promise<KnowledgeBaseSummary> {
+  return requestJson<KnowledgeBaseSummary>('POST', `${BASE}/bases`, body, fetchImpl)
+}
+
+export function getKnowledgeBase(kbId: string, fetchImpl?: Fetch): Promise<KnowledgeBaseDocument> {
+  return requestJson<KnowledgeBaseDocument>('GET', `${BASE}/bases/${enc(kbId)}`, undefined, fetchImpl)
+}
+
+export function putKnowledgeBase(kb: KnowledgeBase, fetchImpl?: Fetch): Promise<KnowledgeBaseDocument> {
+  return requestJson<KnowledgeBaseDocument>('PUT', `${BASE}/bases/${enc(kb.kb_id ?? '')}`, kb, fetchImpl)
+}
+
+export function getKnowledgeSchema(fetchImpl?: Fetch): Promise<JsonSchema> {
+  return requestJson<JsonSchema>('GET', `${BASE}/schema`, undefined, fetchImpl)
+}
+
+export function checkReferences(
+  kbId: string | null,
+  text: string,
+  entryId: string | null,
+  fetchImpl?: Fetch,
+): Promise<ReferenceCheckResponse> {
+  return requestJson<ReferenceCheckResponse>(
+    'POST',
+    `${BASE}/references/check`,
+    { kb_id: kbId, text, entry_id: entryId },
+    fetchImpl,
+  )
+}
+
+export function referenceTargets(kbId: string | null, q: string, fetchImpl?: Fetch): Promise<ReferenceTargetList> {
+  const params = new URLSearchParams({ q })
+  if (kbId) params.set('kb_id', kbId)
+  return requestJson<ReferenceTargetList>('GET', `${BASE}/references/targets?${params}`, undefined, fetchImpl)
+}
+
+export function testActivation(body: ActivationTestRequest, fetchImpl?: Fetch): Promise<ActivationTestResponse> {
+  return requestJson<ActivationTestResponse>('POST', `${BASE}/activation/test`, body, fetchImpl)
+}
+
+export function searchKnowledge(
+  q: string,
+  kbIds: readonly string[] = [],
+  topK = 10,
+  fetchImpl?: Fetch,
+): Promise<SearchResponse> {
+  const params = new URLSearchParams({ q, top_k: String(topK) })
+  for (const id of kbIds) params.append('kb_id', id)
+  return requestJson<SearchResponse>('GET', `${BASE}/search?${params}`, undefined, fetchImpl)
+}
+
+export function embeddingProgress(kbId: string, fetchImpl?: Fetch): Promise<EmbeddingProgress> {
+  return requestJson<EmbeddingProgress>('GET', `${BASE}/bases/${enc(kbId)}/embedding`, undefined, fetchImpl)
+}
+
+export type ExportFormat = 'st-worldinfo' | 'ctkbz'
+
+/** Where the browser downloads a KB from (a plain link: the server names the file). */
+export function exportUrl(kbId: string, format: ExportFormat): string {
+  return `${BASE}/bases/${enc(kbId)}/export?format=${format}`
+}
+
+/** Upload a SillyTavern file or a .ctkbz package (multipart, field `file`). */
+export async function importKnowledgeFile(
+  file: File,
+  scope: 'local' | 'global' = 'local',
+  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+): Promise<ImportReport> {
+  const form = new FormData()
+  form.append('file', file)
+  form.append('scope', scope)
+  let res: Response
+  try {
+    res = await fetchImpl(`${BASE}/import`, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { Accept: 'application/json' },
+      body: form,
+    })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  if (!res.ok) throw await errorFromResponse(res)
+  return (await res.json()) as ImportReport
+}
