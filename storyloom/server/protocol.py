@@ -24,6 +24,18 @@ class StatusMessage(_Message):
     message: str | None = None
 
 
+class EmbeddingProgressMessage(_Message):
+    """Server → browser: how far the background embedding of one knowledge base is."""
+
+    type: Literal["knowledge:embedding-progress"] = "knowledge:embedding-progress"
+    kb_id: str = Field(alias="kbId")
+    model_id: str = Field(alias="modelId")
+    state: Literal["queued", "running", "done", "failed", "cancelled"]
+    done: int
+    total: int
+    error: str | None = None
+
+
 class ConnectMessage(_Message):
     """Browser → server: open a project (the id is checked once projects exist)."""
 
@@ -37,4 +49,4 @@ class DisconnectMessage(_Message):
 
 ClientMessage = Annotated[ConnectMessage | DisconnectMessage, Field(discriminator="type")]
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
-ServerMessage = StatusMessage
+ServerMessage = StatusMessage | EmbeddingProgressMessage

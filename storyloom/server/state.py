@@ -8,8 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
+from storyloom.knowledge.embedding_jobs import EmbeddingProgress
 from storyloom.project.project_file import PROJECT_FILE, init_project
 from storyloom.server.knowledge_service import KnowledgeService
+from storyloom.server.protocol import EmbeddingProgressMessage
+from storyloom.server.ws_hub import WebSocketHub
 from storyloom.store.database import Database
 
 DEFAULT_PROJECT = Path("projects") / "default"
@@ -25,11 +28,25 @@ class ServerState:
     token: str | None = None
     settings_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     knowledge: KnowledgeService = field(init=False)
+    hub: WebSocketHub = field(default_factory=WebSocketHub)
 
     def __post_init__(self) -> None:
         # The service reads the settings in force at each call: a saved change applies.
         self.knowledge = KnowledgeService(
             self.home, self.project_dir, settings=lambda: self.settings, database=self.database
+        )
+        self.knowledge.jobs.subscribe(self._publish_embedding_progress)
+
+    def _publish_embedding_progress(self, progress: EmbeddingProgress) -> None:
+        self.hub.publish(
+            EmbeddingProgressMessage(
+                kb_id=progress.kb_id,
+                model_id=progress.model_id,
+                state=progress.state,
+                done=progress.done,
+                total=progress.total,
+                error=progress.error,
+            )
         )
 
     @classmethod

@@ -11,14 +11,16 @@ from storyloom import __version__
 from storyloom.server.protocol import (
     ConnectMessage,
     DisconnectMessage,
+    ServerMessage,
     StatusMessage,
     client_message_adapter,
 )
+from storyloom.server.ws_hub import WebSocketHub
 
 router = APIRouter()
 
 
-async def _send(ws: WebSocket, message: StatusMessage) -> None:
+async def _send(ws: WebSocket, message: ServerMessage) -> None:
     await ws.send_text(message.model_dump_json(by_alias=True, exclude_none=True))
 
 
@@ -26,6 +28,8 @@ async def _send(ws: WebSocket, message: StatusMessage) -> None:
 async def websocket_endpoint(ws: WebSocket) -> None:
     await ws.accept()
     await _send(ws, StatusMessage(status="connected", message=f"storyloom {__version__}"))
+    hub: WebSocketHub = ws.app.state.storyloom.hub
+    hub.add(ws)
     try:
         while True:
             raw = await ws.receive_text()
@@ -51,3 +55,5 @@ async def websocket_endpoint(ws: WebSocket) -> None:
                 )
     except WebSocketDisconnect:
         return
+    finally:
+        hub.discard(ws)
