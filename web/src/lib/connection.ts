@@ -2,7 +2,7 @@
 //
 // The header shows the last `status` message; when the socket closes it is reopened with
 // exponential backoff. Later layers subscribe to other message types through `on()`.
-import { type Ref, ref } from 'vue'
+import { type InjectionKey, type Ref, ref } from 'vue'
 
 export type ConnectionState = 'connecting' | 'connected' | 'busy' | 'error' | 'disconnected'
 
@@ -10,6 +10,9 @@ export interface ServerMessage {
   type: string
   [field: string]: unknown
 }
+
+/** The app's one connection, provided by App.vue for pages that listen to server events. */
+export const CONNECTION_KEY: InjectionKey<Connection> = Symbol('storyloom-connection')
 
 export const BACKOFF_START_MS = 500
 export const BACKOFF_MAX_MS = 15_000
