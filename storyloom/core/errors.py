@@ -37,12 +37,18 @@ def field_path(loc: tuple[int | str, ...] | list[int | str]) -> str:
     return out
 
 
-def problems_from_validation(exc: Any) -> list[FieldProblem]:
-    """Turn a ``pydantic.ValidationError`` into a list of :class:`FieldProblem`."""
+def problems_from_validation(exc: Any, prefix: str = "") -> list[FieldProblem]:
+    """Turn a ``pydantic.ValidationError`` into a list of :class:`FieldProblem`.
+
+    ``prefix`` is where the validated value sits in a larger document (``entries[3]``,
+    ``settings``): each field path is put under it.
+    """
     problems = []
     for err in exc.errors():
-        loc = err.get("loc", ())
-        problems.append(FieldProblem(field=field_path(tuple(loc)), reason=clean_reason(err)))
+        where = field_path(tuple(err.get("loc", ())))
+        if prefix and where:
+            where = f"{prefix}{where}" if where.startswith("[") else f"{prefix}.{where}"
+        problems.append(FieldProblem(field=where or prefix, reason=clean_reason(err)))
     return problems
 
 

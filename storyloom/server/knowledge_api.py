@@ -21,7 +21,12 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
-from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
+from storyloom.core.errors import (
+    FieldProblem,
+    FileFormatError,
+    StoryloomError,
+    problems_from_validation,
+)
 from storyloom.knowledge.activation import Reason, ScanMessage
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
@@ -34,7 +39,6 @@ from storyloom.server.knowledge_service import (
     KnowledgeBaseMissing,
     KnowledgeService,
     Snapshot,
-    validation_problems,
 )
 from storyloom.server.state import ServerState
 
@@ -467,7 +471,7 @@ async def activation_test(
     except KnowledgeBaseMissing as exc:
         return _invalid("invalid request", [FieldProblem("kb_ids", str(exc))])
     except ValidationError as exc:
-        return _invalid("invalid activation settings", validation_problems(exc, "settings"))
+        return _invalid("invalid activation settings", problems_from_validation(exc, "settings"))
     messages = parse_chat(body.chat, body.user_name)
     engine, result, problems = await service.activate(
         kbs,

@@ -25,14 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from storyloom.core.errors import (
     ConfigurationError,
     FieldProblem,
     FileFormatError,
     StoryloomError,
-    problems_from_validation,
 )
 from storyloom.core.settings import Settings
 from storyloom.knowledge.activation import (
@@ -75,7 +72,6 @@ from storyloom.project.project_knowledge import (
 from storyloom.store.database import Database
 
 Fingerprint = tuple[tuple[str, int, int], ...]
-CHARACTERS_DIR = Path("presets") / "characters"
 DEFAULT_CONTEXT_TOKENS = 8192
 PACKAGE_SUFFIX = ".ctkbz"
 EMBED_AFTER_WRITE_S = 3.0
@@ -88,10 +84,6 @@ class KnowledgeBaseMissing(StoryloomError, LookupError):
     def __init__(self, kb_id: str) -> None:
         self.kb_id = kb_id
         super().__init__(f"no knowledge base with kb_id {kb_id}")
-
-
-class ImportRefused(StoryloomError):
-    """An uploaded file that is readable but is nothing this page imports."""
 
 
 @dataclass
@@ -531,11 +523,3 @@ class KnowledgeService:
                 model_id=model_id,
             )
             return dest.read_bytes(), list(report.warnings)
-
-
-def validation_problems(exc: ValidationError, prefix: str) -> list[FieldProblem]:
-    """Problems of a nested model, their fields under ``prefix``."""
-    return [
-        FieldProblem(f"{prefix}.{p.field}" if p.field else prefix, p.reason)
-        for p in problems_from_validation(exc)
-    ]

@@ -23,7 +23,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from storyloom.core.errors import FieldProblem, FileFormatError, field_path
+from storyloom.core.errors import (
+    FieldProblem,
+    FileFormatError,
+    problems_from_validation,
+)
 from storyloom.knowledge.sillytavern.character_book import CharacterBook
 from storyloom.knowledge.sillytavern.png_chunks import (
     PngError,
@@ -200,15 +204,6 @@ def card_version(data: Any) -> CardVersion | None:
     return None
 
 
-def validation_problems(exc: ValidationError, prefix: str = "") -> list[FieldProblem]:
-    """The problems of ``exc``, each field path after ``prefix`` (``prefix`` itself if none)."""
-    problems = []
-    for err in exc.errors():
-        where = field_path(tuple(err["loc"]))
-        problems.append(FieldProblem(f"{prefix}{where}" if where else prefix, str(err["msg"])))
-    return problems
-
-
 def parse_card(data: Any, path: Path | str) -> ParsedCard:
     """Validate a card's parsed JSON (without its book's entries; see :mod:`.world_info`)."""
     path = Path(path)
@@ -239,7 +234,7 @@ def parse_card(data: Any, path: Path | str) -> ParsedCard:
         else:
             card = CharacterCardV3.model_validate(shallow)
     except ValidationError as exc:
-        raise FileFormatError(path, validation_problems(exc)) from None
+        raise FileFormatError(path, problems_from_validation(exc)) from None
     return ParsedCard(card=card, raw=data, version=version)
 
 

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from storyloom.core.errors import FieldProblem, FileFormatError
+from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.sillytavern.character_book import (
@@ -46,7 +46,6 @@ from storyloom.knowledge.sillytavern.character_book import (
     book_entry_to_wi,
     wi_to_book_entry,
 )
-from storyloom.knowledge.sillytavern.character_card import validation_problems
 from storyloom.knowledge.sillytavern.world_info_entry import (
     EXTENSION_KEY,
     ST_TAG,
@@ -115,7 +114,7 @@ class _EntryReader:
     def invalid(
         self, place: str | int, where: str, raw: dict[str, Any], entry_id: str, exc: ValidationError
     ) -> None:
-        found = validation_problems(exc, f"{where}.")
+        found = problems_from_validation(exc, where)
         self.problems.extend(found)
         reasons = "; ".join(str(p) for p in found)
         self._skip(place, raw, entry_label(raw, str(place)), reasons)
