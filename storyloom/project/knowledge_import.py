@@ -25,6 +25,7 @@ from storyloom.knowledge.knowledge_base import (
     load_knowledge_base,
     save_knowledge_base,
 )
+from storyloom.knowledge.package import PACKAGE_SUFFIX, import_package
 from storyloom.knowledge.sillytavern import export_chat_jsonl, import_sillytavern
 from storyloom.project.project_file import folder_slug
 from storyloom.project.project_knowledge import (
@@ -36,7 +37,6 @@ from storyloom.project.project_knowledge import (
 )
 from storyloom.store.database import Database
 
-PACKAGE_SUFFIX = ".ctkbz"
 MAX_PEEK_BYTES = 64 * 1024 * 1024
 PRESETS_DIR = "presets/characters"
 CHATS_DIR = "imports/chats"
@@ -142,9 +142,6 @@ def _import_package(
     parent.mkdir(parents=True, exist_ok=True)
     taken = {p.name for p in parent.iterdir()}
     target = parent / folder_slug(path.stem, taken)
-    # Imported here: packages load the embedding providers, which other imports skip.
-    from storyloom.knowledge.package import import_package
-
     report = import_package(path, target, db=database, available_model_ids=set(available_model_ids))
     kb = load_knowledge_base(target)
     summary = ImportSummary(source=str(path), kind="package", warnings=list(report.warnings))

@@ -55,7 +55,7 @@ from storyloom.knowledge.knowledge_base import (
     KnowledgeBase,
     save_knowledge_base,
 )
-from storyloom.knowledge.package import export_package
+from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package
 from storyloom.knowledge.references import ReferenceResolver
 from storyloom.knowledge.search_index import sync_kb
 from storyloom.llm.tokens import token_counter
@@ -73,7 +73,6 @@ from storyloom.store.database import Database
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 DEFAULT_CONTEXT_TOKENS = 8192
-PACKAGE_SUFFIX = ".ctkbz"
 EMBED_AFTER_WRITE_S = 3.0
 EMBED_BATCH = 8
 

