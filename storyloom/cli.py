@@ -13,6 +13,7 @@ import typer
 from pydantic import BaseModel
 
 from storyloom import __version__
+from storyloom.command_options import HomeOption, fail
 from storyloom.core.home import ensure_home, resolve_home
 from storyloom.core.settings import SettingsStore
 from storyloom.kb_commands import kb_app
@@ -26,20 +27,6 @@ app = typer.Typer(
 app.add_typer(kb_app, name="kb")
 app.add_typer(project_app, name="project")
 
-HomeOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--home",
-        help="Data directory (default: $STORYLOOM_HOME, else ~/.storyloom).",
-        show_default=False,
-    ),
-]
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"storyloom: {message}", err=True)
-    return typer.Exit(1)
-
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """Bind before starting uvicorn so a busy port is one clear line, not a traceback."""
@@ -51,10 +38,10 @@ def bind_socket(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise _fail(
+            raise fail(
                 f"port {port} on {host} is already in use; stop what uses it or pass --port"
             ) from None
-        raise _fail(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -189,7 +176,7 @@ def schema(
 
     formats = _file_formats()
     if name not in formats:
-        raise _fail(f"no file format {name!r}; known: {', '.join(sorted(formats))}")
+        raise fail(f"no file format {name!r}; known: {', '.join(sorted(formats))}")
     model, intro = formats[name]
     if markdown:
         typer.echo(markdown_reference(model, f"{name} file format", intro), nl=False)

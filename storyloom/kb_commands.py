@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from storyloom.core.errors import FileFormatError, StoryloomError
+from storyloom.command_options import HomeOption, ProjectOption, fail
+from storyloom.core.errors import StoryloomError
 from storyloom.core.home import ensure_home, resolve_home
 
 if TYPE_CHECKING:
@@ -20,29 +21,6 @@ if TYPE_CHECKING:
     from storyloom.knowledge.package import PackageExportReport
 
 kb_app = typer.Typer(help="Knowledge bases: schema, import, export, search.", no_args_is_help=True)
-
-HomeOption = Annotated[
-    Path | None,
-    typer.Option("--home", help="Data directory (default: $STORYLOOM_HOME, else ~/.storyloom)."),
-]
-ProjectOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--project",
-        help="Project folder (default: the current folder when it has project.json).",
-        show_default=False,
-    ),
-]
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    if isinstance(exc, FileFormatError):
-        typer.echo(f"storyloom: {exc.path}:", err=True)
-        for problem in exc.problems:
-            typer.echo(f"  {problem}", err=True)
-    else:
-        typer.echo(f"storyloom: {exc}", err=True)
-    return typer.Exit(1)
 
 
 def _project_dir(project: Path | None) -> Path | None:
@@ -100,7 +78,7 @@ def import_(
             display_name=name,
         )
     except (StoryloomError, OSError) as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     finally:
         database.close()
     if as_json:
@@ -139,7 +117,7 @@ def list_(project: ProjectOption = None, home: HomeOption = None) -> None:
             library = scan_global_folders(folders)
             bases, problems = library.bases, library.problems
     except StoryloomError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     for loaded in bases:
         typer.echo(
             f"{loaded.scope:6}  {loaded.kb_id}  {loaded.kb.display_name!r}  "
@@ -171,12 +149,10 @@ def _open_catalog(
 def _pick(catalog: KnowledgeCatalog, name: str) -> LoadedKB:
     found = catalog.find(name)
     if not found:
-        raise _fail(StoryloomError(f"no knowledge base named {name!r} (try `storyloom kb list`)"))
+        raise fail(f"no knowledge base named {name!r} (try `storyloom kb list`)")
     if len(found) > 1:
         ids = ", ".join(b.kb_id for b in found)
-        raise _fail(
-            StoryloomError(f"{name!r} names {len(found)} knowledge bases ({ids}); use a kb_id")
-        )
+        raise fail(f"{name!r} names {len(found)} knowledge bases ({ids}); use a kb_id")
     return found[0]
 
 
@@ -217,7 +193,7 @@ def export(
         else:
             raise StoryloomError(f"unknown --format {fmt!r}; use ctkbz or st-worldinfo")
     except StoryloomError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     for warning in warnings:
         typer.echo(f"  warning: {warning}")
 
@@ -265,13 +241,13 @@ def search(
     data_dir, catalog, project_model = _open_catalog(project, home)
     bases = [_pick(catalog, name) for name in kb] if kb else catalog.bases
     if not bases:
-        raise _fail(StoryloomError("no knowledge bases to search (try `storyloom kb list`)"))
+        raise fail("no knowledge bases to search (try `storyloom kb list`)")
     try:
         hits = asyncio.run(
             _search(data_dir, bases, project_model, query, top_k, tag or None, entry_type or None)
         )
     except StoryloomError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     by_id = {(b.kb_id, e.id): (b, e) for b in bases for e in b.kb.entries}
     rows: list[dict[str, Any]] = []
     for hit in hits:

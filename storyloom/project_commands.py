@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from storyloom.command_options import fail
 from storyloom.core.errors import StoryloomError
 
 project_app = typer.Typer(
@@ -27,8 +28,7 @@ def init(
     try:
         project = init_project(directory, name)
     except StoryloomError as exc:
-        typer.echo(f"storyloom: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise fail(exc) from None
     verb = "already a project" if existed else "created"
     typer.echo(f"{directory}: {verb} ({project.name}, id {project.id})")
     if not existed:
@@ -45,6 +45,5 @@ def show(
     try:
         project = load_project(directory)
     except StoryloomError as exc:
-        typer.echo(f"storyloom: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise fail(exc) from None
     typer.echo(json.dumps(project.model_dump(mode="json"), ensure_ascii=False, indent=2))

@@ -1,0 +1,38 @@
+"""What every ``storyloom`` command shares: the common options and how a failure is shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from storyloom.core.errors import FileFormatError
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--home",
+        help="Data directory (default: $STORYLOOM_HOME, else ~/.storyloom).",
+        show_default=False,
+    ),
+]
+ProjectOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--project",
+        help="Project folder (default: the current folder when it has project.json).",
+        show_default=False,
+    ),
+]
+
+
+def fail(problem: Exception | str) -> typer.Exit:
+    """Print ``problem`` on stderr (a bad file: one line per field) and exit with 1."""
+    if isinstance(problem, FileFormatError):
+        typer.echo(f"storyloom: {problem.path}:", err=True)
+        for field_problem in problem.problems:
+            typer.echo(f"  {field_problem}", err=True)
+    else:
+        typer.echo(f"storyloom: {problem}", err=True)
+    return typer.Exit(1)
