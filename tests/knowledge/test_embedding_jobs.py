@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +20,6 @@ from storyloom.llm.retry import RetryPolicy
 from storyloom.store.database import Database
 
 FAST = RetryPolicy(base_delay_s=0.001, max_delay_s=0.002, jitter=0)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "jobs.sqlite3")
-    yield database
-    database.close()
 
 
 @pytest.fixture

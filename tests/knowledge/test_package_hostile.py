@@ -6,7 +6,6 @@ import io
 import json
 import stat
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,6 @@ from storyloom.store.database import Database
 KB_JSON = json.dumps(
     {"kb_id": "kb_hostile", "entries": [{"id": "e1", "content": {"value": "text"}}]}
 ).encode()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "db" / "hostile.sqlite3")
-    yield database
-    database.close()
 
 
 def build(path: Path, members: list[tuple[str | zipfile.ZipInfo, bytes]]) -> Path:

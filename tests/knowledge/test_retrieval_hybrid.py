@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,13 +31,6 @@ from storyloom.llm.replay_server import ReplayLLMServer
 from storyloom.store.database import Database
 
 MODEL = "test/axes"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "search.sqlite3")
-    yield database
-    database.close()
 
 
 def entry(entry_id: str, text: str, **fields: Any) -> CAIU:

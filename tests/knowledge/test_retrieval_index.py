@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,13 +29,6 @@ from storyloom.knowledge.vector_index import (
 from storyloom.store.database import Database
 
 MODEL = "test/axes"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "index.sqlite3")
-    yield database
-    database.close()
 
 
 def entry(entry_id: str, text: str, **fields: Any) -> CAIU:
