@@ -130,7 +130,9 @@ def folder_slug(name: str, taken: set[str]) -> str:
     """A folder name for a KB: readable (CJK kept), unique among ``taken``."""
     slug = re.sub(r"[^\w.-]+", "_", name, flags=re.UNICODE).strip("._") or "kb"
     slug = slug[:60]
+    # Compared without case: the folder may live on a case-insensitive file system.
+    used = {t.lower() for t in taken}
     candidate, n = slug, 2
-    while candidate.lower() in {t.lower() for t in taken}:
+    while candidate.lower() in used:
         candidate, n = f"{slug}_{n}", n + 1
     return candidate
