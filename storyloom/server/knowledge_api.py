@@ -1,6 +1,6 @@
 """``/api/knowledge``: the project's knowledge bases for the web app.
 
-Reads come from :class:`~storyloom.server.knowledge_service.KnowledgeService`, which
+Reads come from :class:`~storyloom.project.knowledge_service.KnowledgeService`, which
 reloads when files change. Writes validate the whole document first (422 with the JSON
 path of every problem, nothing written) and then save atomically.
 """
@@ -32,14 +32,14 @@ from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_schema, now_iso
 from storyloom.knowledge.sillytavern import export_world_info
-from storyloom.project.project_file import folder_slug
-from storyloom.server.api_errors import ErrorBody, error_response
-from storyloom.server.knowledge_service import (
+from storyloom.project.knowledge_service import (
     EmbeddingState,
     KnowledgeBaseMissing,
     KnowledgeService,
     Snapshot,
 )
+from storyloom.project.project_file import folder_slug
+from storyloom.server.api_errors import ErrorBody, error_response
 from storyloom.server.state import ServerState
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
+from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import PROJECT_FILE, init_project
-from storyloom.server.knowledge_service import KnowledgeService
 from storyloom.server.protocol import EmbeddingProgressMessage
 from storyloom.server.ws_hub import WebSocketHub
 from storyloom.store.database import Database

@@ -1,0 +1,83 @@
+"""Node types by name, collected through the ``storyloom_node_types`` hook.
+
+The built-in nodes are plugin modules registered like any other; installed packages add
+theirs through the ``storyloom`` setuptools entry point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from types import ModuleType
+
+import pluggy
+
+from storyloom.core.errors import StoryloomError
+from storyloom.core.plugin_markers import PROJECT
+from storyloom.workflow import hookspecs
+from storyloom.workflow.node_type import NodeType, NodeTypeInfo
+from storyloom.workflow.nodes import BUILTIN_MODULES
+
+
+class NodeTypeConflict(StoryloomError):
+    pass
+
+
+class NodeRegistry:
+    def __init__(self, node_types: Iterable[type[NodeType]] = ()) -> None:
+        self._types: dict[str, NodeType] = {}
+        for cls in node_types:
+            self.register(cls)
+
+    def register(self, cls: type[NodeType]) -> None:
+        existing = self._types.get(cls.type)
+        if existing is not None and type(existing) is not cls:
+            raise NodeTypeConflict(
+                f"node type {cls.type!r} is registered twice: by "
+                f"{type(existing).__module__}.{type(existing).__qualname__} and by "
+                f"{cls.__module__}.{cls.__qualname__}"
+            )
+        self._types[cls.type] = cls()
+
+    def get(self, type_name: str) -> NodeType | None:
+        return self._types.get(type_name)
+
+    def __contains__(self, type_name: object) -> bool:
+        return type_name in self._types
+
+    def names(self) -> list[str]:
+        return sorted(self._types)
+
+    def infos(self) -> list[NodeTypeInfo]:
+        return [self._types[name].info() for name in self.names()]
+
+    @classmethod
+    def from_plugins(
+        cls, plugins: Iterable[ModuleType | object] = (), *, entry_points: bool = True
+    ) -> NodeRegistry:
+        """Built-in nodes, the given plugin objects, and (unless disabled) every installed
+        package's ``storyloom`` entry point."""
+        manager = pluggy.PluginManager(PROJECT)
+        manager.add_hookspecs(hookspecs)
+        for name in BUILTIN_MODULES:
+            manager.register(importlib.import_module(name))
+        for plugin in plugins:
+            manager.register(plugin)
+        if entry_points:
+            manager.load_setuptools_entrypoints(PROJECT)
+        registry = cls()
+        for provided in manager.hook.storyloom_node_types():
+            for node_type in provided:
+                registry.register(node_type)
+        return registry
+
+
+_default: NodeRegistry | None = None
+
+
+def default_registry() -> NodeRegistry:
+    """The registry of this process (built-ins and installed plugins), built once."""
+    global _default
+    if _default is None:
+        _default = NodeRegistry.from_plugins()
+    return _default
