@@ -69,6 +69,7 @@ class NodeNeedsHuman(_Event):
     reason: str
     output_preview: str = Field(alias="outputPreview")
     options: list[Literal["approve", "retry", "edit"]]
+    candidates: list[str] | None = None
 
 
 class NodeIteration(_Event):

@@ -137,6 +137,9 @@ class HumanDecision(_Model):
 
     decision: Literal["approve", "retry", "edit"]
     edited_output: str | None = Field(default=None, alias="editedOutput")
+    choice: int | None = Field(
+        default=None, description="With candidates offered: the index of the one approved"
+    )
 
 
 class ContextSource(_Model):
@@ -236,8 +239,17 @@ class NodeContext(Protocol):
         reason: str,
         output_preview: str,
         options: Sequence[str] = ("approve", "retry", "edit"),
+        candidates: Sequence[str] | None = None,
     ) -> HumanDecision:
-        """Send ``node:needs-human`` and wait for the user's ``human:decision``."""
+        """Send ``node:needs-human`` and wait for the user's ``human:decision``.
+
+        With ``candidates`` the user picks one (``choice``), as in evolutionary selection.
+        """
+        ...
+
+    async def rerun_inputs(self) -> dict[str, Any]:
+        """Run this node's upstream again, bypassing the cache, and return the fresh input
+        values (what a human's ``retry`` asks for)."""
         ...
 
     async def run_workflow(
@@ -268,6 +280,8 @@ class NodeType:
     idempotent: ClassVar[bool] = True
     streaming: ClassVar[bool] = False
     dynamic_slots: ClassVar[bool] = False
+    reads_run_inputs: ClassVar[bool] = False
+    """The node reads ``ctx.interface_inputs`` (GroupInput): they go into its cache key."""
     inputs: ClassVar[tuple[Slot, ...]] = ()
     outputs: ClassVar[tuple[Slot, ...]] = ()
     config: ClassVar[tuple[ConfigField, ...]] = ()
