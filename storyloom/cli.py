@@ -144,6 +144,7 @@ def _file_formats() -> dict[str, tuple[type[BaseModel], str]]:
     from storyloom.core.settings import Settings
     from storyloom.knowledge.knowledge_base import KnowledgeBase
     from storyloom.project.project_file import ProjectFile
+    from storyloom.workflow.workflow_file import Workflow
 
     return {
         "settings": (
@@ -161,12 +162,20 @@ def _file_formats() -> dict[str, tuple[type[BaseModel], str]]:
             ProjectFile,
             "`project.json` at the root of a project folder (`storyloom project init DIR`).",
         ),
+        "workflow": (
+            Workflow,
+            "`workflows/<id>.json` in a project folder: a graph of nodes (config by name), "
+            "edges from an output slot to an input slot, and the workflow's interface. "
+            "See docs/workflows.md.",
+        ),
     }
 
 
 @app.command()
 def schema(
-    name: Annotated[str, typer.Argument(help="File format: settings, knowledge-base, project.")],
+    name: Annotated[
+        str, typer.Argument(help="File format: settings, knowledge-base, project, workflow.")
+    ],
     markdown: Annotated[
         bool, typer.Option("--markdown", help="A reference page instead of JSON Schema.")
     ] = False,

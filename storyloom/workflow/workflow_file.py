@@ -29,62 +29,82 @@ class _Open(BaseModel):
 
 
 class Position(_Open):
-    x: float = 0.0
-    y: float = 0.0
+    x: float = Field(default=0.0, description="Canvas coordinate, left to right")
+    y: float = Field(default=0.0, description="Canvas coordinate, top to bottom")
 
 
 class WorkflowNode(_Open):
     """One node: its type, its config by name, where it sits on the canvas."""
 
-    id: str = Field(min_length=1, max_length=128)
+    id: str = Field(min_length=1, max_length=128, description="Unique within the workflow")
     type: str = Field(min_length=1, description="Registered node type, e.g. `core:TextTemplate`")
     label: str | None = Field(default=None, description="Shown instead of the type's name")
-    config: dict[str, Any] = Field(default_factory=dict)
-    position: Position = Field(default_factory=Position)
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Config values by field name (never by position)"
+    )
+    position: Position = Field(default_factory=Position, description="Where the canvas draws it")
 
 
 class WorkflowEdge(_Open):
     """Output ``sourceSlot`` of node ``source`` feeds input ``targetSlot`` of ``target``."""
 
-    id: str | None = None
-    source: str
-    source_slot: str = Field(alias="sourceSlot")
-    target: str
-    target_slot: str = Field(alias="targetSlot")
+    id: str | None = Field(default=None, description="Optional; the canvas sets one")
+    source: str = Field(description="Id of the node whose output is used")
+    source_slot: str = Field(alias="sourceSlot", description="Output slot name on `source`")
+    target: str = Field(description="Id of the node that receives the value")
+    target_slot: str = Field(alias="targetSlot", description="Input slot name on `target`")
 
 
 class Suggestion(_Open):
-    value: Any
-    label: str | None = None
+    value: Any = Field(description="A value offered to the user (an `enum` member as a tool)")
+    label: str | None = Field(default=None, description="Shown instead of the value")
 
 
 class InterfaceSlotConfig(_Open):
-    default: Any = None
-    suggestions: list[Suggestion] = Field(default_factory=list)
+    default: Any = Field(default=None, description="Used when the caller gives no value")
+    suggestions: list[Suggestion] = Field(
+        default_factory=list, description="Offered values; with `ComboOption` the only ones"
+    )
 
 
 class InterfaceSlot(_Open):
     """One input or output of a workflow seen from outside (seed 003 4.4.3)."""
 
-    description: str = ""
-    data_flow_type: str = Field(default="STRING", alias="dataFlowType")
-    required: bool = False
-    match_categories: list[str] = Field(default_factory=list, alias="matchCategories")
+    description: str = Field(default="", description="Told to the user and to an LLM caller")
+    data_flow_type: str = Field(
+        default="STRING",
+        alias="dataFlowType",
+        description="STRING, INTEGER, FLOAT, BOOLEAN, OBJECT, ARRAY, ANY or a domain type",
+    )
+    required: bool = Field(default=False, description="The caller must give a value")
+    match_categories: list[str] = Field(
+        default_factory=list,
+        alias="matchCategories",
+        description="`ComboOption`: the value must be one of the suggestions",
+    )
     config: InterfaceSlotConfig = Field(default_factory=InterfaceSlotConfig)
 
 
 class Workflow(_Open):
     id: str = Field(description="File name without `.json`; the `<id>` of `workflow:<id>`")
-    name: str = ""
-    description: str = ""
-    format_version: int = Field(default=FORMAT_VERSION, alias="formatVersion")
+    name: str = Field(default="", description="Shown in lists; the id when empty")
+    description: str = Field(
+        default="", description="What it does; the tool description when used as a tool"
+    )
+    format_version: int = Field(
+        default=FORMAT_VERSION, alias="formatVersion", description="Version of this layout"
+    )
     nodes: list[WorkflowNode] = Field(default_factory=list)
     edges: list[WorkflowEdge] = Field(default_factory=list)
     interface_inputs: dict[str, InterfaceSlot] = Field(
-        default_factory=dict, alias="interfaceInputs"
+        default_factory=dict,
+        alias="interfaceInputs",
+        description="Inputs by name: GroupInput's outputs, a tool's parameters",
     )
     interface_outputs: dict[str, InterfaceSlot] = Field(
-        default_factory=dict, alias="interfaceOutputs"
+        default_factory=dict,
+        alias="interfaceOutputs",
+        description="Outputs by name: GroupOutput's inputs, a tool's result",
     )
 
     @field_validator("id")

@@ -89,7 +89,7 @@ def test_committed_openapi_matches_the_models() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["settings", "knowledge-base", "project"])
+@pytest.mark.parametrize("name", ["settings", "knowledge-base", "project", "workflow"])
 def test_reference_docs_match_the_models(name: str) -> None:
     result = storyloom("schema", name, "--markdown")
     committed = (REPO / "docs" / "reference" / f"{name}.md").read_text()
