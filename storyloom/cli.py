@@ -18,6 +18,7 @@ from storyloom.core.home import ensure_home, resolve_home
 from storyloom.core.settings import SettingsStore
 from storyloom.kb_commands import kb_app
 from storyloom.project_commands import project_app
+from storyloom.workflow_commands import workflow_app
 
 app = typer.Typer(
     help="storyloom: a local-first engine and web app for AI roleplay and long-form fiction.",
@@ -26,6 +27,7 @@ app = typer.Typer(
 )
 app.add_typer(kb_app, name="kb")
 app.add_typer(project_app, name="project")
+app.add_typer(workflow_app, name="workflow")
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

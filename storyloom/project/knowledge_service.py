@@ -58,6 +58,7 @@ from storyloom.knowledge.knowledge_base import (
 from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package
 from storyloom.knowledge.references import ReferenceResolver
 from storyloom.knowledge.search_index import sync_kb
+from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokens import token_counter
 from storyloom.project.knowledge_import import import_knowledge_file
 from storyloom.project.project_file import (
@@ -301,10 +302,16 @@ class KnowledgeService:
         max_context_tokens: int | None,
         seed: int | None,
         character: str | None,
+        engine: ActivationEngine | None = None,
     ) -> tuple[ActivationEngine, ActivationResult, list[str]]:
-        """Run one scan; semantic entries get scores from the chat's newest messages."""
+        """Run one scan; semantic entries get scores from the chat's newest messages.
+
+        ``engine``: one compiled by the caller for ``kbs`` (a workflow node scanning a
+        subset of entries); None compiles, or reuses, the engine of ``kbs`` as stored.
+        """
         problems: list[str] = []
-        engine = await asyncio.to_thread(self.engine, kbs, settings, variables)
+        if engine is None:
+            engine = await asyncio.to_thread(self.engine, kbs, settings, variables)
         scores = await self._semantic_scores(kbs, settings, messages, problems)
         request = ActivationRequest(
             messages=list(messages),
@@ -367,6 +374,73 @@ class KnowledgeService:
         return resolve_embedding_model(
             loaded.kb, project.embeddingModelId, self._settings().embedding, self.registry()
         )
+
+    def embedding_provider(
+        self, model_id: str | None = None, kbs: Sequence[LoadedKB] = ()
+    ) -> EmbeddingProvider:
+        """The provider of ``model_id``; else of the one model ``kbs`` are embedded with;
+        else the project's ``embeddingModelId``, then the global setting.
+        :class:`ConfigurationError` when that model is not available or ``kbs`` disagree."""
+        registry = self.registry()
+        available = ", ".join(registry.model_ids()) or "none"
+        if not model_id and kbs:
+            models = {self.resolve_model(b).model_id: b for b in kbs}
+            if len(models) > 1:
+                used = ", ".join(f"{b.kb.display_name}: {m}" for m, b in models.items())
+                raise ConfigurationError(
+                    f"the knowledge bases use different embedding models ({used}); "
+                    "name one model or choose knowledge bases of one model"
+                )
+            model_id = next(iter(models))
+        where = "the node"
+        if not model_id:
+            project = self.snapshot().knowledge.project.embeddingModelId
+            model_id = (project or "").strip() or None
+            where = "the project's `embeddingModelId` (project.json)"
+        if not model_id:
+            model_id = self._settings().embedding.model_id
+            where = "the global `embedding` setting (settings.json)"
+        if not model_id:
+            raise ConfigurationError(
+                "no embedding model is configured: set one under Settings > Embedding"
+            )
+        provider = registry.get(model_id)
+        if provider is None:
+            raise ConfigurationError(
+                f"embedding model {model_id!r}, chosen by {where}, is not available here; "
+                f"available: {available}"
+            )
+        return provider
+
+    async def embed_now(
+        self, kbs: Sequence[LoadedKB]
+    ) -> list[tuple[ResolvedModel, list[LoadedKB]]]:
+        """Embed what ``kbs`` lack and wait for it (a workflow's search must not depend
+        on how far background embedding has come); the KBs grouped by model, in order.
+
+        Call on the event loop. :class:`ConfigurationError` when a KB has no usable model,
+        :class:`StoryloomError` when its embedding failed.
+        """
+        groups: dict[str, tuple[ResolvedModel, list[LoadedKB]]] = {}
+        jobs = []
+        for loaded in kbs:
+            resolved = self.resolve_model(loaded)
+            # The job syncs the search index before it embeds.
+            self._scheduled[loaded.kb_id] = (
+                resolved.model_id,
+                _stat(loaded.folder / KNOWLEDGE_FILE),
+            )
+            jobs.append((loaded, self.jobs.schedule(loaded.kb, resolved.provider)))
+            groups.setdefault(resolved.model_id, (resolved, []))[1].append(loaded)
+        for loaded, job in jobs:
+            progress = await job.wait()
+            if progress.state != "done":
+                reason = progress.error or progress.state
+                raise StoryloomError(
+                    f"embedding knowledge base {loaded.kb.display_name!r} with "
+                    f"{progress.model_id} did not finish: {reason}"
+                )
+        return list(groups.values())
 
     def _by_model(
         self, kbs: Sequence[LoadedKB], problems: list[str]

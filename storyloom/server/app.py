@@ -9,12 +9,13 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from storyloom import __version__
-from storyloom.server import health, knowledge_api, settings_api, ws
+from storyloom.server import health, knowledge_api, settings_api, workflow_api, ws
 from storyloom.server.api_errors import install_error_handlers
 from storyloom.server.origin_guard import OriginGuard
 from storyloom.server.state import ServerState
 from storyloom.server.token_auth import TokenAuth
 from storyloom.server.web_app import STATIC_DIR, mount_web_app
+from storyloom.workflow.node_registry import NodeRegistry
 
 
 def create_app(
@@ -25,19 +26,24 @@ def create_app(
     environ: Mapping[str, str] | None = None,
     static_dir: Path = STATIC_DIR,
     project_dir: Path | None = None,
+    node_registry: NodeRegistry | None = None,
 ) -> FastAPI:
     """Build the app; ``token`` set means every request must carry it.
 
     ``loopback_only`` (the server is bound to a loopback address) makes the app refuse
     any ``Host`` that does not name this computer (see :mod:`origin_guard`).
     ``project_dir`` is the project the web app works on (default
-    ``<home>/projects/default``, created when missing).
+    ``<home>/projects/default``, created when missing). ``node_registry`` gives the
+    workflow node types (default: the built-ins and installed plugins).
     """
-    state = ServerState.open(home, token=token, environ=environ, project_dir=project_dir)
+    state = ServerState.open(
+        home, token=token, environ=environ, project_dir=project_dir, node_registry=node_registry
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await state.workflow_runs.aclose()
         await state.knowledge.aclose()
         state.database.close()
 
@@ -47,6 +53,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(settings_api.router)
     app.include_router(knowledge_api.router)
+    app.include_router(workflow_api.router)
     app.include_router(ws.router)
     mount_web_app(app, static_dir)
     if token:

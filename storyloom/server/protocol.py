@@ -7,9 +7,27 @@ unions. Parsing goes through one ``TypeAdapter`` so an unknown or malformed mess
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from storyloom.core.errors import FileFormatError
+from storyloom.server.api_errors import Problem
+from storyloom.workflow.events import (
+    NodeCached,
+    NodeCancelled,
+    NodeCompleted,
+    NodeError,
+    NodeIteration,
+    NodeNeedsHuman,
+    NodeStarted,
+    NodeStreaming,
+    WorkflowCompleted,
+    WorkflowError,
+    WorkflowStarted,
+)
+from storyloom.workflow.validation import WorkflowProblem
+from storyloom.workflow.workflow_file import Workflow, WorkflowSummary
 
 
 class _Message(BaseModel):
@@ -47,6 +65,150 @@ class DisconnectMessage(_Message):
     type: Literal["disconnect"]
 
 
-ClientMessage = Annotated[ConnectMessage | DisconnectMessage, Field(discriminator="type")]
+# -- workflows (seed 002 lines ~452-560) ----------------------------------------------
+# The browser never sends an API key with a run (seed 002's ``apiConfig``): keys stay in
+# settings.json on the server (docs/decisions.md), so these models forbid unknown fields.
+
+
+class WorkflowSaveMessage(_Message):
+    """Browser → server: save the workflow (even with problems); reply ``workflow:saved``."""
+
+    type: Literal["workflow:save"]
+    workflow: Workflow
+
+
+class WorkflowLoadMessage(_Message):
+    """Browser → server: reply ``workflow:data``."""
+
+    type: Literal["workflow:load"]
+    workflow_id: str = Field(alias="workflowId")
+
+
+class WorkflowListRequest(_Message):
+    """Browser → server: reply ``workflow:list`` with the project's workflows."""
+
+    type: Literal["workflow:list"]
+
+
+class WorkflowRunMessage(_Message):
+    """Browser → server: start a run; reply ``workflow:run-accepted`` or ``workflow:invalid``.
+
+    ``workflow`` runs that unsaved graph instead of the file (its id must be ``workflowId``);
+    ``outputs`` are the node ids wanted (default: GroupOutput nodes, else the sinks).
+    """
+
+    type: Literal["workflow:run"]
+    workflow_id: str = Field(alias="workflowId")
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: list[str] | None = None
+    workflow: Workflow | None = None
+
+
+class WorkflowCancelMessage(_Message):
+    """Browser → server: cancel that run, or every active run when ``runId`` is absent."""
+
+    type: Literal["workflow:cancel"]
+    run_id: str | None = Field(default=None, alias="runId")
+
+
+class HumanDecisionMessage(_Message):
+    """Browser → server: answer ``node:needs-human``; without ``runId`` the active run where
+    ``nodeId`` waits."""
+
+    type: Literal["human:decision"]
+    run_id: str | None = Field(default=None, alias="runId")
+    node_id: str = Field(alias="nodeId")
+    decision: Literal["approve", "retry", "edit"]
+    edited_output: str | None = Field(default=None, alias="editedOutput")
+    choice: int | None = None
+
+
+class WorkflowAttachMessage(_Message):
+    """Browser → server: send me the run's events after ``afterSeq`` in order, then its live
+    events (a reloaded page re-attaching to a run it had been watching)."""
+
+    type: Literal["workflow:attach"]
+    run_id: str = Field(alias="runId")
+    after_seq: int = Field(default=0, ge=0, alias="afterSeq")
+
+
+class WorkflowSavedMessage(_Message):
+    type: Literal["workflow:saved"] = "workflow:saved"
+    workflow_id: str = Field(alias="workflowId")
+    problems: list[WorkflowProblem]
+
+
+class WorkflowDataMessage(_Message):
+    type: Literal["workflow:data"] = "workflow:data"
+    workflow: Workflow
+    problems: list[WorkflowProblem]
+
+
+class BrokenWorkflowFile(_Message):
+    """A file in ``workflows/`` that does not load, with what is wrong in it."""
+
+    file: str
+    problems: list[Problem]
+
+    @classmethod
+    def of(cls, error: FileFormatError) -> BrokenWorkflowFile:
+        problems = [Problem(field=p.field, reason=p.reason) for p in error.problems]
+        return cls(file=str(error.path), problems=problems)
+
+
+class WorkflowListMessage(_Message):
+    type: Literal["workflow:list"] = "workflow:list"
+    workflows: list[WorkflowSummary]
+    broken: list[BrokenWorkflowFile] = Field(default_factory=list)
+
+
+class WorkflowRunAcceptedMessage(_Message):
+    type: Literal["workflow:run-accepted"] = "workflow:run-accepted"
+    run_id: str = Field(alias="runId")
+    workflow_id: str = Field(alias="workflowId")
+
+
+class WorkflowInvalidMessage(_Message):
+    """Server → browser: the run was refused, nothing started; every problem is listed."""
+
+    type: Literal["workflow:invalid"] = "workflow:invalid"
+    workflow_id: str = Field(alias="workflowId")
+    problems: list[WorkflowProblem]
+
+
+ClientMessage = Annotated[
+    ConnectMessage
+    | DisconnectMessage
+    | WorkflowSaveMessage
+    | WorkflowLoadMessage
+    | WorkflowListRequest
+    | WorkflowRunMessage
+    | WorkflowCancelMessage
+    | HumanDecisionMessage
+    | WorkflowAttachMessage,
+    Field(discriminator="type"),
+]
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
-ServerMessage = StatusMessage | EmbeddingProgressMessage
+RunEventMessage = (
+    WorkflowStarted
+    | NodeStarted
+    | NodeStreaming
+    | NodeCompleted
+    | NodeCached
+    | NodeNeedsHuman
+    | NodeIteration
+    | NodeError
+    | NodeCancelled
+    | WorkflowCompleted
+    | WorkflowError
+)
+ServerMessage = (
+    StatusMessage
+    | EmbeddingProgressMessage
+    | WorkflowSavedMessage
+    | WorkflowDataMessage
+    | WorkflowListMessage
+    | WorkflowRunAcceptedMessage
+    | WorkflowInvalidMessage
+    | RunEventMessage
+)

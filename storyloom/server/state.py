@@ -12,8 +12,11 @@ from storyloom.knowledge.embedding_jobs import EmbeddingProgress
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import PROJECT_FILE, init_project
 from storyloom.server.protocol import EmbeddingProgressMessage
+from storyloom.server.workflow_runs import RunManager
+from storyloom.server.workflow_service import WorkflowService
 from storyloom.server.ws_hub import WebSocketHub
 from storyloom.store.database import Database
+from storyloom.workflow.node_registry import NodeRegistry
 
 DEFAULT_PROJECT = Path("projects") / "default"
 
@@ -26,9 +29,13 @@ class ServerState:
     database: Database
     project_dir: Path
     token: str | None = None
+    node_registry: NodeRegistry | None = None
+    """Node types of the workflows (default: built-ins and installed plugins)."""
     settings_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     knowledge: KnowledgeService = field(init=False)
     hub: WebSocketHub = field(default_factory=WebSocketHub)
+    workflows: WorkflowService = field(init=False)
+    workflow_runs: RunManager = field(init=False)
 
     def __post_init__(self) -> None:
         # The service reads the settings in force at each call: a saved change applies.
@@ -36,6 +43,14 @@ class ServerState:
             self.home, self.project_dir, settings=lambda: self.settings, database=self.database
         )
         self.knowledge.jobs.subscribe(self._publish_embedding_progress)
+        self.workflows = WorkflowService(
+            self.project_dir,
+            self.database,
+            settings=lambda: self.settings,
+            knowledge=self.knowledge,
+            registry=self.node_registry,
+        )
+        self.workflow_runs = RunManager(self.workflows, self.hub)
 
     def _publish_embedding_progress(self, progress: EmbeddingProgress) -> None:
         self.hub.publish(
@@ -57,6 +72,7 @@ class ServerState:
         token: str | None = None,
         environ: Mapping[str, str] | None = None,
         project_dir: Path | None = None,
+        node_registry: NodeRegistry | None = None,
     ) -> ServerState:
         """Open the data directory; ``project_dir`` (default ``<home>/projects/default``)
         is created as an empty project when it has no ``project.json``."""
@@ -64,7 +80,7 @@ class ServerState:
         project = (project_dir or home / DEFAULT_PROJECT).expanduser().resolve()
         if not (project / PROJECT_FILE).exists():
             init_project(project)
-        return cls(home, store, store.load(), Database.in_home(home), project, token)
+        return cls(home, store, store.load(), Database.in_home(home), project, token, node_registry)
 
     @property
     def settings(self) -> Settings:

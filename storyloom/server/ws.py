@@ -8,52 +8,121 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from storyloom import __version__
+from storyloom.core.errors import StoryloomError
 from storyloom.server.protocol import (
+    BrokenWorkflowFile,
+    ClientMessage,
     ConnectMessage,
     DisconnectMessage,
-    ServerMessage,
+    HumanDecisionMessage,
     StatusMessage,
+    WorkflowAttachMessage,
+    WorkflowCancelMessage,
+    WorkflowDataMessage,
+    WorkflowInvalidMessage,
+    WorkflowListMessage,
+    WorkflowListRequest,
+    WorkflowLoadMessage,
+    WorkflowRunAcceptedMessage,
+    WorkflowRunMessage,
+    WorkflowSavedMessage,
+    WorkflowSaveMessage,
     client_message_adapter,
 )
-from storyloom.server.ws_hub import WebSocketHub
+from storyloom.server.state import ServerState
+from storyloom.server.workflow_runs import WorkflowMissing
+from storyloom.workflow.node_type import HumanDecision
+from storyloom.workflow.validation import WorkflowInvalid
 
 router = APIRouter()
 
 
-async def _send(ws: WebSocket, message: ServerMessage) -> None:
-    await ws.send_text(message.model_dump_json(by_alias=True, exclude_none=True))
+def _error(message: str) -> StatusMessage:
+    return StatusMessage(status="error", message=message)
 
 
 @router.websocket("/ws")
 async def websocket_endpoint(ws: WebSocket) -> None:
     await ws.accept()
-    await _send(ws, StatusMessage(status="connected", message=f"storyloom {__version__}"))
-    hub: WebSocketHub = ws.app.state.storyloom.hub
+    state: ServerState = ws.app.state.storyloom
+    hub = state.hub
+    # Everything this socket is sent goes through its outbox, replies included, so a
+    # reply and the run events around it arrive in the order they happened.
     hub.add(ws)
+    hub.send(ws, StatusMessage(status="connected", message=f"storyloom {__version__}"))
     try:
         while True:
             raw = await ws.receive_text()
             try:
                 message = client_message_adapter.validate_python(json.loads(raw))
             except json.JSONDecodeError as exc:
-                await _send(ws, StatusMessage(status="error", message=f"not JSON: {exc}"))
+                hub.send(ws, _error(f"not JSON: {exc}"))
                 continue
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first.get("loc", ())) or "message"
-                await _send(
-                    ws, StatusMessage(status="error", message=f"{where}: {first.get('msg')}")
-                )
+                hub.send(ws, _error(f"{where}: {first.get('msg')}"))
                 continue
             if isinstance(message, DisconnectMessage):
+                await hub.drain(ws)
                 await ws.close()
                 return
-            if isinstance(message, ConnectMessage):
-                await _send(
-                    ws,
-                    StatusMessage(status="connected", message=f"project {message.project_id}"),
-                )
+            try:
+                _handle(state, ws, message)
+            except (StoryloomError, OSError) as exc:
+                # A bad request is this message's problem: say why and keep the socket.
+                hub.send(ws, _error(str(exc)))
     except WebSocketDisconnect:
         return
     finally:
         hub.discard(ws)
+
+
+def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
+    hub, workflows, runs = state.hub, state.workflows, state.workflow_runs
+    if isinstance(message, ConnectMessage):
+        hub.send(ws, StatusMessage(status="connected", message=f"project {message.project_id}"))
+    elif isinstance(message, WorkflowSaveMessage):
+        workflows.library.save(message.workflow)
+        problems = workflows.validate(message.workflow)
+        hub.send(ws, WorkflowSavedMessage(workflow_id=message.workflow.id, problems=problems))
+    elif isinstance(message, WorkflowLoadMessage):
+        if not workflows.library.exists(message.workflow_id):
+            workflows.library.path(message.workflow_id)  # a malformed id says so
+            raise WorkflowMissing(message.workflow_id)
+        workflow = workflows.library.load(message.workflow_id)
+        hub.send(ws, WorkflowDataMessage(workflow=workflow, problems=workflows.validate(workflow)))
+    elif isinstance(message, WorkflowListRequest):
+        summaries, broken = workflows.library.list()
+        listing = WorkflowListMessage(
+            workflows=summaries, broken=[BrokenWorkflowFile.of(e) for e in broken]
+        )
+        hub.send(ws, listing)
+    elif isinstance(message, WorkflowRunMessage):
+        try:
+            tracked = runs.start(
+                message.workflow_id,
+                workflow=message.workflow,
+                inputs=message.inputs,
+                outputs=message.outputs,
+            )
+        except WorkflowInvalid as exc:
+            hub.send(ws, WorkflowInvalidMessage(workflow_id=exc.workflow_id, problems=exc.problems))
+            return
+        hub.send(
+            ws, WorkflowRunAcceptedMessage(run_id=tracked.run_id, workflow_id=tracked.workflow_id)
+        )
+    elif isinstance(message, WorkflowCancelMessage):
+        if message.run_id is None:
+            runs.cancel_all()
+        else:
+            runs.cancel(message.run_id)
+    elif isinstance(message, HumanDecisionMessage):
+        decision = HumanDecision(
+            decision=message.decision, edited_output=message.edited_output, choice=message.choice
+        )
+        if not runs.decide(message.run_id, message.node_id, decision):
+            where = f"run {message.run_id!r}" if message.run_id else "any active run"
+            hub.send(ws, _error(f"node {message.node_id!r} is not waiting in {where}"))
+    elif isinstance(message, WorkflowAttachMessage):
+        runs.attach(ws, message.run_id, message.after_seq)

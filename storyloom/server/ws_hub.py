@@ -1,38 +1,84 @@
-"""The open WebSocket connections, so server events reach every browser tab."""
+"""The open WebSocket connections, so server events reach every browser tab.
+
+Each socket has one outbox and one writer task: what is queued for a socket reaches it in
+the order it was queued (a run's events in ``seq`` order, a replay before the live events
+that follow it), and a slow tab delays only itself.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from dataclasses import dataclass
 
 from fastapi import WebSocket
 
 from storyloom.server.protocol import ServerMessage
 
 
+@dataclass
+class _Outbox:
+    queue: asyncio.Queue[str]
+    writer: asyncio.Task[None]
+
+
 class WebSocketHub:
     def __init__(self) -> None:
-        self._sockets: set[WebSocket] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._outboxes: dict[WebSocket, _Outbox] = {}
 
     def add(self, ws: WebSocket) -> None:
-        self._sockets.add(ws)
+        """Start sending to ``ws``; call from the event loop once it is accepted."""
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        writer = asyncio.get_running_loop().create_task(self._write(ws, queue))
+        self._outboxes[ws] = _Outbox(queue, writer)
 
     def discard(self, ws: WebSocket) -> None:
-        self._sockets.discard(ws)
+        outbox = self._outboxes.pop(ws, None)
+        if outbox is not None:
+            outbox.writer.cancel()
+
+    def sockets(self) -> list[WebSocket]:
+        return list(self._outboxes)
+
+    def __contains__(self, ws: object) -> bool:
+        return ws in self._outboxes
 
     def publish(self, message: ServerMessage) -> None:
-        """Send ``message`` to every connection; call from the event loop, returns at once."""
-        if not self._sockets:
+        """Queue ``message`` for every connection; call from the event loop, returns at once."""
+        if not self._outboxes:
             return
-        text = message.model_dump_json(by_alias=True, exclude_none=True)
-        task = asyncio.get_running_loop().create_task(self._send_all(text))
-        # Kept until done: the loop holds only weak references to tasks.
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        text = _text(message)
+        for outbox in self._outboxes.values():
+            outbox.queue.put_nowait(text)
 
-    async def _send_all(self, text: str) -> None:
-        for ws in list(self._sockets):
-            # A tab closing mid-send is that tab's problem, not the other tabs'.
-            with contextlib.suppress(Exception):
-                await ws.send_text(text)
+    def send(self, ws: WebSocket, message: ServerMessage) -> bool:
+        """Queue ``message`` for one connection; False when it is no longer open."""
+        outbox = self._outboxes.get(ws)
+        if outbox is None:
+            return False
+        outbox.queue.put_nowait(_text(message))
+        return True
+
+    async def drain(self, ws: WebSocket) -> None:
+        """Wait until everything queued for ``ws`` has been written (before closing it)."""
+        outbox = self._outboxes.get(ws)
+        if outbox is not None:
+            await outbox.queue.join()
+
+    @staticmethod
+    async def _write(ws: WebSocket, queue: asyncio.Queue[str]) -> None:
+        open_ = True
+        while True:
+            text = await queue.get()
+            try:
+                if open_:
+                    await ws.send_text(text)
+            except Exception:
+                # A tab closing mid-send is that tab's problem; the receive loop notices
+                # the disconnect and discards it. Keep consuming so drain() returns.
+                open_ = False
+            finally:
+                queue.task_done()
+
+
+def _text(message: ServerMessage) -> str:
+    return message.model_dump_json(by_alias=True, exclude_none=True)

@@ -87,6 +87,34 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) STRICT;
         """,
     ),
+    Migration(
+        3,
+        "workflow_node_history",
+        # Every output a workflow node produced when it actually ran (outputs as JSON), and
+        # the pins: a frozen node reports its pinned row instead of running. Pins are
+        # removed with their row; rows are written one per node, after it completed.
+        """
+        CREATE TABLE workflow_node_output (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            workflow_id TEXT NOT NULL,
+            node_id     TEXT NOT NULL,
+            run_id      TEXT NOT NULL,
+            cache_key   TEXT NOT NULL,
+            created_at  TEXT NOT NULL,
+            outputs     TEXT NOT NULL,
+            preview     TEXT NOT NULL
+        ) STRICT;
+        CREATE INDEX workflow_node_output_by_node
+            ON workflow_node_output (workflow_id, node_id, id);
+        CREATE TABLE workflow_node_pin (
+            workflow_id TEXT NOT NULL,
+            node_id     TEXT NOT NULL,
+            history_id  INTEGER NOT NULL
+                REFERENCES workflow_node_output (id) ON DELETE CASCADE,
+            PRIMARY KEY (workflow_id, node_id)
+        ) STRICT;
+        """,
+    ),
 )
 
 

@@ -291,6 +291,12 @@ class NodeType:
         (GroupInput's outputs are the workflow's ``interfaceInputs``)."""
         return NodeSlots(self.inputs, self.outputs)
 
+    def fingerprint(self, config: Mapping[str, Any], services: WorkflowServices) -> str | None:
+        """What decides the output besides the inputs and the config, if anything: the
+        model an LLM node calls, the file a sub-workflow node runs. It joins the node's
+        cache key (asked once per run), so changing it re-runs the node."""
+        return None
+
     def check_lazy(self, available: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
         """Names of lazy inputs still needed given the inputs computed so far.
 

@@ -39,7 +39,7 @@ DOMAIN_TYPES: dict[str, DomainType] = {
         DomainType("MESSAGES", ARRAY, "chat messages: [{role, content}]"),
         DomainType("KB_ENTRIES", ARRAY, "knowledge entries with their KB id"),
         DomainType("LORE_HITS", ARRAY, "activated or retrieved entries with reasons and scores"),
-        DomainType("EMBEDDING", ARRAY, "one vector of floats with its model id"),
+        DomainType("EMBEDDING", OBJECT, "one vector with its model id: {model, vector}"),
         DomainType("SKEIN", OBJECT, "the structured prompt of the chat pipeline"),
         DomainType("STATE_DELTA", OBJECT, "changes to the chat state of one turn"),
     )

@@ -50,6 +50,7 @@ class WorkflowGraph:
     duplicate_inputs: list[WorkflowEdge] = field(default_factory=list)
     dangling: list[WorkflowEdge] = field(default_factory=list)
     """Edges naming a node that is not in the workflow."""
+    _order: list[str] | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -88,6 +89,8 @@ class WorkflowGraph:
     def cycles(self) -> list[list[str]]:
         """Each cycle found, as the node ids along it with the first repeated at the end."""
         found: list[list[str]] = []
+        if self.order_or_none() is not None:
+            return found  # the common case, answered by one Kahn pass
         remaining = {node_id: self.predecessors(node_id) for node_id in self.nodes}
         while True:
             try:
@@ -100,12 +103,31 @@ class WorkflowGraph:
                 # Break it (drop one of its edges) and look for more.
                 remaining[cycle[1]] = remaining[cycle[1]] - {cycle[0]}
 
+    def order_or_none(self) -> list[str] | None:
+        """Node ids, each after what feeds it (Kahn's algorithm); None when there is a cycle."""
+        if self._order is None:
+            self._order = self._kahn()
+        return self._order if len(self._order) == len(self.nodes) else None
+
+    def _kahn(self) -> list[str]:
+        waiting = {
+            n: len({e.source for e in inputs.values()}) for n, inputs in self.incoming.items()
+        }
+        order = [n for n, count in waiting.items() if count == 0]
+        for node_id in order:  # grows while it is walked
+            for target in {e.target for e in self.outgoing[node_id]}:
+                waiting[target] -= 1
+                if waiting[target] == 0:
+                    order.append(target)
+        return order  # shorter than the node list when some nodes sit on a cycle
+
     def order(self) -> list[str]:
-        """Node ids in an order where every node comes after what feeds it (Kahn)."""
-        sorter = graphlib.TopologicalSorter(
-            {node_id: self.predecessors(node_id) for node_id in self.nodes}
-        )
-        return list(sorter.static_order())
+        """Node ids, each after what feeds it; raises ``ValueError`` on a cycle (validation
+        reports cycles before anything asks for an order)."""
+        order = self.order_or_none()
+        if order is None:
+            raise ValueError(f"workflow {self.workflow.id!r} has a cycle")
+        return order
 
     def ancestors(self, targets: Iterable[str]) -> set[str]:
         """``targets`` and every node they depend on."""

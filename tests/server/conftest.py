@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,10 +29,13 @@ class LiveServer:
         return self.url.replace("http://", "ws://") + "/ws"
 
 
-def start_live_server(home: Path, token: str | None = None, host: str = "127.0.0.1") -> LiveServer:
+def start_live_server(
+    home: Path, token: str | None = None, host: str = "127.0.0.1", **app_options: Any
+) -> LiveServer:
+    """``app_options`` go to ``create_app`` (``node_registry=`` for test node types)."""
     sock = bind_socket(host, 0)
     port = sock.getsockname()[1]
-    app = create_app(home, token=token, environ={}, loopback_only=is_loopback(host))
+    app = create_app(home, token=token, environ={}, loopback_only=is_loopback(host), **app_options)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="websockets-sansio"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -48,8 +52,8 @@ def start_server() -> Iterator[Callable[..., LiveServer]]:
     """Start more servers (with a token, on a prepared home); all stop after the test."""
     started: list[LiveServer] = []
 
-    def start(home: Path, token: str | None = None) -> LiveServer:
-        started.append(start_live_server(home, token=token))
+    def start(home: Path, token: str | None = None, **app_options: Any) -> LiveServer:
+        started.append(start_live_server(home, token=token, **app_options))
         return started[-1]
 
     yield start

@@ -1,0 +1,326 @@
+"""``/api/workflows`` and ``/api/workflow-runs``: the canvas's workflows, runs and history.
+
+A save writes the file even when the graph has problems (a half-built graph is saved as
+it is) and answers the problems beside it; a run refuses an invalid graph with every
+problem and starts nothing. Run events stream over the WebSocket; ``GET`` on a run answers
+the same events for a client that polls or missed some.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from storyloom.core.errors import FieldProblem
+from storyloom.server.api_errors import ErrorBody, ErrorDetail, Problem, error_response
+from storyloom.server.protocol import BrokenWorkflowFile
+from storyloom.server.state import ServerState
+from storyloom.server.workflow_runs import (
+    RunInfo,
+    RunManager,
+    RunNotFound,
+    RunStatus,
+    WorkflowMissing,
+)
+from storyloom.server.workflow_service import WorkflowService
+from storyloom.workflow.events import RunEvent
+from storyloom.workflow.node_history import HistoryEntry
+from storyloom.workflow.node_type import HumanDecision, NodeTypeInfo
+from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
+from storyloom.workflow.workflow_file import Workflow, WorkflowSummary, workflow_schema
+
+router = APIRouter(tags=["workflows"])
+_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+
+
+def _service(request: Request) -> WorkflowService:
+    state: ServerState = request.app.state.storyloom
+    return state.workflows
+
+
+def _runs(request: Request) -> RunManager:
+    state: ServerState = request.app.state.storyloom
+    return state.workflow_runs
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+def problem_field(problem: WorkflowProblem) -> str:
+    """Where a graph problem sits, as the error envelope's ``field``: ``node.slot``."""
+    if problem.node_id is None:
+        return problem.field or problem.slot or ""
+    return ".".join(p for p in (problem.node_id, problem.slot, problem.field) if p)
+
+
+# -- the library --------------------------------------------------------------------------
+
+
+class WorkflowList(BaseModel):
+    workflows: list[WorkflowSummary]
+    broken: list[BrokenWorkflowFile] = Field(description="Files in workflows/ that do not load")
+
+
+@router.get("/api/workflows", response_model=WorkflowList)
+def list_workflows(request: Request) -> WorkflowList:
+    summaries, broken = _service(request).library.list()
+    return WorkflowList(workflows=summaries, broken=[BrokenWorkflowFile.of(e) for e in broken])
+
+
+@router.get("/api/workflows/node-types", response_model=list[NodeTypeInfo])
+def node_types(request: Request) -> list[NodeTypeInfo]:
+    """Every registered node type (built-in and plugins), by category then name."""
+    infos = _service(request).registry.infos()
+    return sorted(infos, key=lambda i: (i.category, i.display_name, i.type))
+
+
+@router.get("/api/workflows/schema")
+def get_schema() -> dict[str, Any]:
+    """JSON Schema of a workflow file."""
+    return workflow_schema()
+
+
+class ProblemList(BaseModel):
+    problems: list[WorkflowProblem]
+
+
+@router.post("/api/workflows/validate", response_model=ProblemList, responses=_ERRORS)
+def validate(request: Request, body: Workflow) -> ProblemList:
+    """Every problem of the graph (unknown types, missing inputs, type mismatches, cycles…)."""
+    return ProblemList(problems=_service(request).validate(body))
+
+
+@router.get("/api/workflows/{workflow_id}", response_model=Workflow, responses=_ERRORS)
+def get_workflow(request: Request, workflow_id: str) -> Workflow | JSONResponse:
+    """The file as stored (unknown fields included); 422 lists what is wrong with a broken
+    file."""
+    library = _service(request).library
+    if not library.exists(workflow_id):
+        library.path(workflow_id)  # a malformed id is a 422 naming it
+        return error_response(404, str(WorkflowMissing(workflow_id)))
+    return library.load(workflow_id)
+
+
+class SavedWorkflow(BaseModel):
+    workflow: Workflow
+    problems: list[WorkflowProblem] = Field(
+        description="What keeps it from running; it is saved all the same"
+    )
+
+
+@router.put("/api/workflows/{workflow_id}", response_model=SavedWorkflow, responses=_ERRORS)
+def put_workflow(
+    request: Request, workflow_id: str, body: Workflow
+) -> SavedWorkflow | JSONResponse:
+    service = _service(request)
+    if body.id != workflow_id:
+        problem = FieldProblem("id", f"must be {workflow_id!r}, the id in the URL")
+        return error_response(422, f"invalid workflow: {problem}", [problem])
+    service.library.save(body)
+    return SavedWorkflow(workflow=body, problems=service.validate(body))
+
+
+@router.delete("/api/workflows/{workflow_id}", status_code=204, responses=_ERRORS)
+def delete_workflow(request: Request, workflow_id: str) -> Response:
+    if not _service(request).library.delete(workflow_id):
+        return error_response(404, str(WorkflowMissing(workflow_id)))
+    return Response(status_code=204)
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+class RunRequest(_Body):
+    """No API key here: runs use the endpoints of the server's settings.json."""
+
+    inputs: dict[str, Any] = Field(default_factory=dict, description="Interface input values")
+    outputs: list[str] | None = Field(
+        default=None, description="Node ids wanted (default: GroupOutput nodes, else the sinks)"
+    )
+    workflow: Workflow | None = Field(
+        default=None, description="Run this unsaved graph instead of the file (same id)"
+    )
+
+
+class RunAccepted(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    run_id: str = Field(alias="runId")
+    workflow_id: str = Field(alias="workflowId")
+
+
+class WorkflowInvalidBody(ErrorBody):
+    """422 of a refused run: the error envelope, and every graph problem in full."""
+
+    problems: list[WorkflowProblem]
+
+
+def invalid_response(exc: WorkflowInvalid) -> JSONResponse:
+    problems = [Problem(field=problem_field(p), reason=p.message) for p in exc.problems]
+    body = WorkflowInvalidBody(
+        error=ErrorDetail(
+            message=f"workflow {exc.workflow_id!r} cannot run: {len(exc.problems)} problem(s)",
+            problems=problems,
+        ),
+        problems=exc.problems,
+    )
+    return JSONResponse(status_code=422, content=body.model_dump(mode="json", by_alias=True))
+
+
+@router.post(
+    "/api/workflows/{workflow_id}/runs",
+    status_code=202,
+    response_model=RunAccepted,
+    responses={404: {"model": ErrorBody}, 422: {"model": WorkflowInvalidBody}},
+)
+async def start_run(
+    request: Request, workflow_id: str, body: RunRequest
+) -> RunAccepted | JSONResponse:
+    """Validate and start a run; its events go to the WebSocket (and ``GET`` the run)."""
+    try:
+        tracked = _runs(request).start(
+            workflow_id, workflow=body.workflow, inputs=body.inputs, outputs=body.outputs
+        )
+    except WorkflowInvalid as exc:
+        return invalid_response(exc)
+    except WorkflowMissing as exc:
+        return error_response(404, str(exc))
+    return RunAccepted(run_id=tracked.run_id, workflow_id=tracked.workflow_id)
+
+
+@router.get("/api/workflow-runs", response_model=list[RunInfo])
+async def list_runs(request: Request) -> list[RunInfo]:
+    """Active runs first, then the last finished ones; newest first."""
+    return [t.info() for t in _runs(request).runs()]
+
+
+class RunDetail(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    run_id: str = Field(alias="runId")
+    workflow_id: str = Field(alias="workflowId")
+    status: RunStatus
+    events: list[RunEvent]
+
+
+@router.get("/api/workflow-runs/{run_id}", response_model=RunDetail, responses=_ERRORS)
+async def get_run(
+    request: Request, run_id: str, after: int = Query(0, ge=0, description="Events after seq")
+) -> RunDetail | JSONResponse:
+    try:
+        tracked = _runs(request).get(run_id)
+    except RunNotFound as exc:
+        return error_response(404, str(exc))
+    return RunDetail(
+        run_id=tracked.run_id,
+        workflow_id=tracked.workflow_id,
+        status=tracked.status,
+        events=tracked.events_after(after),
+    )
+
+
+class RunRef(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    run_id: str = Field(alias="runId")
+
+
+@router.post(
+    "/api/workflow-runs/{run_id}/cancel",
+    status_code=202,
+    response_model=RunRef,
+    responses=_ERRORS,
+)
+async def cancel_run(request: Request, run_id: str) -> RunRef | JSONResponse:
+    """Ask the run to stop; it ends with ``workflow:error`` and ``cancelled: true``."""
+    try:
+        _runs(request).cancel(run_id)
+    except RunNotFound as exc:
+        return error_response(404, str(exc))
+    return RunRef(run_id=run_id)
+
+
+class DecisionRequest(_Body):
+    node_id: str = Field(alias="nodeId")
+    decision: Literal["approve", "retry", "edit"]
+    edited_output: str | None = Field(default=None, alias="editedOutput")
+    choice: int | None = None
+
+
+class DecisionAccepted(BaseModel):
+    accepted: bool
+
+
+@router.post(
+    "/api/workflow-runs/{run_id}/decisions",
+    response_model=DecisionAccepted,
+    responses={**_ERRORS, 409: {"model": ErrorBody}},
+)
+async def decide(
+    request: Request, run_id: str, body: DecisionRequest
+) -> DecisionAccepted | JSONResponse:
+    """Answer a node's ``node:needs-human``; 409 when that node is not waiting."""
+    decision = HumanDecision(
+        decision=body.decision, edited_output=body.edited_output, choice=body.choice
+    )
+    try:
+        accepted = _runs(request).decide(run_id, body.node_id, decision)
+    except RunNotFound as exc:
+        return error_response(404, str(exc))
+    if not accepted:
+        return error_response(409, f"node {body.node_id!r} of run {run_id!r} is not waiting")
+    return DecisionAccepted(accepted=True)
+
+
+# -- history and freezing ---------------------------------------------------------------------
+
+
+@router.get(
+    "/api/workflows/{workflow_id}/nodes/{node_id:path}/history",
+    response_model=list[HistoryEntry],
+)
+def node_history(
+    request: Request, workflow_id: str, node_id: str, limit: int = Query(50, ge=1, le=500)
+) -> list[HistoryEntry]:
+    """Every kept output of the node, newest first."""
+    return _service(request).history.entries(workflow_id, node_id, limit=limit)
+
+
+@router.get("/api/workflows/{workflow_id}/frozen", response_model=dict[str, HistoryEntry])
+def frozen(request: Request, workflow_id: str) -> dict[str, HistoryEntry]:
+    """The pinned output of each frozen node, by node id."""
+    return _service(request).history.frozen(workflow_id)
+
+
+class FreezeRequest(_Body):
+    history_id: int = Field(alias="historyId")
+
+
+@router.put(
+    "/api/workflows/{workflow_id}/nodes/{node_id:path}/freeze",
+    response_model=HistoryEntry,
+    responses=_ERRORS,
+)
+def freeze(
+    request: Request, workflow_id: str, node_id: str, body: FreezeRequest
+) -> HistoryEntry | JSONResponse:
+    """Pin that history entry as the node's output: later runs report it as
+    ``node:cached`` with ``source: frozen`` instead of running the node."""
+    history = _service(request).history
+    entry = history.get(body.history_id)
+    if entry is None or (entry.workflow_id, entry.node_id) != (workflow_id, node_id):
+        return error_response(
+            404, f"no history entry {body.history_id} of node {node_id!r} in {workflow_id!r}"
+        )
+    history.freeze(workflow_id, node_id, body.history_id)
+    return history.get(body.history_id) or entry
+
+
+@router.delete("/api/workflows/{workflow_id}/nodes/{node_id:path}/freeze", status_code=204)
+def unfreeze(request: Request, workflow_id: str, node_id: str) -> Response:
+    _service(request).history.unfreeze(workflow_id, node_id)
+    return Response(status_code=204)

@@ -1,0 +1,50 @@
+"""The workflow pieces of the server's project: its library, the node registry, one runner.
+
+One runner with one output cache serves every run of the server, so a re-run from the
+canvas reuses what an earlier run computed; node history lives in the server's database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from storyloom.core.settings import Settings
+from storyloom.project.knowledge_service import KnowledgeService
+from storyloom.store.database import Database
+from storyloom.workflow.node_cache import OutputCache
+from storyloom.workflow.node_history import NodeHistory
+from storyloom.workflow.node_registry import NodeRegistry, default_registry
+from storyloom.workflow.node_type import WorkflowServices
+from storyloom.workflow.runner import WorkflowRunner
+from storyloom.workflow.validation import WorkflowProblem, validate_workflow
+from storyloom.workflow.workflow_file import Workflow, WorkflowLibrary
+
+
+class WorkflowService:
+    def __init__(
+        self,
+        project_dir: Path,
+        database: Database,
+        *,
+        settings: Callable[[], Settings],
+        knowledge: KnowledgeService | None = None,
+        registry: NodeRegistry | None = None,
+    ) -> None:
+        self.library = WorkflowLibrary(project_dir)
+        self.registry = registry if registry is not None else default_registry()
+        self.history = NodeHistory(database)
+        self.services = WorkflowServices(
+            settings=settings,
+            project_dir=project_dir,
+            database=database,
+            knowledge=knowledge,
+            workflows=self.library.load,
+        )
+        self.runner = WorkflowRunner(
+            self.registry, self.services, cache=OutputCache(), history=self.history
+        )
+
+    def validate(self, workflow: Workflow) -> list[WorkflowProblem]:
+        """Every problem of ``workflow``; sub-workflows are looked up in the library."""
+        return validate_workflow(workflow, self.registry, self.library.load)
