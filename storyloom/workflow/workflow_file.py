@@ -21,6 +21,7 @@ from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_v
 WORKFLOWS_DIR = "workflows"
 WORKFLOW_SUFFIX = ".json"
 FORMAT_VERSION = 1
+RESERVED_IDS = frozenset({"schema", "node-types", "validate"})
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -114,6 +115,11 @@ class Workflow(_Open):
             raise ValueError(
                 "use letters, digits, `_`, `.` or `-` (at most 128, not starting with `.`"
                 " or `-`): the id is the file name"
+            )
+        if value in RESERVED_IDS:
+            raise ValueError(
+                f"{value!r} is reserved (it names an API route: /api/workflows/{value});"
+                " pick another id"
             )
         return value
 
