@@ -86,8 +86,10 @@ def _parse_inputs(workflow: Workflow, raw: list[str]) -> dict[str, Any]:
             values[name] = parse_value(text, slot.data_flow_type)
         except ValueError as exc:
             problems.append(FieldProblem(name, str(exc)))
+    given = {p.field for p in problems}
     for name, slot in known.items():
-        if slot.required and name not in values and slot.config.default is None:
+        missing = name not in values and name not in given
+        if slot.required and missing and slot.config.default is None:
             problems.append(FieldProblem(name, f"required: pass --input {name}=..."))
     if problems:
         typer.echo("storyloom: bad --input:", err=True)

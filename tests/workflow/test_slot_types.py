@@ -1,5 +1,8 @@
 """Which slot types feed which, and how outside values are read."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from storyloom.workflow.slot_types import ALL_TYPES, can_connect, convert, parse_value
@@ -37,3 +40,19 @@ def test_command_line_text_is_read_as_the_declared_type(
 def test_a_value_of_the_wrong_type_says_what_was_expected(raw: object, type_name: str) -> None:
     with pytest.raises(ValueError, match="expected"):
         parse_value(raw, type_name)
+
+
+def test_the_web_apps_copy_of_the_table_matches_can_connect() -> None:
+    """The canvas refuses connections with a TypeScript copy of this rule; its vitest
+    checks it against this fixture, and this test keeps the fixture true to Python."""
+    fixture = Path(__file__).resolve().parents[2] / "web" / "tests" / "workflowSlotPairs.json"
+    table = json.loads(fixture.read_text(encoding="utf-8"))
+    assert sorted(table["types"]) == sorted(ALL_TYPES)
+    wrong = [
+        (source, target)
+        for source, target, allowed in table["pairs"]
+        if can_connect(source, target) != allowed
+    ]
+    assert wrong == []
+    listed = {(s, t) for s, t, _ in table["pairs"]}
+    assert {(s, t) for s in ALL_TYPES for t in ALL_TYPES} <= listed

@@ -8,7 +8,7 @@ export type Area = (typeof AREAS)[number]
 
 export const routes: RouteRecordRaw[] = [
   { path: '/', redirect: '/chat' },
-  ...AREAS.filter((area) => area !== 'knowledge').map((area) => ({
+  ...AREAS.filter((area) => area !== 'knowledge' && area !== 'workflows').map((area) => ({
     path: `/${area}`,
     name: area,
     component: PlaceholderPage,
@@ -16,6 +16,8 @@ export const routes: RouteRecordRaw[] = [
   })),
   // The open knowledge base is part of the address, so a reload or a link keeps it.
   { path: '/knowledge/:kbId?', name: 'knowledge', component: KnowledgePage },
+  // Likewise the open workflow. The canvas library is large: load it with the page.
+  { path: '/workflows/:workflowId?', name: 'workflows', component: () => import('./views/WorkflowsPage.vue') },
   { path: '/settings', name: 'settings', component: SettingsPage },
   { path: '/:pathMatch(.*)*', redirect: '/chat' },
 ]

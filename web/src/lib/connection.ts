@@ -1,7 +1,8 @@
 // The WebSocket to the server (`/ws`, seed 002 envelope: every message is {"type", ...}).
 //
 // The header shows the last `status` message; when the socket closes it is reopened with
-// exponential backoff. Later layers subscribe to other message types through `on()`.
+// exponential backoff. Later layers subscribe to other message types through `on()` and
+// send with `send()`, which holds messages until the socket is open.
 import { type InjectionKey, type Ref, ref } from 'vue'
 
 export type ConnectionState = 'connecting' | 'connected' | 'busy' | 'error' | 'disconnected'
@@ -36,7 +37,11 @@ export interface Connection {
   start(): void
   stop(): void
   on(type: string, handler: Handler): () => void
+  /** Send `{type, ...}`; while the socket is not open it waits (at most SEND_QUEUE_LIMIT). */
+  send(msg: ServerMessage): void
 }
+
+export const SEND_QUEUE_LIMIT = 100
 
 export interface ConnectionOptions {
   url?: string
@@ -49,6 +54,8 @@ export function createConnection(options: ConnectionOptions = {}): Connection {
   const retryInSeconds = ref(0)
   const handlers = new Map<string, Set<Handler>>()
   let socket: WebSocket | null = null
+  let isOpen = false
+  const queue: string[] = []
   let attempt = 0
   let timer: ReturnType<typeof setTimeout> | null = null
   let stopped = true
@@ -77,6 +84,8 @@ export function createConnection(options: ConnectionOptions = {}): Connection {
     socket = ws
     ws.onopen = () => {
       attempt = 0
+      isOpen = true
+      flush(ws)
     }
     ws.onmessage = (event: MessageEvent) => {
       if (typeof event.data !== 'string') return
@@ -90,8 +99,23 @@ export function createConnection(options: ConnectionOptions = {}): Connection {
       }
     }
     ws.onclose = () => {
-      if (socket === ws) socket = null
+      if (socket === ws) {
+        socket = null
+        isOpen = false
+      }
       scheduleReconnect()
+    }
+  }
+
+  function flush(ws: WebSocket): void {
+    while (queue.length && socket === ws && isOpen) {
+      const text = queue.shift()!
+      try {
+        ws.send(text)
+      } catch {
+        queue.unshift(text)
+        return
+      }
     }
   }
 
@@ -123,6 +147,7 @@ export function createConnection(options: ConnectionOptions = {}): Connection {
       timer = null
       const ws = socket
       socket = null
+      isOpen = false
       ws?.close()
     },
     on(type, handler) {
@@ -130,6 +155,11 @@ export function createConnection(options: ConnectionOptions = {}): Connection {
       if (!set) handlers.set(type, (set = new Set()))
       set.add(handler)
       return () => set.delete(handler)
+    },
+    send(msg) {
+      queue.push(JSON.stringify(msg))
+      if (queue.length > SEND_QUEUE_LIMIT) queue.splice(0, queue.length - SEND_QUEUE_LIMIT)
+      if (socket && isOpen) flush(socket)
     },
   }
 }
