@@ -113,12 +113,18 @@ class NodeTypeInfo(_Model):
 class NodeSlots:
     inputs: tuple[Slot, ...]
     outputs: tuple[Slot, ...]
+    _by_name: tuple[dict[str, Slot], dict[str, Slot]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Validation and planning look slots up once per edge.
+        by_name = ({s.name: s for s in self.inputs}, {s.name: s for s in self.outputs})
+        object.__setattr__(self, "_by_name", by_name)
 
     def input(self, name: str) -> Slot | None:
-        return next((s for s in self.inputs if s.name == name), None)
+        return self._by_name[0].get(name)
 
     def output(self, name: str) -> Slot | None:
-        return next((s for s in self.outputs if s.name == name), None)
+        return self._by_name[1].get(name)
 
 
 class SlotEnvironment(Protocol):
@@ -285,11 +291,22 @@ class NodeType:
     inputs: ClassVar[tuple[Slot, ...]] = ()
     outputs: ClassVar[tuple[Slot, ...]] = ()
     config: ClassVar[tuple[ConfigField, ...]] = ()
+    _static_slots: ClassVar[NodeSlots | None] = None
+    _defaults: ClassVar[dict[str, Any] | None] = None
 
     def slots(self, node: WorkflowNode, env: SlotEnvironment) -> NodeSlots:
         """The node's slots; override when they depend on its config or the workflow
         (GroupInput's outputs are the workflow's ``interfaceInputs``)."""
-        return NodeSlots(self.inputs, self.outputs)
+        return self.static_slots()
+
+    @classmethod
+    def static_slots(cls) -> NodeSlots:
+        """The declared slots, built once per class (every node of a type shares them)."""
+        built = cls.__dict__.get("_static_slots")
+        if built is None:
+            built = NodeSlots(cls.inputs, cls.outputs)
+            cls._static_slots = built
+        return built
 
     def fingerprint(self, config: Mapping[str, Any], services: WorkflowServices) -> str | None:
         """What decides the output besides the inputs and the config, if anything: the
@@ -314,9 +331,13 @@ class NodeType:
         return next((f for f in self.config if f.name == name), None)
 
     def config_with_defaults(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        values = {f.name: f.default for f in self.config}
-        values.update(config)
-        return values
+        """``config`` over the declared defaults. Defaults are shared between nodes, so a
+        node must not change its config values in place (nor its inputs)."""
+        defaults = type(self).__dict__.get("_defaults")
+        if defaults is None:
+            defaults = {f.name: f.default for f in self.config}
+            type(self)._defaults = defaults
+        return {**defaults, **config}
 
     @classmethod
     def info(cls) -> NodeTypeInfo:

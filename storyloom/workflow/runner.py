@@ -7,7 +7,7 @@ Modelled on ComfyUI's executor, written afresh for asyncio:
   already cached ends the walk: nothing upstream of it runs.
 - **Ready queue by blocker counts.** Each pending node counts the upstream nodes it still
   waits for; a node whose count reaches zero is started as its own asyncio task, so
-  independent branches overlap (bounded by ``max_concurrency`` per graph). CPU-heavy node
+  independent branches overlap (bounded by ``max_concurrency`` per graph, 64 by default). CPU-heavy node
   code goes to a thread through ``ctx.run_blocking``.
 - **Lazy inputs** (``Slot(lazy=True)``) are not waited for: before running, the node's
   ``check_lazy`` names the lazy inputs it wants given what it has; their upstream is
@@ -216,7 +216,7 @@ def _canonical(value: Any) -> str | None:
 def _detached(config: dict[str, Any]) -> dict[str, Any]:
     """A copy sharing no container with the workflow object, which callers may edit
     in place while this plan is remembered."""
-    if any(isinstance(v, dict | list) for v in config.values()):
+    if any(isinstance(v, (dict, list)) for v in config.values()):
         return copy.deepcopy(config)
     return dict(config)
 
@@ -1181,7 +1181,7 @@ class WorkflowRunner:
         *,
         cache: OutputCache | None = None,
         history: NodeHistory | None = None,
-        max_concurrency: int = 32,
+        max_concurrency: int = 64,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
