@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.workflow.slot_types import ANY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
-from storyloom.workflow.workflow_file import Workflow, WorkflowNode
+from storyloom.workflow.workflow_file import Suggestion, Workflow, WorkflowNode
 
 if TYPE_CHECKING:
     from storyloom.core.settings import Settings
@@ -46,11 +46,6 @@ class Slot(_Model):
         description="Inputs only: computed only when the node asks for it (see check_lazy)",
     )
     default: Any = None
-
-
-class Suggestion(_Model):
-    value: Any
-    label: str | None = None
 
 
 Widget = Literal["text", "textarea", "number", "checkbox", "select", "json", "kb", "workflow"]
