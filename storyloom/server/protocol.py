@@ -13,19 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from storyloom.core.errors import FileFormatError
 from storyloom.server.api_errors import Problem
-from storyloom.workflow.events import (
-    NodeCached,
-    NodeCancelled,
-    NodeCompleted,
-    NodeError,
-    NodeIteration,
-    NodeNeedsHuman,
-    NodeStarted,
-    NodeStreaming,
-    WorkflowCompleted,
-    WorkflowError,
-    WorkflowStarted,
-)
+from storyloom.workflow.events import AnyRunEvent
 from storyloom.workflow.validation import WorkflowProblem
 from storyloom.workflow.workflow_file import Workflow, WorkflowSummary
 
@@ -189,19 +177,7 @@ ClientMessage = Annotated[
     Field(discriminator="type"),
 ]
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
-RunEventMessage = (
-    WorkflowStarted
-    | NodeStarted
-    | NodeStreaming
-    | NodeCompleted
-    | NodeCached
-    | NodeNeedsHuman
-    | NodeIteration
-    | NodeError
-    | NodeCancelled
-    | WorkflowCompleted
-    | WorkflowError
-)
+RunEventMessage = AnyRunEvent
 ServerMessage = (
     StatusMessage
     | EmbeddingProgressMessage

@@ -123,7 +123,7 @@ class WorkflowError(_Event):
     outputs: list[NodeOutput] = Field(default_factory=list)
 
 
-RunEvent = Annotated[
+AnyRunEvent = (
     WorkflowStarted
     | NodeStarted
     | NodeStreaming
@@ -134,9 +134,9 @@ RunEvent = Annotated[
     | NodeError
     | NodeCancelled
     | WorkflowCompleted
-    | WorkflowError,
-    Field(discriminator="type"),
-]
+    | WorkflowError
+)
+RunEvent = Annotated[AnyRunEvent, Field(discriminator="type")]
 run_event_adapter: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
 
 

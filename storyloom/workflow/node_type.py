@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.workflow.slot_types import ANY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
-from storyloom.workflow.workflow_file import Suggestion, Workflow, WorkflowNode
+
+# Suggestion is re-exported: node modules declare config suggestions with it.
+from storyloom.workflow.workflow_file import Suggestion as Suggestion
+from storyloom.workflow.workflow_file import Workflow, WorkflowNode
 
 if TYPE_CHECKING:
     from storyloom.core.settings import Settings

@@ -7,8 +7,8 @@ Modelled on ComfyUI's executor, written afresh for asyncio:
   already cached ends the walk: nothing upstream of it runs.
 - **Ready queue by blocker counts.** Each pending node counts the upstream nodes it still
   waits for; a node whose count reaches zero is started as its own asyncio task, so
-  independent branches overlap (bounded by ``max_concurrency`` per graph, 64 by default). CPU-heavy node
-  code goes to a thread through ``ctx.run_blocking``.
+  independent branches overlap (bounded by ``max_concurrency`` per graph, 64 by
+  default). CPU-heavy node code goes to a thread through ``ctx.run_blocking``.
 - **Lazy inputs** (``Slot(lazy=True)``) are not waited for: before running, the node's
   ``check_lazy`` names the lazy inputs it wants given what it has; their upstream is
   scheduled then and the node asked again when they arrive. A branch never asked for never
