@@ -78,12 +78,17 @@ export async function errorFromResponse(res: Response): Promise<ApiError> {
 
 export type Fetch = typeof fetch
 
-export async function requestJson<T>(
-  method: 'GET' | 'PUT' | 'POST' | 'DELETE',
+export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE'
+
+/** One JSON call: the response and its body (parsed JSON, the text when it is not JSON,
+ * null when empty). A network failure is an ApiError with status 0; HTTP errors are the
+ * caller's to read. */
+export async function fetchJson(
+  method: Method,
   path: string,
   body?: unknown,
   fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
-): Promise<T> {
+): Promise<{ res: Response; data: unknown }> {
   const init: RequestInit = {
     method,
     credentials: 'same-origin',
@@ -99,6 +104,23 @@ export async function requestJson<T>(
   } catch (exc) {
     throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
   }
-  if (!res.ok) throw await errorFromResponse(res)
-  return (await res.json()) as T
+  const text = await res.text().catch(() => '')
+  let data: unknown = text
+  try {
+    data = text ? JSON.parse(text) : null
+  } catch {
+    // not JSON: keep the text for the error message
+  }
+  return { res, data }
+}
+
+export async function requestJson<T>(
+  method: Method,
+  path: string,
+  body?: unknown,
+  fetchImpl?: Fetch,
+): Promise<T> {
+  const { res, data } = await fetchJson(method, path, body, fetchImpl)
+  if (!res.ok) throw errorFromBody(res.status, res.statusText, data)
+  return data as T
 }

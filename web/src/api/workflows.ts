@@ -1,6 +1,6 @@
 // Typed calls for /api/workflows and /api/workflow-runs, and the shapes they carry
 // (the camelCase aliases of storyloom/workflow/*.py models).
-import { ApiError, errorFromBody, type Fetch, requestJson } from './client'
+import { ApiError, errorFromBody, type Fetch, fetchJson, requestJson } from './client'
 
 export interface Position {
   x: number
@@ -199,32 +199,6 @@ export function workflowProblemsFrom(body: unknown): WorkflowProblem[] {
   return []
 }
 
-async function fetchJson(
-  method: 'GET' | 'PUT' | 'POST' | 'DELETE',
-  path: string,
-  body: unknown,
-  fetchImpl: Fetch,
-): Promise<{ res: Response; data: unknown }> {
-  const init: RequestInit = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } }
-  if (body !== undefined) {
-    init.headers = { ...init.headers, 'Content-Type': 'application/json' }
-    init.body = JSON.stringify(body)
-  }
-  let res: Response
-  try {
-    res = await fetchImpl(path, init)
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  const text = await res.text().catch(() => '')
-  let data: unknown = text
-  try {
-    data = text ? JSON.parse(text) : null
-  } catch {
-    // not JSON: keep the text for the error message
-  }
-  return { res, data }
-}
 
 const defaultFetch: Fetch = (...args) => globalThis.fetch(...args)
 
