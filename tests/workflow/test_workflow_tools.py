@@ -3,7 +3,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storyloom.workflow.runner import WorkflowRunner
 
 from storyloom.core.settings import Settings
 from storyloom.llm.replay_server import ReplayLLMServer, Reply
@@ -11,6 +10,7 @@ from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.nodes.llm_nodes import Chat
 from storyloom.workflow.nodes.text_nodes import RegexApplicator, TextTemplate
+from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow, parse_workflow
 from storyloom.workflow.workflow_tools import (
     ToolArgumentsInvalid,
