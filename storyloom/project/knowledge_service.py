@@ -69,6 +69,7 @@ from storyloom.project.project_knowledge import (
     add_global_knowledge_base,
     add_local_knowledge_base,
     open_project_knowledge,
+    reference_global_knowledge_base,
 )
 from storyloom.store.database import Database
 
@@ -84,6 +85,16 @@ class KnowledgeBaseMissing(StoryloomError, LookupError):
     def __init__(self, kb_id: str) -> None:
         self.kb_id = kb_id
         super().__init__(f"no knowledge base with kb_id {kb_id}")
+
+
+class KnowledgeBaseIsLocal(StoryloomError):
+    """A global reference was asked for a KB that lives in the project's own folder."""
+
+    def __init__(self, kb_id: str) -> None:
+        self.kb_id = kb_id
+        super().__init__(
+            f"knowledge base {kb_id} is local to this project; only a global one is referenced"
+        )
 
 
 @dataclass
@@ -256,6 +267,18 @@ class KnowledgeService:
             loaded = self.snapshot().require(kb.kb_id)
             save_knowledge_base(kb, loaded.folder)
             return self.reload().require(kb.kb_id)
+
+    def reference_global(self, kb_id: str) -> LoadedKB:
+        """Add the global KB ``kb_id`` to project.json's ``knowledgeBaseReferences`` (seed
+        000, 4.3); a KB the project references already is returned as it is."""
+        with self._lock:
+            loaded = self.snapshot().require(kb_id)
+            if loaded.scope != "global":
+                raise KnowledgeBaseIsLocal(kb_id)
+            if loaded.reference_ids:
+                return loaded
+            reference_global_knowledge_base(self.project_dir, loaded.kb)
+            return self.reload().require(kb_id)
 
     # -- activation --------------------------------------------------------------------
 

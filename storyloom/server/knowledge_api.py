@@ -34,6 +34,7 @@ from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_sch
 from storyloom.knowledge.sillytavern import export_world_info
 from storyloom.project.knowledge_service import (
     EmbeddingState,
+    KnowledgeBaseIsLocal,
     KnowledgeBaseMissing,
     KnowledgeService,
     Snapshot,
@@ -144,6 +145,28 @@ async def create_base(request: Request, body: CreateKnowledgeBase) -> KnowledgeB
         updated_at=now,
     )
     loaded = await asyncio.to_thread(service.create, kb, body.scope)
+    return await asyncio.to_thread(_summary, service, service.snapshot(), loaded)
+
+
+@router.post(
+    "/bases/{kb_id}/reference",
+    response_model=KnowledgeBaseSummary,
+    responses={**_ERRORS, 409: {"model": ErrorBody}},
+)
+async def reference_base(request: Request, kb_id: str) -> KnowledgeBaseSummary | JSONResponse:
+    """Reference a global KB in project.json (seed 000, 4.3: a node picked it).
+
+    Answers the KB with its reference id; a KB already referenced is answered unchanged.
+    """
+    service = _service(request)
+    try:
+        loaded = await asyncio.to_thread(service.reference_global, kb_id)
+    except KnowledgeBaseMissing as exc:
+        return _not_found(exc)
+    except KnowledgeBaseIsLocal as exc:
+        return error_response(409, str(exc))
+    except FileFormatError as exc:
+        return _invalid(f"{exc.path} is not valid; nothing was written", exc.problems)
     return await asyncio.to_thread(_summary, service, service.snapshot(), loaded)
 
 

@@ -28,7 +28,7 @@ from storyloom.server.workflow_runs import (
 from storyloom.server.workflow_service import WorkflowService
 from storyloom.workflow.events import RunEvent
 from storyloom.workflow.node_history import HistoryEntry
-from storyloom.workflow.node_type import HumanDecision, NodeTypeInfo
+from storyloom.workflow.node_type import HumanDecision, NodeSlots, NodeTypeInfo, Slot
 from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
 from storyloom.workflow.workflow_file import Workflow, WorkflowSummary, workflow_schema
 
@@ -84,14 +84,37 @@ def get_schema() -> dict[str, Any]:
     return workflow_schema()
 
 
-class ProblemList(BaseModel):
+class ResolvedSlots(BaseModel):
+    inputs: list[Slot]
+    outputs: list[Slot]
+
+    @classmethod
+    def of(cls, slots: NodeSlots) -> ResolvedSlots:
+        return cls(inputs=list(slots.inputs), outputs=list(slots.outputs))
+
+
+class ValidationReport(BaseModel):
     problems: list[WorkflowProblem]
+    slots: dict[str, ResolvedSlots] = Field(
+        description="By node id, the slots of each node whose type works them out from its "
+        "config (dynamicSlots: a sub-workflow's interface); a node whose slots could not be "
+        "worked out is left out and has a problem"
+    )
 
 
-@router.post("/api/workflows/validate", response_model=ProblemList, responses=_ERRORS)
-def validate(request: Request, body: Workflow) -> ProblemList:
-    """Every problem of the graph (unknown types, missing inputs, type mismatches, cycles…)."""
-    return ProblemList(problems=_service(request).validate(body))
+def _report(
+    service: WorkflowService, workflow: Workflow
+) -> tuple[list[WorkflowProblem], dict[str, ResolvedSlots]]:
+    problems, slots = service.check(workflow)
+    return problems, {node_id: ResolvedSlots.of(s) for node_id, s in slots.items()}
+
+
+@router.post("/api/workflows/validate", response_model=ValidationReport, responses=_ERRORS)
+def validate(request: Request, body: Workflow) -> ValidationReport:
+    """Every problem of the graph (unknown types, missing inputs, type mismatches, cycles…)
+    and the slots of its dynamic-slot nodes."""
+    problems, slots = _report(_service(request), body)
+    return ValidationReport(problems=problems, slots=slots)
 
 
 @router.get("/api/workflows/{workflow_id}", response_model=Workflow, responses=_ERRORS)
@@ -105,7 +128,7 @@ def get_workflow(request: Request, workflow_id: str) -> Workflow | JSONResponse:
     return library.load(workflow_id)
 
 
-class SavedWorkflow(BaseModel):
+class SavedWorkflow(ValidationReport):
     workflow: Workflow
     problems: list[WorkflowProblem] = Field(
         description="What keeps it from running; it is saved all the same"
@@ -121,7 +144,8 @@ def put_workflow(
         problem = FieldProblem("id", f"must be {workflow_id!r}, the id in the URL")
         return error_response(422, f"invalid workflow: {problem}", [problem])
     service.library.save(body)
-    return SavedWorkflow(workflow=body, problems=service.validate(body))
+    problems, slots = _report(service, body)
+    return SavedWorkflow(workflow=body, problems=problems, slots=slots)
 
 
 @router.delete("/api/workflows/{workflow_id}", status_code=204, responses=_ERRORS)

@@ -15,10 +15,11 @@ from storyloom.store.database import Database
 from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_history import NodeHistory
 from storyloom.workflow.node_registry import NodeRegistry, default_registry
-from storyloom.workflow.node_type import WorkflowServices
+from storyloom.workflow.node_type import NodeSlots, WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
-from storyloom.workflow.validation import WorkflowProblem, validate_workflow
+from storyloom.workflow.validation import WorkflowProblem, graph_problems, validate_workflow
 from storyloom.workflow.workflow_file import Workflow, WorkflowLibrary
+from storyloom.workflow.workflow_graph import WorkflowGraph
 
 
 class WorkflowService:
@@ -48,3 +49,16 @@ class WorkflowService:
     def validate(self, workflow: Workflow) -> list[WorkflowProblem]:
         """Every problem of ``workflow``; sub-workflows are looked up in the library."""
         return validate_workflow(workflow, self.registry, self.library.load)
+
+    def check(self, workflow: Workflow) -> tuple[list[WorkflowProblem], dict[str, NodeSlots]]:
+        """Every problem of ``workflow``, and by node id the slots of each node whose type
+        works them out from its config (``dynamic_slots``: a sub-workflow's interface), so
+        the canvas need not repeat that logic. A node whose slots could not be worked out
+        (its workflow is missing) is left out; its problem says why."""
+        graph = WorkflowGraph.build(workflow, self.registry, self.library.load)
+        slots = {
+            node_id: g.slots
+            for node_id, g in graph.nodes.items()
+            if g.node_type is not None and g.node_type.dynamic_slots and g.slots is not None
+        }
+        return graph_problems(graph, self.registry), slots

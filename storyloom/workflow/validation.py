@@ -60,7 +60,7 @@ def validate_workflow(
     workflow: Workflow, registry: NodeRegistry, loader: WorkflowLoader | None = None
 ) -> list[WorkflowProblem]:
     """Every problem of ``workflow``; an empty list means it may run."""
-    return _problems(WorkflowGraph.build(workflow, registry, loader), registry)
+    return graph_problems(WorkflowGraph.build(workflow, registry, loader), registry)
 
 
 def check_workflow(
@@ -68,13 +68,14 @@ def check_workflow(
 ) -> WorkflowGraph:
     """The resolved graph of a valid workflow; raises :class:`WorkflowInvalid` otherwise."""
     graph = WorkflowGraph.build(workflow, registry, loader)
-    problems = _problems(graph, registry)
+    problems = graph_problems(graph, registry)
     if problems:
         raise WorkflowInvalid(workflow.id, problems)
     return graph
 
 
-def _problems(graph: WorkflowGraph, registry: NodeRegistry) -> list[WorkflowProblem]:
+def graph_problems(graph: WorkflowGraph, registry: NodeRegistry) -> list[WorkflowProblem]:
+    """Every problem of a graph already built, for a caller that also reads its slots."""
     workflow = graph.workflow
     problems: list[WorkflowProblem] = []
     problems += _interface_problems("interfaceInputs", workflow.interface_inputs)

@@ -365,3 +365,16 @@ def test_interface_slots_become_group_handles_and_run_inputs(
     assert list(saved["interfaceOutputs"]) == ["result"]
     assert saved["edges"][0]["sourceSlot"] == "topic"
     assert saved["edges"][0]["targetSlot"] == "result"
+
+    # Another workflow calling "echo": its SubWorkflow node gets echo's interface as
+    # handles, worked out by the server once the node names the workflow.
+    page.click(tid("wf-new"))
+    page.fill(tid("wf-create-name"), "caller")
+    page.click(tid("wf-create-submit"))
+    expect(page).to_have_url(re.compile(r"/workflows/caller$"))
+    palette_item(page, "core:SubWorkflow").dblclick()
+    expect(node(page, "core:SubWorkflow").locator(".vue-flow__handle")).to_have_count(0)
+    select_node(page, "core:SubWorkflow")
+    page.select_option(tid("wf-config-workflow"), "echo")
+    expect(handle(page, "core:SubWorkflow", "target", "topic")).to_have_count(1)
+    expect(handle(page, "core:SubWorkflow", "source", "result")).to_have_count(1)

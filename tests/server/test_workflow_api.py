@@ -177,6 +177,83 @@ def test_validate_answers_the_problems_without_saving(api: httpx.Client, home: P
     assert list(workflows_dir(home).glob("*.json")) == []
 
 
+def body_workflow() -> dict[str, Any]:
+    """A workflow callable as a node: draft and depth in, draft and done out."""
+    return {
+        "id": "reviser",
+        "nodes": [],
+        "interfaceInputs": {
+            "draft": {"dataFlowType": "STRING", "description": "the text so far", "required": True},
+            "depth": {"dataFlowType": "INTEGER", "required": False},
+        },
+        "interfaceOutputs": {
+            "draft": {"dataFlowType": "STRING"},
+            "done": {"dataFlowType": "BOOLEAN"},
+        },
+    }
+
+
+def slot_names(slots: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    return (
+        [(s["name"], s["type"]) for s in slots["inputs"]],
+        [(s["name"], s["type"]) for s in slots["outputs"]],
+    )
+
+
+def test_validate_answers_a_called_workflows_interface_as_the_nodes_slots(
+    api: httpx.Client,
+) -> None:
+    assert api.put("/api/workflows/reviser", json=body_workflow()).status_code == 200
+    caller = {
+        "id": "caller",
+        "nodes": [
+            {"id": "sub", "type": "core:SubWorkflow", "config": {"workflow": "reviser"}},
+            {"id": "loop", "type": "core:Recursive", "config": {"workflow": "reviser"}},
+            {"id": "prompt", "type": "core:TextInput", "config": {"text": "Once"}},
+        ],
+        "edges": [
+            {"source": "prompt", "sourceSlot": "text", "target": "sub", "targetSlot": "draft"},
+            {"source": "prompt", "sourceSlot": "text", "target": "loop", "targetSlot": "draft"},
+        ],
+    }
+    report = api.post("/api/workflows/validate", json=caller).json()
+    assert report["problems"] == []
+    # Only nodes whose slots depend on their config are answered.
+    assert set(report["slots"]) == {"sub", "loop"}
+    sub = report["slots"]["sub"]
+    assert slot_names(sub) == (
+        [("draft", "STRING"), ("depth", "INTEGER")],
+        [("draft", "STRING"), ("done", "BOOLEAN")],
+    )
+    assert sub["inputs"][0]["description"] == "the text so far"
+    assert [s["required"] for s in sub["inputs"]] == [True, False]
+    # Recursive fills the body's depth itself and adds its own outputs after the body's.
+    assert slot_names(report["slots"]["loop"]) == (
+        [("draft", "STRING")],
+        [("draft", "STRING"), ("done", "BOOLEAN"), ("iterations", "INTEGER"), ("trace", "ARRAY")],
+    )
+    # A save answers the same slots.
+    saved = api.put("/api/workflows/caller", json=caller).json()
+    assert saved["slots"] == report["slots"]
+
+
+def test_a_node_calling_a_missing_workflow_gets_a_problem_and_no_slots(
+    api: httpx.Client,
+) -> None:
+    caller = {
+        "id": "caller",
+        "nodes": [
+            {"id": "sub", "type": "core:SubWorkflow", "config": {"workflow": "nowhere"}},
+            {"id": "unset", "type": "core:SubWorkflow", "config": {"workflow": ""}},
+        ],
+    }
+    report = api.post("/api/workflows/validate", json=caller).json()
+    assert report["slots"] == {"unset": {"inputs": [], "outputs": []}}
+    missing = [p for p in report["problems"] if p["code"] == "missing-workflow"]
+    assert [p["nodeId"] for p in missing] == ["sub"]
+    assert "nowhere" in missing[0]["message"]
+
+
 # -- runs -----------------------------------------------------------------------------------
 
 

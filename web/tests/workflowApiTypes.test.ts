@@ -10,6 +10,7 @@ import type {
   RunEvents,
   RunSummary,
   SaveResult,
+  ValidationReport,
   WorkflowList,
   WorkflowProblem,
 } from '../src/api/workflows'
@@ -25,12 +26,13 @@ describe('workflow API shapes', () => {
     const checks = [
       (v: Schemas['NodeTypeInfo']) => accepts<NodeTypeInfo>(v),
       (v: Schemas['WorkflowList']) => accepts<WorkflowList>(v),
-      (v: Schemas['SavedWorkflow']) => accepts<Pick<SaveResult, 'problems'>>(v),
+      (v: Schemas['SavedWorkflow']) => accepts<Omit<SaveResult, 'workflow'>>(v),
+      (v: Schemas['ValidationReport']) => accepts<ValidationReport>(v),
       (v: Schemas['WorkflowProblem']) => accepts<WorkflowProblem>(v),
       (v: Schemas['HistoryEntry']) => accepts<HistoryEntry>(v),
       (v: Schemas['RunInfo']) => accepts<RunSummary>(v),
       (v: Schemas['RunDetail']) => accepts<Omit<RunEvents, 'events'>>(v),
     ]
-    expect(checks).toHaveLength(7)
+    expect(checks).toHaveLength(8)
   })
 })

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import type { NodeTypeInfo, Workflow } from '../src/api/workflows'
 import {
   connectEdges,
+  calledKey,
   connectionProblem,
   defaultConfig,
   FLOW_NODE_TYPE,
@@ -13,6 +14,10 @@ import {
   paletteGroups,
   type ResolvedSlots,
   resolveSlots,
+  type ServerSlots,
+  serverSlotsOf,
+  serverSlotsRequestKey,
+  slotsFromServer,
   workflowToFlow,
 } from '../src/lib/workflowGraph'
 
@@ -167,20 +172,40 @@ describe('slots and connections', () => {
     expect(slotsOf('gout')!.inputs.map((s) => [s.name, s.type])).toEqual([['story', 'STRING']])
   })
 
-  it('gives a sub-workflow node the interface of the workflow it calls', () => {
-    const called = { interfaceInputs: { q: { dataFlowType: 'INTEGER' } }, interfaceOutputs: { a: {} } }
-    const slots = resolveSlots({ nodeType: 'core:SubWorkflow', config: { workflow: 'other' } }, SUB, meta, (id) =>
-      id === 'other' ? called : null,
-    )
-    expect(slots.inputs.map((s) => [s.name, s.type])).toEqual([['q', 'INTEGER']])
-    expect(slots.outputs.map((s) => [s.name, s.type])).toEqual([['a', 'STRING']])
-    expect(resolveSlots({ nodeType: 'core:SubWorkflow', config: {} }, SUB, meta)).toEqual({ inputs: [], outputs: [] })
-    // Recursive fills the body's `depth` itself and adds its own outputs after the body's.
-    const body = { interfaceInputs: { draft: {}, depth: { dataFlowType: 'INTEGER' } }, interfaceOutputs: { draft: {}, done: { dataFlowType: 'BOOLEAN' } } }
+  it('gives a sub-workflow node the slots the server worked out for the workflow it calls', () => {
+    const data = { nodeType: 'core:SubWorkflow', config: { workflow: 'other' } }
+    const answer = { inputs: [{ name: 'q', type: 'INTEGER' }], outputs: [{ name: 'a', type: 'STRING' }] }
+    const sent: Workflow = { id: 'story-step', nodes: [{ id: 'sub', type: data.nodeType, config: data.config, position: { x: 0, y: 0 } }], edges: [] }
+    const fromServer = serverSlotsOf(sent, { sub: answer, gone: answer }, (type) => TYPES.get(type))
+    expect(Object.keys(fromServer)).toEqual(['sub'])
+    expect(resolveSlots(data, SUB, meta, fromServer.sub)).toEqual(answer)
+    // Pending (no answer yet) or worked out for another called workflow: the static slots.
+    expect(resolveSlots(data, SUB, meta)).toEqual({ inputs: [], outputs: [] })
+    expect(resolveSlots({ ...data, config: { workflow: 'third' } }, SUB, meta, fromServer.sub)).toEqual({ inputs: [], outputs: [] })
+    // Another type under a reused node id does not take them either.
     const recursive = { ...SUB, type: 'core:Recursive', outputs: [{ name: 'iterations', type: 'INTEGER' }] }
-    const loop = resolveSlots({ nodeType: 'core:Recursive', config: { workflow: 'body' } }, recursive, meta, () => body)
-    expect(loop.inputs.map((s) => s.name)).toEqual(['draft'])
-    expect(loop.outputs.map((s) => s.name)).toEqual(['iterations', 'draft', 'done'])
+    const loop = resolveSlots({ ...data, nodeType: 'core:Recursive' }, recursive, meta, fromServer.sub)
+    expect(loop.outputs.map((s) => s.name)).toEqual(['iterations'])
+  })
+
+  it('keeps GroupInput and GroupOutput on the local interface, whatever the server says', () => {
+    const answer: ServerSlots = { key: calledKey({ nodeType: 'core:GroupInput', config: {} }, GROUP_INPUT), slots: { inputs: [], outputs: [] } }
+    expect(resolveSlots({ nodeType: 'core:GroupInput', config: {} }, GROUP_INPUT, meta, answer).outputs.map((s) => s.name)).toEqual(['topic'])
+    expect(slotsFromServer(GROUP_INPUT)).toBe(false)
+    expect(slotsFromServer(GROUP_OUTPUT)).toBe(false)
+    expect(slotsFromServer(SUB)).toBe(true)
+    expect(slotsFromServer(CHAT)).toBe(false)
+  })
+
+  it('asks the server again when a sub-workflow node changes, not when another node does', () => {
+    const typeInfo = (type: string) => TYPES.get(type)
+    const sub = newFlowNode(SUB, 'sub', { x: 0, y: 0 })
+    const before = serverSlotsRequestKey([...nodes, sub], typeInfo)
+    expect(serverSlotsRequestKey(nodes, typeInfo)).toBe('[]')
+    const moved = nodes.map((n) => ({ ...n, position: { x: n.position.x + 5, y: 0 }, data: { ...n.data, config: { ...n.data.config, x: 1 } } }))
+    expect(serverSlotsRequestKey([...moved, sub], typeInfo)).toBe(before)
+    const pointed = { ...sub, data: { ...sub.data, config: { workflow: 'other' } } }
+    expect(serverSlotsRequestKey([...nodes, pointed], typeInfo)).not.toBe(before)
   })
 
   it('refuses incompatible types, unknown slots, self-loops and cycles', () => {

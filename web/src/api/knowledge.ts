@@ -28,6 +28,12 @@ export function createKnowledgeBase(body: CreateKnowledgeBase, fetchImpl?: Fetch
   return requestJson<KnowledgeBaseSummary>('POST', `${BASE}/bases`, body, fetchImpl)
 }
 
+/** Add a global KB to the project's knowledgeBaseReferences (a no-op when it is there);
+ * answers the KB with its reference id. */
+export function referenceKnowledgeBase(kbId: string, fetchImpl?: Fetch): Promise<KnowledgeBaseSummary> {
+  return requestJson<KnowledgeBaseSummary>('POST', `${BASE}/bases/${enc(kbId)}/reference`, undefined, fetchImpl)
+}
+
 export function getKnowledgeBase(kbId: string, fetchImpl?: Fetch): Promise<KnowledgeBaseDocument> {
   return requestJson<KnowledgeBaseDocument>('GET', `${BASE}/bases/${enc(kbId)}`, undefined, fetchImpl)
 }

@@ -115,9 +115,20 @@ export interface WorkflowProblem {
   message: string
 }
 
-export interface SaveResult {
-  workflow: Workflow
+/** A node's slots as the server works them out (a sub-workflow's interface). */
+export interface NodeSlotList {
+  inputs: SlotInfo[]
+  outputs: SlotInfo[]
+}
+
+export interface ValidationReport {
   problems: WorkflowProblem[]
+  /** By node id, the slots of each dynamic-slot node whose slots could be worked out. */
+  slots: Record<string, NodeSlotList>
+}
+
+export interface SaveResult extends ValidationReport {
+  workflow: Workflow
 }
 
 export interface HistoryEntry {
@@ -229,8 +240,9 @@ export async function deleteWorkflow(id: string, fetchImpl: Fetch = defaultFetch
   if (!res.ok) throw errorFromBody(res.status, res.statusText, data)
 }
 
-export function validateWorkflow(workflow: Workflow, fetchImpl?: Fetch): Promise<{ problems: WorkflowProblem[] }> {
-  return requestJson<{ problems: WorkflowProblem[] }>('POST', `${BASE}/validate`, workflow, fetchImpl)
+/** The graph's problems and the slots of its dynamic-slot nodes, without saving. */
+export function validateWorkflow(workflow: Workflow, fetchImpl?: Fetch): Promise<ValidationReport> {
+  return requestJson<ValidationReport>('POST', `${BASE}/validate`, workflow, fetchImpl)
 }
 
 /** Start a run of `workflow` as it is on the canvas (saved or not). */

@@ -189,36 +189,72 @@ function merged(declared: readonly SlotInfo[], added: readonly SlotInfo[]): Slot
   return [...declared, ...added.filter((s) => !names.has(s.name))]
 }
 
-/** Inputs of a called workflow that a node fills itself (Recursive passes `depth`). */
-const FILLED_BY_NODE: Readonly<Record<string, readonly string[]>> = { 'core:Recursive': ['depth'] }
+/**
+ * Whether the server works out this node type's slots: a dynamic-slot type other than
+ * GroupInput/GroupOutput (those mirror this workflow's own interface, so the page follows
+ * edits to it at once). SubWorkflow and Recursive get theirs from the workflow they call.
+ */
+export function slotsFromServer(info: NodeTypeInfo | undefined): boolean {
+  return !!info?.dynamicSlots && info.type !== GROUP_INPUT && info.type !== GROUP_OUTPUT
+}
+
+/** What a node's server-given slots were worked out for: its type and its `workflow` config. */
+export function calledKey(data: Pick<FlowNodeData, 'nodeType' | 'config'>, info: NodeTypeInfo | undefined): string {
+  const called = (info?.config ?? []).filter((f) => f.widget === 'workflow').map((f) => data.config[f.name] ?? null)
+  return JSON.stringify([data.nodeType, ...called])
+}
+
+/** A node's slots from the server, with the `calledKey` of the node they were worked out for. */
+export interface ServerSlots {
+  key: string
+  slots: ResolvedSlots
+}
+
+/** The server's slots by node id (`slots` of a validate or save answer), keyed for the nodes sent. */
+export function serverSlotsOf(
+  sent: Workflow,
+  slots: Readonly<Record<string, ResolvedSlots>>,
+  typeInfo: (type: string) => NodeTypeInfo | undefined,
+): Record<string, ServerSlots> {
+  const out: Record<string, ServerSlots> = {}
+  for (const node of sent.nodes) {
+    const found = slots[node.id]
+    if (!found) continue
+    const data = { nodeType: node.type, config: node.config ?? {} }
+    out[node.id] = { key: calledKey(data, typeInfo(node.type)), slots: found }
+  }
+  return out
+}
+
+/**
+ * What the server's slots depend on, for every node that takes them (its id, type and
+ * config): when this changes the page asks again. "[]" when no node takes them.
+ */
+export function serverSlotsRequestKey(
+  nodes: readonly Pick<FlowNode, 'id' | 'data'>[],
+  typeInfo: (type: string) => NodeTypeInfo | undefined,
+): string {
+  const asking = nodes.filter((n) => slotsFromServer(typeInfo(n.data.nodeType)))
+  return JSON.stringify(asking.map((n) => [n.id, n.data.nodeType, n.data.config]))
+}
 
 /**
  * A node's slots. GroupInput's outputs are the workflow's interfaceInputs and GroupOutput's
- * inputs its interfaceOutputs; another node with dynamic slots and a `workflow` config field
- * (SubWorkflow) gets the interface of the workflow it calls, when `loadWorkflow` has it.
+ * inputs its interfaceOutputs. Another dynamic-slot node takes the slots the server worked
+ * out (`fromServer`) while they were worked out for the workflow it calls now; until then,
+ * or when the server could not work them out, its type's static slots.
  */
 export function resolveSlots(
   data: Pick<FlowNodeData, 'nodeType' | 'config'>,
   info: NodeTypeInfo | undefined,
   meta: Pick<WorkflowMeta, 'interfaceInputs' | 'interfaceOutputs'>,
-  loadWorkflow: (id: string) => Pick<Workflow, 'interfaceInputs' | 'interfaceOutputs'> | null | undefined = () => null,
+  fromServer?: ServerSlots,
 ): ResolvedSlots {
   const inputs = info?.inputs ?? []
   const outputs = info?.outputs ?? []
   if (data.nodeType === GROUP_INPUT) return { inputs, outputs: merged(outputs, interfaceSlots(meta.interfaceInputs)) }
   if (data.nodeType === GROUP_OUTPUT) return { inputs: merged(inputs, interfaceSlots(meta.interfaceOutputs)), outputs }
-  if (info?.dynamicSlots) {
-    const field = info.config.find((f) => f.widget === 'workflow')
-    const target = field ? data.config[field.name] : undefined
-    const called = typeof target === 'string' && target ? loadWorkflow(target) : null
-    if (called) {
-      const filled = FILLED_BY_NODE[data.nodeType] ?? []
-      return {
-        inputs: merged(inputs, interfaceSlots(called.interfaceInputs).filter((s) => !filled.includes(s.name))),
-        outputs: merged(outputs, interfaceSlots(called.interfaceOutputs)),
-      }
-    }
-  }
+  if (fromServer && slotsFromServer(info) && fromServer.key === calledKey(data, info)) return fromServer.slots
   return { inputs, outputs }
 }
 
