@@ -3,6 +3,7 @@
 from typing import Any
 
 from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.workflow.nodes.text_nodes import find_json
 from storyloom.workflow.runner import RunResult, WorkflowRunner
 from storyloom.workflow.slot_types import ANY, ARRAY, OBJECT, STRING
 from storyloom.workflow.workflow_file import Workflow
@@ -195,3 +196,10 @@ async def test_json_extract_takes_already_parsed_values_as_they_are() -> None:
         "core:JsonExtract", {"path": "/a~1b/0"}, text=(ANY, {"a/b": ["slash key"]})
     )
     assert out == {"value": "slash key", "found": True}
+
+
+def test_a_reply_full_of_stray_brackets_is_searched_without_blowing_up() -> None:
+    # Nested past the decoder's recursion limit, and far more starts than are tried.
+    assert find_json("[" * 200_000) == (False, None)
+    assert find_json("{" * 200_000) == (False, None)
+    assert find_json("see [ this " * 10 + '{"ok": 1}') == (True, {"ok": 1})

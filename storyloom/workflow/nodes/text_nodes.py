@@ -369,7 +369,12 @@ class JsonExtract(NodeType):
         self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
     ) -> dict[str, Any] | NodeExpansion:
         source = inputs.get("text")
-        found, value = find_json(source) if isinstance(source, str) else (True, source)
+        if not isinstance(source, str):
+            found, value = True, source
+        elif len(source) > _LONG_TEXT:
+            found, value = await ctx.run_blocking(find_json, source)
+        else:
+            found, value = find_json(source)
         if found and value is not None:
             found, value = follow_path(value, str(config.get("path") or ""))
         else:
@@ -378,6 +383,11 @@ class JsonExtract(NodeType):
 
 
 _FENCE = re.compile(r"```[ \t]*(?:json5?|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
+_OPENING = re.compile(r"[{\[]")
+_DECODER = json.JSONDecoder()
+_MAX_STARTS = 1000
+_LONG_TEXT = 20_000
+"""Longer texts are searched in a thread, so the server's event loop stays free."""
 
 
 def find_json(text: str) -> tuple[bool, Any]:
@@ -388,49 +398,24 @@ def find_json(text: str) -> tuple[bool, Any]:
         if candidate:
             try:
                 return True, json.loads(candidate)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
-    return _first_balanced(text)
+    return _first_embedded(text)
 
 
-def _first_balanced(text: str) -> tuple[bool, Any]:
-    start = 0
-    while True:
-        starts = [i for i in (text.find("{", start), text.find("[", start)) if i >= 0]
-        if not starts:
-            return False, None
-        begin = min(starts)
-        end = _balanced_end(text, begin)
-        if end is not None:
-            try:
-                return True, json.loads(text[begin:end])
-            except json.JSONDecodeError:
-                pass
-        start = begin + 1
-
-
-def _balanced_end(text: str, begin: int) -> int | None:
-    """Index after the bracket closing the one at ``begin``, strings skipped."""
-    depth = 0
-    in_string = escaped = False
-    for i in range(begin, len(text)):
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
+def _first_embedded(text: str) -> tuple[bool, Any]:
+    """The first ``{...}`` or ``[...]`` in ``text`` that parses. Each try is the C decoder
+    stopping at its first syntax error, and at most ``_MAX_STARTS`` brackets are tried, so
+    a long reply full of stray brackets stays cheap."""
+    for count, match in enumerate(_OPENING.finditer(text)):
+        if count == _MAX_STARTS:
+            break
+        try:
+            value, _ = _DECODER.raw_decode(text, match.start())
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        return True, value
+    return False, None
 
 
 def follow_path(value: Any, path: str) -> tuple[bool, Any]:
