@@ -77,9 +77,18 @@ def _entry(row: tuple[Any, ...]) -> HistoryEntry:
     )
 
 
+KEEP_PER_NODE = 100
+
+
 class NodeHistory:
-    def __init__(self, database: Database) -> None:
+    """Each node's completed outputs, newest ``keep`` per node (a pinned one is always
+    kept), and its pin."""
+
+    def __init__(self, database: Database, *, keep: int = KEEP_PER_NODE) -> None:
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
         self.database = database
+        self.keep = keep
 
     def record(
         self,
@@ -107,7 +116,18 @@ class NodeHistory:
                     output_preview(jsonable),
                 ),
             )
-            return int(conn.last_insert_rowid())
+            history_id = int(conn.last_insert_rowid())
+            # Older rows past the newest `keep` go, except the pinned one (deleting it
+            # would drop the pin with it).
+            conn.execute(
+                "DELETE FROM workflow_node_output WHERE workflow_id = ?1 AND node_id = ?2"
+                " AND id <= (SELECT id FROM workflow_node_output"
+                "  WHERE workflow_id = ?1 AND node_id = ?2 ORDER BY id DESC LIMIT 1 OFFSET ?3)"
+                " AND id NOT IN (SELECT history_id FROM workflow_node_pin"
+                "  WHERE workflow_id = ?1 AND node_id = ?2)",
+                (workflow_id, node_id, self.keep),
+            )
+            return history_id
 
     def entries(self, workflow_id: str, node_id: str, limit: int = 50) -> list[HistoryEntry]:
         """The node's outputs, newest first."""

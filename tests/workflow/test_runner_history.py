@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from storyloom.store.database import Database
 from storyloom.workflow.events import NodeCached
 from storyloom.workflow.node_history import HistoryEntryNotFound, NodeHistory
 from storyloom.workflow.runner import WorkflowRunner
@@ -111,3 +112,16 @@ async def test_freezing_to_another_nodes_entry_is_refused(
     with pytest.raises(HistoryEntryNotFound):
         history.freeze("story", "up", 9999)
     assert history.frozen("story") == {}
+
+
+def test_only_the_newest_outputs_per_node_are_kept_and_a_pin_survives(db: Database) -> None:
+    history = NodeHistory(db, keep=3)
+    ids = [history.record("w", "n", f"run{i}", "", {"text": str(i)}) for i in range(3)]
+    history.freeze("w", "n", ids[0])
+    for i in range(3, 6):
+        history.record("w", "n", f"run{i}", "", {"text": str(i)})
+    history.record("w", "other", "run9", "", {"text": "x"})
+    kept = [e.outputs["text"] for e in history.entries("w", "n")]
+    assert kept == ["5", "4", "3", "0"]
+    assert history.frozen("w")["n"].id == ids[0]
+    assert [e.outputs["text"] for e in history.entries("w", "other")] == ["x"]
