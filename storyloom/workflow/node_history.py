@@ -97,9 +97,11 @@ class NodeHistory:
         run_id: str,
         cache_key: str,
         outputs: Mapping[str, Any],
+        preview: str | None = None,
     ) -> int:
-        """Keep one completed output; returns its history id."""
-        jsonable = jsonable_outputs(outputs)
+        """Keep one completed output; returns its history id. ``outputs`` are JSON values
+        (what :func:`jsonable_outputs` gives); ``preview`` is worked out when not given."""
+        jsonable = dict(outputs)
         created = datetime.now(UTC).isoformat(timespec="milliseconds")
         with self.database.transaction() as conn:
             conn.execute(
@@ -113,7 +115,7 @@ class NodeHistory:
                     cache_key,
                     created,
                     json.dumps(jsonable, ensure_ascii=False),
-                    output_preview(jsonable),
+                    output_preview(jsonable) if preview is None else preview,
                 ),
             )
             history_id = int(conn.last_insert_rowid())

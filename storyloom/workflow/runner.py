@@ -810,16 +810,16 @@ class _Execution:
             # Not cacheable itself; what it feeds is keyed by what it actually gave.
             text = _canonical(outputs)
             self.keys[node_id] = "out:" + _digest(text) if text is not None else None
+        preview = self.previews[node_id] = output_preview(jsonable)
         history_id = None
         history = run.runner.history
         if history is not None and self.history_workflow is not None:
             history_id = history.record(
-                self.history_workflow, node_id, run.run_id, key or "", jsonable
+                self.history_workflow, node_id, run.run_id, key or "", jsonable, preview
             )
         if key is not None:
             run.runner.cache.put(key, outputs, history_id)
         run.ran.append(self.prefix + node_id)
-        preview = self.previews[node_id] = output_preview(jsonable)
         extra: dict[str, Any] = {}  # only what is set: defaults cost nothing to validate
         if ctx.evaluation is not None:
             extra["evaluation"] = ctx.evaluation

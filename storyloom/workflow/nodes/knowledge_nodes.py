@@ -892,6 +892,31 @@ def _drop_order(hits: Sequence[Mapping[str, Any]]) -> list[int]:
     return sorted(range(len(hits)), key=lambda n: (rank(n), n), reverse=True)
 
 
+def _fewest_drops(
+    order: Sequence[int],
+    size: int,
+    build: Callable[[Sequence[int]], str],
+    count: Callable[[str], int],
+    budget: int,
+) -> int:
+    """How many hits, dropped in ``order``, bring the built context within ``budget`` (all
+    of them when nothing does). Dropping more never adds tokens, so a binary search needs
+    a handful of counts where dropping one at a time would count the context per hit."""
+
+    def fits(drops: int) -> bool:
+        gone = set(order[:drops])
+        return count(build([n for n in range(size) if n not in gone])) <= budget
+
+    low, high = 0, len(order)
+    while low < high:
+        middle = (low + high) // 2
+        if fits(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 class ContextAssembler(NodeType):
     type = "kb:ContextAssembler"
     display_name = "Context Assembler"
@@ -995,16 +1020,16 @@ class ContextAssembler(NodeType):
                     tail.append(value)
             return separator.join(part for part in (text, *tail) if part)
 
-        kept = list(range(len(hits)))
-        context = build(kept)
-        dropped: list[Mapping[str, Any]] = []
+        order = _drop_order(hits)
+        drops = 0
         if max_tokens:
-            order = iter(_drop_order(hits))
-            while kept and await ctx.run_blocking(count, context) > max_tokens:
-                n = next(order)
-                kept.remove(n)
-                dropped.append(hits[n])
-                context = build(kept)
+            drops = await ctx.run_blocking(
+                _fewest_drops, order, len(hits), build, count, max_tokens
+            )
+        gone = set(order[:drops])
+        kept = [n for n in range(len(hits)) if n not in gone]
+        dropped = [hits[n] for n in order[:drops]]
+        context = build(kept)
         _record_hits(ctx, [hits[n] for n in kept], "assembled into the context")
         return {"context": context, "dropped": [dict(hit) for hit in dropped]}
 
