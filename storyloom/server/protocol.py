@@ -177,7 +177,6 @@ ClientMessage = Annotated[
     Field(discriminator="type"),
 ]
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
-RunEventMessage = AnyRunEvent
 ServerMessage = (
     StatusMessage
     | EmbeddingProgressMessage
@@ -186,5 +185,5 @@ ServerMessage = (
     | WorkflowListMessage
     | WorkflowRunAcceptedMessage
     | WorkflowInvalidMessage
-    | RunEventMessage
+    | AnyRunEvent
 )

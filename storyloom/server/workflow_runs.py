@@ -23,10 +23,9 @@ from fastapi import WebSocket
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
-from storyloom.server.protocol import RunEventMessage
 from storyloom.server.workflow_service import WorkflowService
 from storyloom.server.ws_hub import WebSocketHub
-from storyloom.workflow.events import WorkflowCompleted, WorkflowError
+from storyloom.workflow.events import AnyRunEvent, WorkflowCompleted, WorkflowError
 from storyloom.workflow.node_type import HumanDecision
 from storyloom.workflow.runner import WorkflowRun
 from storyloom.workflow.workflow_file import Workflow
@@ -68,7 +67,7 @@ class TrackedRun:
     workflow_id: str
     started_at: str
     followers: set[WebSocket]
-    events: list[RunEventMessage] = field(default_factory=list)
+    events: list[AnyRunEvent] = field(default_factory=list)
     run: WorkflowRun | None = None
 
     @property
@@ -84,7 +83,7 @@ class TrackedRun:
     def active(self) -> bool:
         return self.status == "running"
 
-    def events_after(self, seq: int) -> list[RunEventMessage]:
+    def events_after(self, seq: int) -> list[AnyRunEvent]:
         return [e for e in self.events if e.seq > seq]
 
     def waiting_for(self) -> list[str]:
@@ -164,7 +163,7 @@ class RunManager:
         watcher.add_done_callback(self._watchers.discard)
         return tracked
 
-    def _on_event(self, tracked: TrackedRun, event: RunEventMessage) -> None:
+    def _on_event(self, tracked: TrackedRun, event: AnyRunEvent) -> None:
         tracked.events.append(event)
         for ws in list(tracked.followers):
             if not self.hub.send(ws, event):

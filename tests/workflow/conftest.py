@@ -123,6 +123,21 @@ class UpperNode(_Recorded):
         return {"text": inputs["text"].upper()}
 
 
+class AppendNode(NodeType):
+    """``text + suffix``: the body of the sub-workflow and iteration tests."""
+
+    type: ClassVar[str] = "test:Append"
+    display_name: ClassVar[str] = "Append"
+    inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
+    outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
+    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="suffix", default="a"),)
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any] | NodeExpansion:
+        return {"text": inputs["text"] + config["suffix"]}
+
+
 class ShowNode(_Recorded):
     """Reports the Python type of what arrived in each slot (checks conversions)."""
 

@@ -25,19 +25,7 @@ from storyloom.workflow.nodes.iteration_nodes import EvolutionaryNode, Recursive
 from storyloom.workflow.runner import RunResult, WorkflowRunner
 from storyloom.workflow.validation import validate_workflow
 from storyloom.workflow.workflow_file import Workflow, WorkflowLibrary, parse_workflow
-
-
-class Append(NodeType):
-    type: ClassVar[str] = "test:Append"
-    display_name: ClassVar[str] = "Append"
-    inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type="STRING"),)
-    outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type="STRING"),)
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="suffix", default="a"),)
-
-    async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
-    ) -> dict[str, Any] | NodeExpansion:
-        return {"text": inputs["text"] + config["suffix"]}
+from tests.workflow.conftest import AppendNode as Append
 
 
 class LongEnough(NodeType):

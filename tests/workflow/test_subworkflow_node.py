@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 
 from storyloom.workflow.events import NodeStarted
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import (
-    ConfigField,
-    NodeContext,
-    NodeExpansion,
-    NodeType,
-    Slot,
     WorkflowServices,
 )
 from storyloom.workflow.nodes.interface_nodes import GroupInput, GroupOutput
@@ -22,19 +16,7 @@ from storyloom.workflow.nodes.subworkflow_nodes import SubWorkflowNode
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.validation import WorkflowInvalid, validate_workflow
 from storyloom.workflow.workflow_file import Workflow, WorkflowLibrary, parse_workflow
-
-
-class Append(NodeType):
-    type: ClassVar[str] = "test:Append"
-    display_name: ClassVar[str] = "Append"
-    inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type="STRING"),)
-    outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type="STRING"),)
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="suffix", default="!"),)
-
-    async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
-    ) -> dict[str, Any] | NodeExpansion:
-        return {"text": inputs["text"] + config["suffix"]}
+from tests.workflow.conftest import AppendNode as Append
 
 
 def registry() -> NodeRegistry:
