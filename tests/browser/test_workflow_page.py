@@ -373,6 +373,7 @@ def test_interface_slots_become_group_handles_and_run_inputs(
     page.click(tid("wf-create-submit"))
     expect(page).to_have_url(re.compile(r"/workflows/caller$"))
     palette_item(page, "core:SubWorkflow").dblclick()
+    expect(node(page, "core:SubWorkflow")).to_be_visible()
     expect(node(page, "core:SubWorkflow").locator(".vue-flow__handle")).to_have_count(0)
     select_node(page, "core:SubWorkflow")
     page.select_option(tid("wf-config-workflow"), "echo")
