@@ -1,0 +1,1 @@
+"""The chat engine: turn tree, state chain, Filament, the Skein pipeline, PersonaLab."""
