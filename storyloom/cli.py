@@ -13,6 +13,7 @@ import typer
 from pydantic import BaseModel
 
 from storyloom import __version__
+from storyloom.chat_commands import chat_app
 from storyloom.command_options import HomeOption, fail
 from storyloom.core.home import ensure_home, resolve_home
 from storyloom.core.settings import SettingsStore
@@ -25,6 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(chat_app, name="chat")
 app.add_typer(kb_app, name="kb")
 app.add_typer(project_app, name="project")
 app.add_typer(workflow_app, name="workflow")

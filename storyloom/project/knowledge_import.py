@@ -4,13 +4,17 @@ The importers in :mod:`storyloom.knowledge` only parse; this module decides wher
 results go. With a project, KBs become local KBs referenced in ``project.json`` and a
 card's character preset goes to ``presets/characters/``. Without one, KBs go to the
 global folder. Everything is parsed and validated before the first write.
+
+A SillyTavern chat becomes a conversation when the caller passes ``chat_importer`` (the
+chat engine sits a layer above this module, so the caller hands it in); without one the
+chat is checked and kept as a ``.jsonl`` file under ``imports/chats/``.
 """
 
 from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +30,7 @@ from storyloom.knowledge.knowledge_base import (
     save_knowledge_base,
 )
 from storyloom.knowledge.package import PACKAGE_SUFFIX, import_package
-from storyloom.knowledge.sillytavern import export_chat_jsonl, import_sillytavern
+from storyloom.knowledge.sillytavern import ChatLog, export_chat_jsonl, import_sillytavern
 from storyloom.project.project_file import folder_slug
 from storyloom.project.project_knowledge import (
     LOCAL_KB_DIR,
@@ -40,6 +44,9 @@ from storyloom.store.database import Database
 MAX_PEEK_BYTES = 64 * 1024 * 1024
 PRESETS_DIR = "presets/characters"
 CHATS_DIR = "imports/chats"
+
+ChatImporter = Callable[[ChatLog, str], str]
+"""Makes a parsed chat a conversation: (chat, title) → the new conversation's id."""
 
 
 @dataclass
@@ -59,6 +66,7 @@ class ImportSummary:
     character_file: str | None = None
     chat_file: str | None = None
     chat_messages: int = 0
+    conversation_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     reembed_needed: bool = False
 
@@ -81,6 +89,7 @@ def import_knowledge_file(
     database: Database | None = None,
     available_model_ids: Collection[str] = (),
     display_name: str | None = None,
+    chat_importer: ChatImporter | None = None,
 ) -> ImportSummary:
     """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a ``.ctkbz``)."""
     if path.suffix.lower() == PACKAGE_SUFFIX:
@@ -108,7 +117,10 @@ def import_knowledge_file(
         atomic_write_text(preset_path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         summary.character = result.character.name
         summary.character_file = str(preset_path)
-    if result.chat is not None:
+    if result.chat is not None and chat_importer is not None:
+        summary.conversation_id = chat_importer(result.chat, path.stem)
+        summary.chat_messages = len(result.chat.messages)
+    elif result.chat is not None:
         base = (project_dir or global_folder.parent) / CHATS_DIR
         base.mkdir(parents=True, exist_ok=True)
         taken = {p.stem for p in base.glob("*.jsonl")}

@@ -58,6 +58,7 @@ from storyloom.knowledge.knowledge_base import (
 from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package
 from storyloom.knowledge.references import ReferenceResolver
 from storyloom.knowledge.search_index import sync_kb
+from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokens import token_counter
 from storyloom.project.knowledge_import import import_knowledge_file
@@ -324,13 +325,18 @@ class KnowledgeService:
         variables: Mapping[str, Any],
         max_context_tokens: int | None,
         seed: int | None,
-        character: str | None,
+        character: str | CharacterContext | None,
         engine: ActivationEngine | None = None,
+        chat_length: int | None = None,
+        timed_state: TimedEffectsState | None = None,
+        generation_type: str = "normal",
     ) -> tuple[ActivationEngine, ActivationResult, list[str]]:
         """Run one scan; semantic entries get scores from the chat's newest messages.
 
         ``engine``: one compiled by the caller for ``kbs`` (a workflow node scanning a
         subset of entries); None compiles, or reuses, the engine of ``kbs`` as stored.
+        A chat passes its length, the timed effects stored with the turn and the whole
+        character (names, filters, texts scanned with the chat).
         """
         problems: list[str] = []
         if engine is None:
@@ -339,10 +345,13 @@ class KnowledgeService:
         request = ActivationRequest(
             messages=list(messages),
             variables=dict(variables),
-            character=CharacterContext(name=character) if character else None,
+            character=CharacterContext(name=character) if isinstance(character, str) else character,
             max_context_tokens=max_context_tokens or self.max_context_tokens(),
             seed=seed if seed is not None else 0,
             semantic_scores=scores,
+            chat_length=chat_length,
+            timed_state=timed_state or TimedEffectsState(),
+            generation_type=generation_type,
         )
         result = await asyncio.to_thread(engine.activate, request)
         return engine, result, problems

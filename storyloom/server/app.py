@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from storyloom import __version__
-from storyloom.server import health, knowledge_api, settings_api, workflow_api, ws
+from storyloom.server import chat_api, health, knowledge_api, settings_api, workflow_api, ws
 from storyloom.server.api_errors import install_error_handlers
 from storyloom.server.origin_guard import OriginGuard
 from storyloom.server.state import ServerState
@@ -43,6 +43,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await state.chat.aclose()
         await state.workflow_runs.aclose()
         await state.knowledge.aclose()
         state.database.close()
@@ -50,10 +51,13 @@ def create_app(
     app = FastAPI(title="storyloom", version=__version__, lifespan=lifespan)
     app.state.storyloom = state
     install_error_handlers(app)
+    chat_api.install_chat_errors(app)
     app.include_router(health.router)
     app.include_router(settings_api.router)
     app.include_router(knowledge_api.router)
     app.include_router(workflow_api.router)
+    app.include_router(chat_api.router)
+    app.include_router(chat_api.presets_router)
     app.include_router(ws.router)
     mount_web_app(app, static_dir)
     if token:

@@ -7,16 +7,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storyloom.chat.chat_service import ChatService
+from storyloom.chat.summaries import SummaryIndex
+from storyloom.chat.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
 from storyloom.project.knowledge_service import KnowledgeService
-from storyloom.project.project_file import PROJECT_FILE, init_project
+from storyloom.project.project_file import PROJECT_FILE, init_project, load_project
+from storyloom.server.chat_ws import ChatSubscriptions
 from storyloom.server.protocol import EmbeddingProgressMessage
 from storyloom.server.workflow_runs import RunManager
 from storyloom.server.workflow_service import WorkflowService
 from storyloom.server.ws_hub import WebSocketHub
 from storyloom.store.database import Database
+from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.workflow.runner import WorkflowRunner
 
 DEFAULT_PROJECT = Path("projects") / "default"
 
@@ -36,6 +42,9 @@ class ServerState:
     hub: WebSocketHub = field(default_factory=WebSocketHub)
     workflows: WorkflowService = field(init=False)
     workflow_runs: RunManager = field(init=False)
+    turn_tree: TurnTree = field(init=False)
+    chat_subscriptions: ChatSubscriptions = field(init=False)
+    chat: ChatService = field(init=False)
 
     def __post_init__(self) -> None:
         # The service reads the settings in force at each call: a saved change applies.
@@ -51,6 +60,26 @@ class ServerState:
             registry=self.node_registry,
         )
         self.workflow_runs = RunManager(self.workflows, self.hub)
+        self.turn_tree = TurnTree(self.database)
+        # A reply cut off by a killed server is kept as it was flushed, marked partial.
+        self.turn_tree.recover_interrupted()
+        self.chat_subscriptions = ChatSubscriptions(self.hub, self.turn_tree)
+        # Chat turns get their own runner: no node history rows per turn, own cache.
+        chat_runner = WorkflowRunner(
+            self.workflows.registry, self.workflows.services, cache=OutputCache()
+        )
+        self.chat = ChatService(
+            self.turn_tree,
+            chat_runner,
+            self.workflows.services,
+            project_id=load_project(self.project_dir).id,
+            publish=self.chat_subscriptions.publish,
+            summaries=self._summary_index,
+        )
+
+    def _summary_index(self) -> SummaryIndex:
+        """Retrieval over event summaries with the embedding model in force now."""
+        return SummaryIndex(self.database, self.knowledge.embedding_provider())
 
     def _publish_embedding_progress(self, progress: EmbeddingProgress) -> None:
         self.hub.publish(

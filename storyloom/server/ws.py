@@ -54,7 +54,10 @@ async def websocket_endpoint(ws: WebSocket) -> None:
         while True:
             raw = await ws.receive_text()
             try:
-                message = client_message_adapter.validate_python(json.loads(raw))
+                data = json.loads(raw)
+                if state.chat_subscriptions.handle(ws, data):
+                    continue
+                message = client_message_adapter.validate_python(data)
             except json.JSONDecodeError as exc:
                 hub.send(ws, _error(f"not JSON: {exc}"))
                 continue
@@ -76,6 +79,7 @@ async def websocket_endpoint(ws: WebSocket) -> None:
         return
     finally:
         hub.discard(ws)
+        state.chat_subscriptions.forget(ws)
 
 
 def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:

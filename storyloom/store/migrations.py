@@ -115,6 +115,94 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) STRICT;
         """,
     ),
+    Migration(
+        4,
+        "chat",
+        # Conversations as trees of messages (storyloom/chat/turn_tree.py). Every message
+        # but a root has a parent in the same conversation; siblings are ordered by
+        # sibling_index (0..n-1). active_child is the child a parent continues with, and
+        # active_root the root a conversation starts from: the path root → pointer follows
+        # them, and the messages below the pointer along them are the continuation that
+        # time travel left. ladder lists the pointer's ancestors at depths 0, 64, 128...,
+        # so a pointer move walks up only to where the new path meets the old one.
+        # parent_id has no foreign key on purpose: a cascade down a 10,000-message chain
+        # would exceed SQLite's trigger depth, so the tree code deletes subtrees itself.
+        # chat_state holds the state after each message: a keyframe (the whole ChatState
+        # JSON) or a delta (RFC 6902 ops from the parent's state), see
+        # storyloom/chat/state_chain.py. JSON columns are TEXT.
+        """
+        CREATE TABLE chat_conversation (
+            id          TEXT PRIMARY KEY,
+            project_id  TEXT NOT NULL,
+            title       TEXT NOT NULL,
+            created_at  REAL NOT NULL,
+            updated_at  REAL NOT NULL,
+            pointer     TEXT,
+            active_root TEXT,
+            ladder      TEXT NOT NULL DEFAULT '[]',
+            version     INTEGER NOT NULL DEFAULT 0,
+            character   TEXT NOT NULL DEFAULT '{}',
+            background  TEXT,
+            settings    TEXT NOT NULL DEFAULT '{}',
+            metadata    TEXT NOT NULL DEFAULT '{}'
+        ) STRICT;
+        CREATE INDEX chat_conversation_by_project
+            ON chat_conversation (project_id, updated_at);
+        CREATE TABLE chat_message (
+            id              TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL
+                REFERENCES chat_conversation (id) ON DELETE CASCADE,
+            parent_id       TEXT,
+            role            TEXT NOT NULL,
+            name            TEXT NOT NULL DEFAULT '',
+            content         TEXT NOT NULL,
+            original        TEXT,
+            thought         TEXT,
+            status          TEXT NOT NULL,
+            error           TEXT,
+            sibling_index   INTEGER NOT NULL,
+            depth           INTEGER NOT NULL,
+            created_at      REAL NOT NULL,
+            extra           TEXT NOT NULL DEFAULT '{}',
+            active_child    TEXT
+        ) STRICT;
+        CREATE INDEX chat_message_by_parent
+            ON chat_message (conversation_id, parent_id, sibling_index);
+        CREATE INDEX chat_message_streaming
+            ON chat_message (conversation_id) WHERE status = 'streaming';
+        CREATE TABLE chat_state (
+            message_id      TEXT PRIMARY KEY
+                REFERENCES chat_message (id) ON DELETE CASCADE,
+            conversation_id TEXT NOT NULL,
+            kind            TEXT NOT NULL CHECK (kind IN ('keyframe', 'delta')),
+            data            TEXT NOT NULL
+        ) STRICT;
+        """,
+    ),
+    Migration(
+        5,
+        "chat_summaries",
+        # Plot-point summaries of conversations with their embeddings, for retrieval
+        # scoped by conversation (storyloom/chat/summaries.py). source is the summary
+        # preset the points belong to; embedding is a unit-length float32 blob made by
+        # model (rows of another model are embedded again when searched). Rows go with
+        # their conversation.
+        """
+        CREATE TABLE chat_summary (
+            id              INTEGER PRIMARY KEY,
+            conversation_id TEXT NOT NULL
+                REFERENCES chat_conversation (id) ON DELETE CASCADE,
+            source          TEXT NOT NULL,
+            idx             INTEGER NOT NULL,
+            content         TEXT NOT NULL,
+            model           TEXT NOT NULL,
+            dim             INTEGER NOT NULL,
+            embedding       BLOB NOT NULL,
+            created_at      REAL NOT NULL,
+            UNIQUE (conversation_id, source, idx)
+        ) STRICT;
+        """,
+    ),
 )
 
 

@@ -41,7 +41,7 @@ DOMAIN_TYPES: dict[str, DomainType] = {
         DomainType("LORE_HITS", ARRAY, "activated or retrieved entries with reasons and scores"),
         DomainType("EMBEDDING", OBJECT, "one vector with its model id: {model, vector}"),
         DomainType("SKEIN", OBJECT, "the structured prompt of the chat pipeline"),
-        DomainType("STATE_DELTA", OBJECT, "changes to the chat state of one turn"),
+        DomainType("STATE_DELTA", ARRAY, "the state ops of one chat turn (a list)"),
     )
 }
 

@@ -9,4 +9,7 @@ BUILTIN_MODULES = (
     "storyloom.workflow.nodes.human_nodes",
     "storyloom.workflow.nodes.iteration_nodes",
     "storyloom.workflow.nodes.knowledge_nodes",
+    # The chat pipeline's shuttles live with the chat engine, a layer above: named here,
+    # imported only when the registry is built, so workflow/ never imports chat/.
+    "storyloom.chat.shuttle_nodes",
 )

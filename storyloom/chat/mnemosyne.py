@@ -1,0 +1,274 @@
+"""Mnemosyne (seed 001 §3): the context snapshot a chat turn reads.
+
+For a pointer it gathers the history chain (root → pointer), the state at the pointer
+(variables, lore timers, plot), the lore the chain activates, the memories retrieved for
+it, the regex scripts the user allowed and the presets, into one immutable
+:class:`~storyloom.chat.snapshot.ContextSnapshot`. Nothing in it depends on the clock or
+on chance: the seed is a hash of the pointer and "now" is the pointer message's time, so
+the same stored data gives the same snapshot (and the same fingerprint), which is what
+makes a turn reproducible and a swipe comparable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from storyloom.chat.chat_state import ChatState
+from storyloom.chat.conversation import Conversation
+from storyloom.chat.director import initial_plot
+from storyloom.chat.message import Message
+from storyloom.chat.regex_scripts import card_regex_scripts
+from storyloom.chat.skein import LoreRecord
+from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage, LoreHit, RagHit
+from storyloom.core.errors import StoryloomError
+from storyloom.knowledge.activation import (
+    ActivationResult,
+    CharacterContext,
+    Reason,
+    ScanMessage,
+)
+from storyloom.knowledge.caiu import Placement
+
+if TYPE_CHECKING:
+    from storyloom.chat.presets import PresetLibrary
+    from storyloom.chat.summaries import SummaryIndex
+    from storyloom.chat.turn_tree import TurnTree
+    from storyloom.knowledge.catalog import LoadedKB
+    from storyloom.project.knowledge_service import KnowledgeService
+
+RAG_TOP_K = 4
+"""Memories retrieved per turn."""
+
+
+def snapshot_seed(conversation_id: str, pointer: str | None) -> int:
+    """A stable 31-bit seed for the turn after ``pointer`` ({{pick}}, lore probability)."""
+    digest = hashlib.sha256(f"{conversation_id}:{pointer or ''}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def history_of(path: Sequence[Message]) -> list[HistoryMessage]:
+    """The chain as the prompt sees it: a failed reply that left no text is not part of it."""
+    return [
+        HistoryMessage(id=m.id, role=m.role, name=m.name, content=m.content)
+        for m in path
+        if not (m.status == "error" and not m.content)
+    ]
+
+
+def character_context(conversation: Conversation) -> CharacterContext:
+    """The card and persona as the lore scan sees them (filters, ``also_scan`` texts)."""
+    card = conversation.character.card
+
+    def text(key: str) -> str:
+        value = card.get(key)
+        return value if isinstance(value, str) else ""
+
+    depth = card.get("extensions", {}).get("depth_prompt") if isinstance(card, dict) else None
+    tags = card.get("tags")
+    return CharacterContext(
+        name=text("name"),
+        description=text("description"),
+        personality=text("personality"),
+        scenario=text("scenario"),
+        depth_prompt=str(depth.get("prompt") or "") if isinstance(depth, dict) else "",
+        creator_notes=text("creator_notes"),
+        persona_description=conversation.settings.persona,
+        tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+    )
+
+
+def _reasons(reasons: Sequence[Reason]) -> list[dict[str, Any]]:
+    return [{"rule": r.rule, "detail": r.detail, "outcome": r.outcome} for r in reasons]
+
+
+def lore_of(result: ActivationResult) -> tuple[list[LoreHit], list[LoreRecord]]:
+    """The activated entries as hits (in insertion order), and the whole report: every
+    activated entry, then every dropped one, each with the engine's reasons."""
+    hits: list[LoreHit] = []
+    report: list[LoreRecord] = []
+    for active in result.activated:
+        at_depth = active.placement is Placement.AT_DEPTH
+        hits.append(
+            LoreHit(
+                kb_id=active.kb_id,
+                entry_id=active.entry_id,
+                title=active.display_name or active.entry_id,
+                content=active.text,
+                placement=active.placement.value,
+                depth=active.depth if at_depth else None,
+                role=active.role if at_depth else None,
+                priority=active.priority,
+                tokens=active.tokens,
+                outlet_name=active.outlet_name,
+            )
+        )
+        report.append(
+            LoreRecord(
+                kb_id=active.kb_id,
+                entry_id=active.entry_id,
+                title=active.display_name or active.entry_id,
+                activated=True,
+                placement=active.placement.value,
+                tokens=active.tokens,
+                reasons=_reasons(active.reasons),
+            )
+        )
+    for dropped in result.dropped:
+        report.append(
+            LoreRecord(
+                kb_id=dropped.kb_id,
+                entry_id=dropped.entry_id,
+                title=dropped.display_name or dropped.entry_id,
+                activated=False,
+                reasons=_reasons(dropped.reasons),
+            )
+        )
+    return hits, report
+
+
+async def activate_lore(
+    knowledge: KnowledgeService,
+    conversation: Conversation,
+    history: Sequence[HistoryMessage],
+    state: ChatState,
+    *,
+    seed: int,
+    generation: str,
+) -> tuple[ActivationResult | None, list[str]]:
+    """One lore scan over the project's knowledge bases (the card's own book is one of
+    them once imported), from the timers stored with the state at the pointer.
+
+    None when the project has no knowledge base. The scan is the one
+    ``KnowledgeService.activate`` runs, with the chat's timed state and length added.
+    """
+    kbs: list[LoadedKB] = await asyncio.to_thread(knowledge.project_kbs, None)
+    if not kbs:
+        return None, []
+    settings = await asyncio.to_thread(knowledge.activation_settings, {})
+    variables = dict(state.variables)
+    messages = [ScanMessage(m.name or m.role, m.content, is_user=m.role == "user") for m in history]
+    if messages and any(
+        e.activation_criteria.use_semantic_search for b in kbs for e in b.kb.entries
+    ):
+        # Semantic entries compare with stored vectors: make them current first. Without a
+        # usable model they are skipped, keywords still work (as in the knowledge nodes).
+        with contextlib.suppress(StoryloomError):
+            await knowledge.embed_now(kbs)
+    _engine, result, problems = await knowledge.activate(
+        kbs,
+        settings,
+        messages,
+        variables=variables,
+        max_context_tokens=None,
+        seed=seed,
+        character=character_context(conversation),
+        chat_length=len(history),
+        timed_state=state.timed_effects,
+        generation_type=generation,
+    )
+    return result, problems
+
+
+async def retrieve_memories(
+    summaries: SummaryIndex, conversation: Conversation, history: Sequence[HistoryMessage]
+) -> list[RagHit]:
+    """Event summaries related to the newest user message, within the conversation's
+    ``rag_scope``."""
+    query = next((m.content for m in reversed(history) if m.role == "user" and m.content), "")
+    if not query.strip():
+        return []
+    scope = conversation.settings.rag_scope
+    ids = [conversation.id]
+    if scope.mode == "related":
+        ids += [c for c in scope.related_conversations if c not in ids]
+    return list(await summaries.search(query, ids, RAG_TOP_K))
+
+
+def summary_texts(
+    presets: PresetLibrary, conversation: Conversation, path: Sequence[Message] = ()
+) -> list[str]:
+    """The plot points of the summary presets the conversation started from, except those
+    its history already opens with (a continued conversation's seed messages hold them,
+    and the prompt must not carry them twice); a preset that is gone or broken is left
+    out."""
+    seeded = {m.extra.get("summary_id") for m in path if m.extra.get("type") == "summary"}
+    texts: list[str] = []
+    for summary_id in conversation.settings.summaries:
+        if summary_id in seeded:
+            continue
+        try:
+            preset = presets.summary(summary_id)
+        except StoryloomError:
+            continue
+        texts += [p.content for p in preset.summaries]
+    return texts
+
+
+async def build_snapshot(
+    tree: TurnTree,
+    conversation: Conversation,
+    pointer: str | None,
+    *,
+    knowledge: KnowledgeService | None,
+    summaries: SummaryIndex | None = None,
+    presets: PresetLibrary | None = None,
+    generation: str = "normal",
+) -> ContextSnapshot:
+    """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
+
+    ``knowledge`` None (no project) gives no lore; ``summaries`` None no memories;
+    ``presets`` None no summary texts.
+    """
+    path = tree.path(pointer)
+    history = history_of(path)
+    state = tree.state_at(pointer)
+    background = conversation.background
+    if state.plot is None and conversation.settings.director_enabled:
+        plot = initial_plot(background)
+        if plot is not None:
+            state = state.model_copy(update={"plot": plot})
+    seed = snapshot_seed(conversation.id, pointer)
+    lore: list[LoreHit] = []
+    report: list[LoreRecord] = []
+    timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
+    if knowledge is not None:
+        result, _ = await activate_lore(
+            knowledge, conversation, history, state, seed=seed, generation=generation
+        )
+        if result is not None:
+            lore, report = lore_of(result)
+            timed = result.timed_state.model_dump(mode="json")
+    rag = await retrieve_memories(summaries, conversation, history) if summaries else []
+    scripts: list[dict[str, Any]] = []
+    if conversation.settings.allow_regex_scripts:
+        scripts = [
+            s.model_dump(mode="json") for s in card_regex_scripts(conversation.character.card)
+        ]
+    now = path[-1].created_at if path else conversation.created_at
+    return ContextSnapshot(
+        conversation_id=conversation.id,
+        pointer=pointer,
+        history=history,
+        state=state,
+        character=conversation.character,
+        background=background,
+        settings=conversation.settings,
+        lore=lore,
+        lore_report=report,
+        lore_timed_effects=timed,
+        rag=rag,
+        summaries=summary_texts(presets, conversation, path) if presets is not None else [],
+        regex_scripts=scripts,
+        generation=generation,
+        seed=seed,
+        now=_iso(now),
+    )

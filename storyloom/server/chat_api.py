@@ -1,0 +1,828 @@
+"""``/api/chats`` and ``/api/presets``: the chat page's conversations, turns and presets.
+
+Every write takes the ``expected_version`` the page last saw; a stale one is answered 409
+with the current ``version`` (nothing changed), so two tabs never overwrite each other:
+the second reloads and sees the first's turn. A reply is written in the background; its
+text streams over the WebSocket (``chat:*`` messages, see :mod:`.chat_ws`).
+
+Opening a conversation must stay fast at 10,000 messages, so ``GET /api/chats/{id}``
+builds its answer with one ``TypeAdapter.dump_json`` call and returns the bytes as they
+are, without FastAPI's ``jsonable_encoder`` walking every field again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, FastAPI, File, Query, Request, Response, UploadFile
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from storyloom.chat.chat_service import (
+    ChatService,
+    allowed_scripts,
+    macro_context,
+    placement_of,
+)
+from storyloom.chat.chat_state import ChatState
+from storyloom.chat.chat_turn import inspector_view, message_ids
+from storyloom.chat.conversation import Conversation, ConversationSettings
+from storyloom.chat.macros import expand_macros
+from storyloom.chat.memory_update import MemoryProposal
+from storyloom.chat.message import Message
+from storyloom.chat.personalab_export import export_personalab
+from storyloom.chat.presets import (
+    BackgroundPreset,
+    CharacterListing,
+    PresetLibrary,
+    PresetProblem,
+    SummaryPreset,
+)
+from storyloom.chat.regex_scripts import RegexScript, apply_regex_scripts
+from storyloom.chat.st_chat import export_st_chat, import_st_chat
+from storyloom.chat.summaries import SeedOrder
+from storyloom.chat.turn_tree import (
+    ChatError,
+    ConversationSummary,
+    NotFound,
+    TreeNode,
+    TurnTree,
+    VersionConflict,
+)
+from storyloom.core.errors import FileFormatError, problems_from_validation
+from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
+from storyloom.knowledge.sillytavern.chat_log import parse_chat_jsonl
+from storyloom.llm.errors import LLMError
+from storyloom.server.api_errors import ErrorBody, ErrorDetail, error_response
+
+if TYPE_CHECKING:
+    from storyloom.server.state import ServerState
+
+router = APIRouter(prefix="/api/chats", tags=["chats"])
+# Handlers that change a conversation are ``async``: they announce the change on the
+# WebSocket hub, whose queues belong to the event loop. Reads run in the thread pool.
+presets_router = APIRouter(prefix="/api/presets", tags=["presets"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+    409: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+}
+HIDDEN_EXTRA = ("prompt", "raw")
+"""``extra`` keys the chat view leaves out: the inspector's prompt (served by
+``/messages/{mid}/prompt``) and the model's raw text; the page never needs them at once."""
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.storyloom
+    return state
+
+
+def _chat(request: Request) -> ChatService:
+    return _state(request).chat
+
+
+def _tree(request: Request) -> TurnTree:
+    return _state(request).turn_tree
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+class ConflictBody(ErrorBody):
+    """409: someone else wrote first; ``version`` is the conversation's version now."""
+
+    version: int
+
+
+def install_chat_errors(app: FastAPI) -> None:
+    """NotFound → 404, VersionConflict → 409 (with the current version), ChatError → 400,
+    a failing model endpoint → 502."""
+
+    async def on_chat_error(_: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, VersionConflict):
+            body = ConflictBody(error=ErrorDetail(message=str(exc)), version=exc.actual)
+            return JSONResponse(status_code=409, content=body.model_dump())
+        status = 404 if isinstance(exc, NotFound) else 400
+        return error_response(status, str(exc))
+
+    async def on_llm_error(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(502, str(exc))
+
+    app.add_exception_handler(ChatError, on_chat_error)
+    app.add_exception_handler(LLMError, on_llm_error)
+
+
+def _invalid(what: str, exc: ValidationError) -> JSONResponse:
+    problems = problems_from_validation(exc, what)
+    return error_response(422, f"invalid {what}: " + "; ".join(map(str, problems)), problems)
+
+
+# -- views --------------------------------------------------------------------------------
+
+
+class MessageView(Message):
+    """A message as the page shows it."""
+
+    sibling_count: int = Field(default=1, description="Siblings including itself (n/m)")
+    display: str | None = Field(
+        default=None, description="The text after display-only regex scripts, when different"
+    )
+
+
+class ChatView(BaseModel):
+    conversation: Conversation
+    messages: list[MessageView] = Field(description="Root → pointer")
+    continuation: list[MessageView] = Field(
+        description="After the pointer along the active children: what time travel left"
+    )
+    running: bool = Field(description="A reply is being written")
+
+
+_chat_view_adapter: TypeAdapter[ChatView] = TypeAdapter(ChatView)
+
+
+def display_texts(
+    conversation: Conversation,
+    messages: Sequence[Message],
+    newest_depth: int = 0,
+    scripts: Sequence[RegexScript] | None = None,
+) -> dict[str, str]:
+    """Message id → text after the display-only (``markdownOnly``) scripts, for the
+    messages it changes; depth counts from the newest message of ``messages``."""
+    scripts = allowed_scripts(conversation) if scripts is None else scripts
+    shown = [s for s in scripts if s.markdownOnly and not s.disabled]
+    if not shown:
+        return {}
+    context = macro_context(conversation)
+
+    def macros(text: str) -> str:
+        return expand_macros(text, context)
+
+    out: dict[str, str] = {}
+    last = len(messages) - 1
+    for n, message in enumerate(messages):
+        text = apply_regex_scripts(
+            message.content,
+            shown,
+            placement=placement_of(message.role),
+            phase="display",
+            depth=newest_depth + last - n,
+            macros=macros,
+        )
+        if text != message.content:
+            out[message.id] = text
+    return out
+
+
+_VIEW_FIELDS = frozenset(MessageView.model_fields)
+
+
+def message_view(
+    message: Message, sibling_count: int = 1, display: str | None = None
+) -> MessageView:
+    """The view of a stored message, built without validating again (the store did): at
+    10,000 messages, ``model_construct`` alone would cost more than reading them."""
+    values = dict(message.__dict__)
+    extra = message.extra
+    if any(key in extra for key in HIDDEN_EXTRA):
+        values["extra"] = {k: v for k, v in extra.items() if k not in HIDDEN_EXTRA}
+    values["sibling_count"] = sibling_count
+    values["display"] = display
+    view = object.__new__(MessageView)
+    object.__setattr__(view, "__dict__", values)
+    object.__setattr__(view, "__pydantic_fields_set__", _VIEW_FIELDS)
+    object.__setattr__(view, "__pydantic_extra__", None)
+    object.__setattr__(view, "__pydantic_private__", None)
+    return view
+
+
+def message_views(
+    tree: TurnTree, conversation: Conversation, messages: Sequence[Message], newest_depth: int = 0
+) -> list[MessageView]:
+    counts = tree.sibling_counts([m.id for m in messages])
+    shown = display_texts(conversation, messages, newest_depth)
+    return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
+
+
+def single_view(tree: TurnTree, message: Message) -> MessageView:
+    """One message (just added or finalised: the newest of its branch)."""
+    conversation = tree.conversation(message.conversation_id)
+    return message_views(tree, conversation, [message])[0]
+
+
+def chat_view(tree: TurnTree, chat: ChatService, conversation_id: str) -> ChatView:
+    # Asked first: "not running" then means what is read next is the reply as finished.
+    running = chat.running(conversation_id)
+    conversation = tree.conversation(conversation_id)
+    path = tree.active_path(conversation_id)
+    later = tree.continuation(conversation_id)
+    # Built without validation: every part is a model the store already validated.
+    return ChatView.model_construct(
+        conversation=conversation,
+        messages=message_views(tree, conversation, path),
+        continuation=message_views(tree, conversation, later),
+        running=running,
+    )
+
+
+# -- conversations -------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationSummary]
+
+
+@router.get("", response_model=ConversationList)
+def list_chats(request: Request) -> ConversationList:
+    """The project's conversations, most recently changed first."""
+    chat = _chat(request)
+    found = _tree(request).conversations(chat.project_id)
+    return ConversationList(conversations=sorted(found, key=lambda c: -c.updated_at))
+
+
+class NewChat(_Body):
+    character_id: str | None = Field(default=None, description="A character preset's id")
+    background_id: str | None = Field(default=None, description="A background preset's id")
+    title: str | None = None
+    user_name: str | None = None
+    persona: str | None = None
+
+
+@router.post("", status_code=201, response_model=Conversation, responses=_ERRORS)
+async def create_chat(request: Request, body: NewChat) -> Conversation:
+    """A new conversation, from a character preset (its greetings are the first
+    messages, alternates as siblings) and optionally a background."""
+    return _chat(request).create_conversation(
+        character_id=body.character_id,
+        background_id=body.background_id,
+        title=body.title,
+        user_name=body.user_name,
+        persona=body.persona,
+    )
+
+
+class ImportedChatView(BaseModel):
+    conversation: Conversation
+    kind: Literal["chat", "character"]
+    messages: int = Field(default=0, description="Imported chat: messages on the active path")
+    siblings: int = Field(default=0, description="Imported chat: extra swipes")
+    character_id: str | None = Field(default=None, description="Imported card: its preset")
+    warnings: list[str] = Field(default_factory=list)
+
+
+def _upload_name(file: UploadFile) -> str:
+    name = (file.filename or "upload").replace("\\", "/").rsplit("/", 1)[-1].strip()
+    return name or "upload"
+
+
+async def _read_upload(file: UploadFile) -> bytes | None:
+    data = bytearray()
+    while chunk := await file.read(1024 * 1024):
+        data += chunk
+        if len(data) > MAX_UPLOAD_BYTES:
+            return None
+    return bytes(data)
+
+
+@router.post("/import", status_code=201, response_model=ImportedChatView, responses=_ERRORS)
+async def import_chat(
+    request: Request, file: Annotated[UploadFile, File(description="ST chat or card")]
+) -> ImportedChatView | JSONResponse:
+    """A SillyTavern chat (``.jsonl``) becomes a conversation with its swipes as siblings;
+    a character card (PNG, JSON, CHARX) becomes a character preset (its lorebook a
+    knowledge base of the project) and a new conversation with it."""
+    state = _state(request)
+    filename = _upload_name(file)
+    data = await _read_upload(file)
+    if data is None:
+        limit = MAX_UPLOAD_BYTES // (1024 * 1024)
+        return error_response(413, f"{filename} is larger than {limit} MB")
+    if filename.lower().endswith(".jsonl"):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return error_response(422, f"{filename}: not UTF-8 text ({exc.reason})")
+        log = parse_chat_jsonl(text, filename)
+        imported = await asyncio.to_thread(
+            import_st_chat,
+            state.turn_tree,
+            log,
+            project_id=state.chat.project_id,
+            title=None,
+        )
+        conversation = state.chat.announce(imported.conversation_id)
+        return ImportedChatView(
+            conversation=conversation,
+            kind="chat",
+            messages=imported.messages,
+            siblings=imported.siblings,
+        )
+    with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
+        path = Path(tmp) / "upload"
+        path.write_bytes(data)
+        try:
+            outcome = await asyncio.to_thread(state.knowledge.import_file, path, filename, "local")
+        except FileFormatError as exc:
+            message = "; ".join(str(p) for p in exc.problems) or "unreadable"
+            return error_response(422, f"{filename}: {message}", exc.problems)
+    state.knowledge.embed_later(outcome.created)
+    if outcome.character_file is None:
+        return error_response(
+            422,
+            f"{filename}: not a chat (.jsonl) or a character card; import it on the Knowledge page",
+        )
+    character_id = outcome.character_file.stem
+    conversation = state.chat.create_conversation(character_id=character_id)
+    return ImportedChatView(
+        conversation=conversation,
+        kind="character",
+        character_id=character_id,
+        warnings=outcome.warnings,
+    )
+
+
+@router.get("/{conversation_id}", response_model=ChatView, responses=_ERRORS)
+def get_chat(request: Request, conversation_id: str) -> Response:
+    """The conversation, its messages root → pointer and what lies after the pointer."""
+    view = chat_view(_tree(request), _chat(request), conversation_id)
+    return Response(_chat_view_adapter.dump_json(view), media_type="application/json")
+
+
+class ChatPatch(_Body):
+    expected_version: int | None = None
+    title: str | None = None
+    settings: dict[str, Any] | None = Field(
+        default=None, description="Settings to change (the others stay as they are)"
+    )
+
+
+@router.patch("/{conversation_id}", response_model=Conversation, responses=_ERRORS)
+async def patch_chat(
+    request: Request, conversation_id: str, body: ChatPatch
+) -> Conversation | JSONResponse:
+    chat = _chat(request)
+    settings = None
+    if body.settings is not None:
+        current = _tree(request).conversation(conversation_id).settings
+        try:
+            settings = ConversationSettings.model_validate(
+                {**current.model_dump(mode="json"), **body.settings}
+            )
+        except ValidationError as exc:
+            return _invalid("settings", exc)
+    return chat.update_conversation(
+        conversation_id,
+        expected_version=body.expected_version,
+        title=body.title,
+        settings=settings,
+    )
+
+
+@router.delete("/{conversation_id}", status_code=204, responses=_ERRORS)
+async def delete_chat(request: Request, conversation_id: str) -> Response:
+    await _chat(request).delete_conversation(conversation_id)
+    return Response(status_code=204)
+
+
+# -- turns --------------------------------------------------------------------------------
+
+
+class SendBody(_Body):
+    text: str
+    expected_version: int | None = None
+
+
+class SendAccepted(BaseModel):
+    user_message: MessageView
+    assistant_message: MessageView = Field(description="The reply, status streaming")
+    version: int
+
+
+@router.post(
+    "/{conversation_id}/messages", status_code=202, response_model=SendAccepted, responses=_ERRORS
+)
+async def send(request: Request, conversation_id: str, body: SendBody) -> SendAccepted:
+    """Save the user's message, start the reply (its text streams over the WebSocket)."""
+    state = _state(request)
+    result = await state.chat.send(
+        conversation_id, body.text, expected_version=body.expected_version
+    )
+    tree = state.turn_tree
+    return SendAccepted(
+        user_message=single_view(tree, result.user_message),
+        assistant_message=single_view(tree, result.assistant_message),
+        version=result.version,
+    )
+
+
+class GenerateBody(_Body):
+    kind: Literal["reply", "swipe", "continue"] = "reply"
+    parent_id: str | None = Field(
+        default=None,
+        description="reply: the message to answer (default: the pointer); swipe: an "
+        "assistant message to re-roll (or the message to answer)",
+    )
+    message_id: str | None = Field(
+        default=None, description="swipe / retry: the reply to re-roll; continue: the reply"
+    )
+    expected_version: int | None = None
+
+
+class TurnAccepted(BaseModel):
+    message: MessageView
+    version: int
+
+
+@router.post(
+    "/{conversation_id}/generate", status_code=202, response_model=TurnAccepted, responses=_ERRORS
+)
+async def generate(request: Request, conversation_id: str, body: GenerateBody) -> TurnAccepted:
+    """Write a reply, a new swipe (also "retry" of a failed reply) or more of a reply."""
+    state = _state(request)
+    message = await state.chat.generate(
+        conversation_id,
+        parent_id=body.parent_id,
+        message_id=body.message_id,
+        kind=body.kind,
+        expected_version=body.expected_version,
+    )
+    version = state.turn_tree.conversation(conversation_id).version
+    return TurnAccepted(message=single_view(state.turn_tree, message), version=version)
+
+
+class Stopped(BaseModel):
+    message: MessageView | None = Field(description="The reply as kept; None: none was running")
+    version: int
+
+
+@router.post("/{conversation_id}/stop", response_model=Stopped, responses=_ERRORS)
+async def stop(request: Request, conversation_id: str) -> Stopped:
+    """Stop the reply being written; what arrived is kept, marked partial."""
+    state = _state(request)
+    state.turn_tree.conversation(conversation_id)
+    message = await state.chat.stop(conversation_id)
+    version = state.turn_tree.conversation(conversation_id).version
+    view = single_view(state.turn_tree, message) if message is not None else None
+    return Stopped(message=view, version=version)
+
+
+class PointerBody(_Body):
+    message_id: str | None
+    expected_version: int | None = None
+
+
+@router.post("/{conversation_id}/pointer", response_model=Conversation, responses=_ERRORS)
+async def move_pointer(request: Request, conversation_id: str, body: PointerBody) -> Conversation:
+    """Time travel / branch from here: the pointer moves, nothing is deleted."""
+    return _chat(request).set_pointer(
+        conversation_id, body.message_id, expected_version=body.expected_version
+    )
+
+
+class SwipeBody(_Body):
+    message_id: str
+    to_index: int
+    expected_version: int | None = None
+
+
+@router.post("/{conversation_id}/swipe", response_model=Conversation, responses=_ERRORS)
+async def swipe(request: Request, conversation_id: str, body: SwipeBody) -> Conversation:
+    """Show sibling ``to_index`` of any message; the pointer follows its branch down."""
+    return _chat(request).swipe(
+        conversation_id, body.message_id, body.to_index, expected_version=body.expected_version
+    )
+
+
+class EditBody(_Body):
+    content: str
+    expected_version: int | None = None
+
+
+@router.post(
+    "/{conversation_id}/messages/{message_id}/edit",
+    response_model=TurnAccepted,
+    responses=_ERRORS,
+)
+async def edit(
+    request: Request, conversation_id: str, message_id: str, body: EditBody
+) -> TurnAccepted:
+    """A new sibling with the new text (the old one stays, a swipe away)."""
+    state = _state(request)
+    message = state.chat.edit_message(
+        conversation_id, message_id, body.content, expected_version=body.expected_version
+    )
+    version = state.turn_tree.conversation(conversation_id).version
+    return TurnAccepted(message=single_view(state.turn_tree, message), version=version)
+
+
+@router.delete(
+    "/{conversation_id}/messages/{message_id}", response_model=Conversation, responses=_ERRORS
+)
+async def delete_message(
+    request: Request,
+    conversation_id: str,
+    message_id: str,
+    expected_version: Annotated[int | None, Query()] = None,
+) -> Conversation:
+    """Delete the message and everything under it."""
+    return _chat(request).delete_message(
+        conversation_id, message_id, expected_version=expected_version
+    )
+
+
+# -- looking inside -----------------------------------------------------------------------
+
+
+class TreeView(BaseModel):
+    nodes: list[TreeNode]
+
+
+@router.get("/{conversation_id}/tree", response_model=TreeView, responses=_ERRORS)
+def tree(request: Request, conversation_id: str) -> TreeView:
+    return TreeView(nodes=_tree(request).tree(conversation_id))
+
+
+def _message_of(tree: TurnTree, conversation_id: str, message_id: str) -> Message:
+    message = tree.message(message_id)
+    if message.conversation_id != conversation_id:
+        raise NotFound(f"no message {message_id!r} in conversation {conversation_id!r}")
+    return message
+
+
+class StateView(BaseModel):
+    state: ChatState = Field(description="The state after this message")
+    delta: list[dict[str, Any]] = Field(description="RFC 6902 ops: parent's state → this one")
+
+
+@router.get(
+    "/{conversation_id}/messages/{message_id}/state", response_model=StateView, responses=_ERRORS
+)
+def message_state(request: Request, conversation_id: str, message_id: str) -> StateView:
+    tree = _tree(request)
+    _message_of(tree, conversation_id, message_id)
+    return StateView(state=tree.state_at(message_id), delta=tree.delta_of(message_id))
+
+
+class InspectorBlock(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    kind: str
+    role: str | None = None
+    content: str = ""
+    source: dict[str, Any] | None = Field(default=None, description="Where it came from")
+    tokens: int | None = None
+    depth: int | None = None
+    name: str | None = None
+    message_id: str | None = Field(default=None, description="History blocks: the message")
+
+
+class PromptInspector(BaseModel):
+    """A reply's prompt as it was sent: blocks in prompt order, lore with reasons, what
+    the budget cut, the budget, and the chat messages the model got."""
+
+    model_config = ConfigDict(extra="allow")
+
+    blocks: list[InspectorBlock]
+    lore: list[dict[str, Any]] = Field(description="LoreRecord: activated and dropped entries")
+    cut: list[dict[str, Any]] = Field(description="CutBlock: what the token budget removed")
+    budget: int | None = None
+    warnings: list[str] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = Field(description="[{role, content, name?}] as sent")
+
+
+@router.get(
+    "/{conversation_id}/messages/{message_id}/prompt",
+    response_model=PromptInspector,
+    responses=_ERRORS,
+)
+def message_prompt(request: Request, conversation_id: str, message_id: str) -> dict[str, Any]:
+    """The prompt inspector of a reply: the Skein's blocks with sources and tokens, the
+    lore activated and dropped with reasons, what the budget cut, the messages sent."""
+    tree = _tree(request)
+    message = _message_of(tree, conversation_id, message_id)
+    record = message.extra.get("prompt")
+    if not isinstance(record, Mapping):
+        raise NotFound(f"message {message_id} has no recorded prompt (only finished replies do)")
+    wanted = message_ids(record)
+    texts = {m.id: m.content for m in tree.path(message.parent_id) if m.id in wanted}
+    return inspector_view(record, texts)
+
+
+# -- memory, summaries, export ------------------------------------------------------------
+
+
+@router.post("/{conversation_id}/memory", response_model=MemoryProposal, responses=_ERRORS)
+async def propose_memory(request: Request, conversation_id: str) -> MemoryProposal:
+    """The agent model's proposal for the evolved persona, with a diff (nothing saved)."""
+    return await _chat(request).propose_memory(conversation_id)
+
+
+class MemoryAccept(_Body):
+    evolved_persona: str
+    expected_version: int | None = None
+
+
+@router.post("/{conversation_id}/memory/accept", response_model=Conversation, responses=_ERRORS)
+async def accept_memory(request: Request, conversation_id: str, body: MemoryAccept) -> Conversation:
+    return _chat(request).accept_memory(
+        conversation_id, body.evolved_persona, expected_version=body.expected_version
+    )
+
+
+@router.post("/{conversation_id}/summarise", response_model=SummaryPreset, responses=_ERRORS)
+async def summarise(request: Request, conversation_id: str) -> SummaryPreset:
+    """Summarise the active branch into plot points (a summary preset, indexed)."""
+    return await _chat(request).summarise(conversation_id)
+
+
+class ContinueBody(_Body):
+    summary_id: str | None = Field(
+        default=None, description="Default: the newest summary of this conversation"
+    )
+    order: SeedOrder = "summary_first"
+    last_n_turns: int = Field(default=3, ge=0)
+    title: str | None = None
+
+
+@router.post(
+    "/{conversation_id}/continue-from-summary",
+    status_code=201,
+    response_model=Conversation,
+    responses=_ERRORS,
+)
+async def continue_from_summary(
+    request: Request, conversation_id: str, body: ContinueBody | None = None
+) -> Conversation:
+    body = body or ContinueBody()
+    return await _chat(request).continue_from_summary(
+        conversation_id,
+        summary_id=body.summary_id,
+        order=body.order,
+        last_n_turns=body.last_n_turns,
+        title=body.title,
+    )
+
+
+def _download(data: bytes, filename: str, media_type: str) -> Response:
+    ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
+    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
+    return Response(data, media_type=media_type, headers={"content-disposition": disposition})
+
+
+@router.get("/{conversation_id}/export", responses=_ERRORS)
+def export_chat(
+    request: Request,
+    conversation_id: str,
+    format: Annotated[Literal["sillytavern", "personalab"], Query()] = "sillytavern",
+) -> Response:
+    """The active branch as a SillyTavern ``.jsonl`` or a PersonaLab zip."""
+    tree = _tree(request)
+    conversation = tree.conversation(conversation_id)
+    stem = "".join(c if c.isalnum() or c in "-_ " else "_" for c in conversation.title).strip()
+    stem = stem or conversation_id
+    if format == "sillytavern":
+        text = export_st_chat(tree, conversation_id)
+        return _download(text.encode("utf-8"), f"{stem}.jsonl", "application/jsonl")
+    path = tree.active_path(conversation_id)
+    files = export_personalab(conversation, path, tree.state_at(conversation.pointer))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return _download(buffer.getvalue(), f"{stem}.zip", "application/zip")
+
+
+# -- presets ------------------------------------------------------------------------------
+
+
+def _presets(request: Request) -> PresetLibrary:
+    presets = _chat(request).presets
+    if presets is None:
+        raise ChatError("presets need a project")
+    return presets
+
+
+class CharacterList(BaseModel):
+    characters: list[CharacterListing]
+
+
+class BackgroundList(BaseModel):
+    backgrounds: list[BackgroundPreset]
+    problems: list[PresetProblem]
+
+
+class SummaryList(BaseModel):
+    summaries: list[SummaryPreset]
+    problems: list[PresetProblem]
+
+
+class SavedCharacter(BaseModel):
+    id: str
+
+
+@presets_router.get("/characters", response_model=CharacterList)
+def list_characters(request: Request) -> CharacterList:
+    """Every character preset (a file that does not read is listed with its error)."""
+    return CharacterList(characters=_presets(request).characters())
+
+
+@presets_router.get("/characters/{character_id}", responses=_ERRORS)
+def get_character(request: Request, character_id: str) -> dict[str, Any]:
+    preset = _presets(request).character(character_id)
+    data: dict[str, Any] = preset.model_dump(mode="json", exclude={"source_card"})
+    return data
+
+
+@presets_router.get("/characters/{character_id}/avatar", responses=_ERRORS)
+def character_avatar(request: Request, character_id: str) -> Response:
+    presets = _presets(request)
+    preset = presets.character(character_id)
+    if not preset.avatar:
+        raise NotFound(f"character {character_id} has no avatar")
+    path = presets.folder("characters") / Path(preset.avatar).name
+    if not path.is_file():
+        raise NotFound(f"the avatar of character {character_id} is missing ({path.name})")
+    return Response(path.read_bytes(), media_type="image/png")
+
+
+@presets_router.post(
+    "/characters", status_code=201, response_model=SavedCharacter, responses=_ERRORS
+)
+def save_character(
+    request: Request,
+    body: dict[str, Any],
+    id: Annotated[str | None, Query(description="Overwrite this preset")] = None,
+) -> SavedCharacter | JSONResponse:
+    presets = _presets(request)
+    try:
+        preset = CharacterPreset.model_validate(body)
+    except ValidationError as exc:
+        return _invalid("character", exc)
+    if id is not None:
+        try:
+            old = presets.character(id)
+        except NotFound:
+            old = None
+        if old is not None and old.source_card is not None and preset.source_card is None:
+            # The page edits fields; the imported card stays for a lossless export.
+            preset = preset.model_copy(update={"source_card": old.source_card})
+    return SavedCharacter(id=presets.save_character(id, preset))
+
+
+@presets_router.get("/backgrounds", response_model=BackgroundList)
+def list_backgrounds(request: Request) -> BackgroundList:
+    presets = _presets(request)
+    return BackgroundList(
+        backgrounds=presets.backgrounds(), problems=presets.problems("backgrounds")
+    )
+
+
+@presets_router.post(
+    "/backgrounds", status_code=201, response_model=BackgroundPreset, responses=_ERRORS
+)
+def save_background(request: Request, body: dict[str, Any]) -> BackgroundPreset | JSONResponse:
+    try:
+        preset = BackgroundPreset.model_validate(body)
+    except ValidationError as exc:
+        return _invalid("background", exc)
+    return _presets(request).save_background(preset)
+
+
+@presets_router.get("/summaries", response_model=SummaryList)
+def list_summaries(request: Request) -> SummaryList:
+    presets = _presets(request)
+    return SummaryList(summaries=presets.summaries(), problems=presets.problems("summaries"))
+
+
+@presets_router.post("/summaries", status_code=201, response_model=SummaryPreset, responses=_ERRORS)
+def save_summary(request: Request, body: dict[str, Any]) -> SummaryPreset | JSONResponse:
+    try:
+        preset = SummaryPreset.model_validate(body)
+    except ValidationError as exc:
+        return _invalid("summary", exc)
+    return _presets(request).save_summary(preset)
+
+
+@presets_router.delete("/{kind}/{preset_id}", status_code=204, responses=_ERRORS)
+def delete_preset(
+    request: Request,
+    kind: Literal["characters", "backgrounds", "summaries"],
+    preset_id: str,
+) -> Response:
+    _presets(request).delete(kind, preset_id)
+    return Response(status_code=204)

@@ -1,0 +1,310 @@
+"""Mnemosyne's context snapshot on a real turn tree (SQLite) and a real project's lore."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storyloom.chat.chat_state import ChatState
+from storyloom.chat.conversation import (
+    BackgroundSnapshot,
+    CharacterSnapshot,
+    Conversation,
+    ConversationSettings,
+    RagScope,
+)
+from storyloom.chat.mnemosyne import build_snapshot
+from storyloom.chat.presets import PresetLibrary, SummaryPoint, SummaryPreset
+from storyloom.chat.summaries import SummaryIndex
+from storyloom.chat.turn_tree import TurnTree
+from storyloom.core.settings import EmbeddingEndpoint, Settings
+from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.knowledge.timed_effects import TimedEffectsState
+from storyloom.llm.embeddings import OpenAIEmbeddings
+from storyloom.llm.replay_server import ReplayLLMServer
+from storyloom.project.knowledge_service import KnowledgeService
+from storyloom.project.project_file import init_project
+from storyloom.project.project_knowledge import add_local_knowledge_base
+from storyloom.store.database import Database
+
+
+def keyed(entry_id: str, text: str, keys: list[str], **criteria: Any) -> CAIU:
+    return CAIU.model_validate(
+        {
+            "id": entry_id,
+            "displayName": entry_id.title(),
+            "content": {"value": text},
+            "activation_criteria": {"keywords": keys, **criteria},
+        }
+    )
+
+
+LORE = KnowledgeBase(
+    kb_id="kb_lore",
+    kb_displayName="Lore",
+    entries=[
+        keyed("dragon", "Ember is a red dragon.", ["dragon"], sticky=3),
+        keyed("bread", "Mira bakes bread.", ["bread"]),
+        keyed("gated", "Only at night.", ["night"], trigger_probability=0),
+    ],
+)
+CARD = {
+    "name": "Seraphina",
+    "description": "A guardian of the forest.",
+    "first_mes": "Hello, {{user}}.",
+    "extensions": {
+        "regex_scripts": [
+            {"scriptName": "stars", "findRegex": "/\\*/g", "replaceString": "", "placement": [2]}
+        ]
+    },
+}
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    db = Database(tmp_path / "storyloom.sqlite3")
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def tree(database: Database) -> TurnTree:
+    return TurnTree(database)
+
+
+@pytest.fixture
+async def knowledge(tmp_path: Path, database: Database) -> AsyncIterator[KnowledgeService]:
+    root = tmp_path / "project"
+    init_project(root)
+    add_local_knowledge_base(root, LORE.model_copy(deep=True))
+    settings = Settings()
+    service = KnowledgeService(
+        tmp_path / "home", root, settings=lambda: settings, database=database
+    )
+    yield service
+    await service.aclose()
+
+
+@dataclass
+class Chat:
+    tree: TurnTree
+    conversation_id: str
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.tree.conversation(self.conversation_id)
+
+    def say(self, role: str, text: str, *, parent: str | None = None, **fields: Any) -> str:
+        parent_id = parent if parent is not None else self.conversation.pointer
+        message = self.tree.add_message(
+            self.conversation_id,
+            parent_id=parent_id,
+            role=role,  # type: ignore[arg-type]
+            content=text,
+            **fields,
+        )
+        return message.id
+
+
+def new_chat(tree: TurnTree, **fields: Any) -> Chat:
+    conversation = tree.create_conversation(
+        project_id="p", title="t", character=CharacterSnapshot(card=CARD), **fields
+    )
+    return Chat(tree, conversation.id)
+
+
+async def test_snapshot_holds_the_chain_the_state_and_the_lore_at_the_pointer(
+    tree: TurnTree, knowledge: KnowledgeService
+) -> None:
+    chat = new_chat(tree)
+    first = chat.say("assistant", "Welcome.")
+    chat.say("user", "Is there a dragon here at night?", state=ChatState(variables={"hp": 10}))
+    off_branch = chat.say("user", "I want bread.", parent=first)
+    tree.set_pointer(chat.conversation_id, tree.children(chat.conversation_id, first)[0].id)
+    pointer = chat.conversation.pointer
+    snapshot = await build_snapshot(tree, chat.conversation, pointer, knowledge=knowledge)
+    assert [m.content for m in snapshot.history] == ["Welcome.", "Is there a dragon here at night?"]
+    assert off_branch not in {m.id for m in snapshot.history}
+    assert snapshot.pointer == pointer
+    assert snapshot.state.variables == {"hp": 10}
+    assert [hit.entry_id for hit in snapshot.lore] == ["dragon"]
+    assert snapshot.lore[0].content == "Ember is a red dragon."
+    activated = {r.entry_id: r for r in snapshot.lore_report if r.activated}
+    assert set(activated) == {"dragon"}
+    assert any("dragon" in r["detail"] for r in activated["dragon"].reasons)
+    dropped = [r for r in snapshot.lore_report if not r.activated]
+    assert [r.entry_id for r in dropped] == ["gated"] and dropped[0].reasons
+    # The sticky timer starts at this turn, for the state after it.
+    assert snapshot.lore_timed_effects["sticky"]["kb_lore"]["dragon"]["start"] == 2
+    assert snapshot.character.card["name"] == "Seraphina"
+    assert snapshot.now and snapshot.seed > 0
+
+
+async def test_the_same_stored_data_gives_the_same_snapshot(
+    tree: TurnTree, knowledge: KnowledgeService
+) -> None:
+    chat = new_chat(tree)
+    chat.say("assistant", "Welcome.")
+    chat.say("user", "A dragon!")
+    pointer = chat.conversation.pointer
+    one = await build_snapshot(tree, chat.conversation, pointer, knowledge=knowledge)
+    two = await build_snapshot(tree, chat.conversation, pointer, knowledge=knowledge)
+    assert one == two
+    assert one.fingerprint == two.fingerprint
+    chat.say("assistant", "Ember lands.")
+    three = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=knowledge
+    )
+    assert three.fingerprint != one.fingerprint
+    # Going back to the old pointer gives the old snapshot again: nothing was lost.
+    again = await build_snapshot(tree, chat.conversation, pointer, knowledge=knowledge)
+    assert again.fingerprint == one.fingerprint
+
+
+async def test_sticky_lore_comes_from_the_state_of_the_branch(
+    tree: TurnTree, knowledge: KnowledgeService
+) -> None:
+    chat = new_chat(tree)
+    greeting = chat.say("assistant", "Welcome.")
+    chat.say("user", "A dragon!")
+    first = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=knowledge
+    )
+    assert [h.entry_id for h in first.lore] == ["dragon"]
+    # The reply stores the timers the scan returned (the pipeline's StateUpdater does).
+    timed = TimedEffectsState.model_validate(first.lore_timed_effects)
+    chat.say("assistant", "It is asleep.", state=ChatState(timed_effects=timed))
+    chat.say("user", "Let us walk on.")
+    later = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=knowledge
+    )
+    assert [h.entry_id for h in later.lore] == ["dragon"]
+    sticky = next(r for r in later.lore_report if r.entry_id == "dragon")
+    assert any(r["rule"] == "sticky" for r in sticky.reasons)
+    # Another branch from the greeting never met the dragon: no sticky entry there.
+    chat.say("user", "Let us walk on.", parent=greeting)
+    branch = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=knowledge
+    )
+    assert branch.lore == []
+
+
+async def test_without_knowledge_the_snapshot_has_no_lore(tree: TurnTree) -> None:
+    chat = new_chat(tree)
+    chat.say("user", "A dragon!")
+    snapshot = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None
+    )
+    assert snapshot.lore == [] and snapshot.lore_report == []
+    assert [m.content for m in snapshot.history] == ["A dragon!"]
+
+
+async def test_an_empty_chat_has_an_empty_snapshot(tree: TurnTree) -> None:
+    chat = new_chat(tree)
+    snapshot = await build_snapshot(tree, chat.conversation, None, knowledge=None)
+    assert snapshot.history == [] and snapshot.pointer is None
+    assert snapshot.state == ChatState()
+
+
+async def test_a_failed_reply_without_text_is_not_part_of_the_history(tree: TurnTree) -> None:
+    chat = new_chat(tree)
+    chat.say("user", "Hello?")
+    chat.say("assistant", "", status="error", error="the endpoint answered 500")
+    snapshot = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None
+    )
+    assert [m.content for m in snapshot.history] == ["Hello?"]
+
+
+async def test_regex_scripts_are_in_the_snapshot_only_when_allowed(tree: TurnTree) -> None:
+    chat = new_chat(tree)
+    chat.say("user", "Hi")
+    refused = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None
+    )
+    assert refused.regex_scripts == []
+    settings = ConversationSettings(allow_regex_scripts=True)
+    tree.update_conversation(chat.conversation_id, settings=settings)
+    allowed = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None
+    )
+    assert [s["scriptName"] for s in allowed.regex_scripts] == ["stars"]
+
+
+async def test_a_story_outline_starts_the_plot_at_its_first_point(tree: TurnTree) -> None:
+    background = BackgroundSnapshot(
+        name="Quest", story_outline=[{"index": 1, "content": "Meet"}, {"index": 2, "content": "Go"}]
+    )
+    chat = new_chat(tree, background=background)
+    chat.say("user", "Hi")
+    snapshot = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None
+    )
+    assert snapshot.state.plot is not None
+    assert snapshot.state.plot.current_plot_index == 1
+    assert snapshot.background == background
+    plain = new_chat(tree)
+    plain.say("user", "Hi")
+    without = await build_snapshot(
+        tree, plain.conversation, plain.conversation.pointer, knowledge=None
+    )
+    assert without.state.plot is None
+
+
+@pytest.fixture
+def llm() -> Iterator[ReplayLLMServer]:
+    with ReplayLLMServer(models=["embed"]) as server:
+        yield server
+
+
+async def test_memories_are_retrieved_within_the_conversations_scope(
+    tree: TurnTree, database: Database, llm: ReplayLLMServer
+) -> None:
+    index = SummaryIndex(
+        database,
+        OpenAIEmbeddings(
+            EmbeddingEndpoint(provider="openai", base_url=llm.url, model="embed", max_retries=0)
+        ),
+    )
+    chat, other = new_chat(tree), new_chat(tree)
+    await index.index(
+        chat.conversation_id, [SummaryPoint(index=1, content="The baker sings.")], "s1"
+    )
+    await index.index(
+        other.conversation_id, [SummaryPoint(index=1, content="The bard sings.")], "s2"
+    )
+    chat.say("user", "The bard sings.")
+    own = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None, summaries=index
+    )
+    assert [hit.content for hit in own.rag] == ["The baker sings."]
+    related = ConversationSettings(
+        rag_scope=RagScope(mode="related", related_conversations=[other.conversation_id])
+    )
+    tree.update_conversation(chat.conversation_id, settings=related)
+    wider = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None, summaries=index
+    )
+    assert wider.rag[0].content == "The bard sings."  # the same text: the nearest
+    assert {hit.content for hit in wider.rag} == {"The baker sings.", "The bard sings."}
+
+
+async def test_the_summaries_a_conversation_started_from_are_in_the_snapshot(
+    tree: TurnTree, tmp_path: Path
+) -> None:
+    presets = PresetLibrary(tmp_path / "project")
+    saved = presets.save_summary(
+        SummaryPreset(summaries=[SummaryPoint(index=1, content="They met."),
+                                 SummaryPoint(index=2, content="They fought.")])
+    )  # fmt: skip
+    chat = new_chat(tree, settings=ConversationSettings(summaries=[saved.summary_id, "gone"]))
+    chat.say("user", "Hi")
+    snapshot = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=None, presets=presets
+    )
+    assert snapshot.summaries == ["They met.", "They fought."]

@@ -1,0 +1,460 @@
+// Typed calls for /api/chats and /api/presets, and the shapes they carry (the snake_case
+// fields of storyloom/chat/*.py models). Hand-written against the chat contract; the
+// generated schema gains them once the server's OpenAPI is regenerated.
+//
+// Every write that changes a conversation sends `expected_version`; the server answers 409
+// when another tab (or a turn) changed it first: `isConflict()` tells the page to reload.
+import { ApiError, errorFromResponse, type Fetch, fetchJson, errorFromBody, requestJson } from './client'
+
+export type Role = 'user' | 'assistant' | 'system'
+export type MessageStatus = 'complete' | 'streaming' | 'partial' | 'error'
+export type GenerateKind = 'reply' | 'swipe' | 'continue'
+
+/** A message as the chat view carries it: the stored message plus what the page shows. */
+export interface ChatMessage {
+  id: string
+  conversation_id: string
+  parent_id: string | null
+  role: Role
+  name: string
+  content: string
+  original?: string | null
+  thought?: string | null
+  status: MessageStatus
+  error?: string | null
+  sibling_index: number
+  depth: number
+  created_at: number
+  extra?: Record<string, unknown>
+  /** How many siblings (swipes) this message has, itself included. */
+  sibling_count: number
+  /** The text after display-only regex scripts, when it differs from `content`. */
+  display?: string | null
+}
+
+export interface RagScope {
+  mode: 'self_only' | 'related'
+  related_conversations: string[]
+  [extra: string]: unknown
+}
+
+export interface ConversationSettings {
+  pipeline: string
+  user_name: string
+  persona: string
+  authors_note: string
+  authors_note_depth: number
+  allow_regex_scripts: boolean
+  allow_html_scripts: boolean
+  director_enabled: boolean
+  rag_fallback_threshold: number
+  rag_scope?: RagScope
+  summaries?: string[]
+  keyframe_every?: number
+  [extra: string]: unknown
+}
+
+export interface CharacterSnapshot {
+  source_preset?: string | null
+  snapshot_created_at?: string
+  base_persona?: string
+  evolved_persona?: string
+  card?: Record<string, unknown>
+  [extra: string]: unknown
+}
+
+export interface BackgroundSnapshot {
+  source_preset?: string | null
+  name?: string
+  world_setting?: string
+  story_outline?: { index: number; content: string }[]
+  [extra: string]: unknown
+}
+
+export interface Conversation {
+  id: string
+  project_id: string
+  title: string
+  created_at: number
+  updated_at: number
+  pointer: string | null
+  version: number
+  character: CharacterSnapshot
+  background?: BackgroundSnapshot | null
+  settings: ConversationSettings
+  metadata?: Record<string, unknown>
+}
+
+export interface ConversationSummary {
+  id: string
+  project_id: string
+  title: string
+  character_name: string
+  updated_at: number
+  message_count: number
+  last_message: string
+}
+
+/** GET /api/chats/{id}: the conversation, root → pointer, and what lies after the pointer. */
+export interface ChatView {
+  conversation: Conversation
+  messages: ChatMessage[]
+  continuation: ChatMessage[]
+  running: boolean
+  /** With `?tail=N`: how many messages of the path come before the first one sent (a
+   * server that ignores `tail` sends the whole path and leaves this out). */
+  earlier?: number
+}
+
+export interface TreeNode {
+  id: string
+  parent_id: string | null
+  role: Role
+  name: string
+  preview: string
+  status: MessageStatus
+  sibling_index: number
+  depth: number
+  on_path: boolean
+}
+
+/** An RFC 6902 operation (the delta of one turn). */
+export interface PatchOp {
+  op: string
+  path: string
+  value?: unknown
+  from?: string
+}
+
+export interface MessageState {
+  state: Record<string, unknown>
+  delta: PatchOp[]
+}
+
+export interface BlockSource {
+  kind: string
+  id?: string | null
+  field?: string | null
+  label?: string
+  [extra: string]: unknown
+}
+
+export interface PromptBlock {
+  id: string
+  kind: string
+  role: Role
+  content: string
+  source: BlockSource
+  tokens?: number | null
+  priority?: number
+  depth?: number | null
+  message_id?: string | null
+  enabled?: boolean
+  [extra: string]: unknown
+}
+
+export interface LoreReason {
+  rule?: string
+  detail?: string
+  outcome?: string
+  [extra: string]: unknown
+}
+
+export interface LoreRecord {
+  kb_id: string
+  entry_id: string
+  title?: string
+  activated?: boolean
+  placement?: string | null
+  tokens?: number
+  reasons?: LoreReason[]
+  [extra: string]: unknown
+}
+
+export interface CutBlock {
+  id: string
+  kind: string
+  tokens: number
+  reason: string
+}
+
+export interface PromptMessage {
+  role: string
+  content: string
+  name?: string
+}
+
+/** GET .../prompt: what the turn's prompt was made of (the prompt inspector). */
+export interface PromptInspection {
+  blocks: PromptBlock[]
+  lore: LoreRecord[]
+  cut: CutBlock[]
+  budget: number | null
+  messages: PromptMessage[]
+  [extra: string]: unknown
+}
+
+export interface CharacterListing {
+  id: string
+  name: string
+  description?: string
+  avatar?: string | null
+  /** Set when the preset's file could not be read. */
+  error?: string | null
+}
+
+export interface BackgroundListing {
+  background_id: string
+  name: string
+  description?: string
+  [extra: string]: unknown
+}
+
+export interface NewChat {
+  character_id?: string
+  background_id?: string
+  title?: string
+  user_name?: string
+  persona?: string
+}
+
+export interface SendResult {
+  user_message: ChatMessage
+  /** The reply, status streaming (its text arrives over the WebSocket). */
+  assistant_message?: ChatMessage
+  version: number
+}
+
+/** A message a write made (a reply started, an edit saved) and the version after it. */
+export interface TurnResult {
+  message: ChatMessage
+  version: number
+}
+
+export interface StopResult {
+  /** The reply as kept (partial); null when none was running. */
+  message: ChatMessage | null
+  version: number
+}
+
+export interface ImportedChat {
+  conversation: Conversation
+  kind: 'chat' | 'character'
+  messages?: number
+  siblings?: number
+  character_id?: string | null
+  warnings?: string[]
+}
+
+export interface ContinueFromSummary {
+  summary_id?: string
+  order?: 'summary_first' | 'last_n_first'
+  last_n_turns?: number
+  title?: string
+}
+
+export interface MemoryProposal {
+  evolved_persona: string
+  previous: string
+  diff: string[]
+}
+
+export type ExportFormat = 'sillytavern' | 'personalab'
+
+const BASE = '/api/chats'
+const PRESETS = '/api/presets'
+const enc = encodeURIComponent
+const defaultFetch: Fetch = (...args) => globalThis.fetch(...args)
+
+/** True for the server's "someone changed this conversation first" answer. */
+export function isConflict(exc: unknown): boolean {
+  return exc instanceof ApiError && exc.status === 409
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** A list the server may send bare or wrapped in an object under `key`. */
+export function listFrom<T>(data: unknown, key: string): T[] {
+  if (Array.isArray(data)) return data as T[]
+  if (isRecord(data) && Array.isArray(data[key])) return data[key] as T[]
+  return []
+}
+
+/** The id of the conversation an answer names: a Conversation, a ChatView or an import report. */
+export function conversationIdFrom(data: unknown): string | null {
+  if (!isRecord(data)) return null
+  if (typeof data.conversation_id === 'string') return data.conversation_id
+  if (isRecord(data.conversation) && typeof data.conversation.id === 'string') return data.conversation.id
+  if (typeof data.id === 'string') return data.id
+  return null
+}
+
+async function send<T>(method: 'PATCH', path: string, body: unknown, fetchImpl: Fetch): Promise<T> {
+  // client.ts's helpers know GET/PUT/POST/DELETE; PATCH goes through fetch here.
+  let res: Response
+  try {
+    res = await fetchImpl(path, {
+      method,
+      credentials: 'same-origin',
+      headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  if (!res.ok) throw await errorFromResponse(res)
+  const text = await res.text().catch(() => '')
+  return (text ? JSON.parse(text) : null) as T
+}
+
+// -- conversations ----------------------------------------------------------------------
+
+export async function listChats(fetchImpl?: Fetch): Promise<ConversationSummary[]> {
+  return listFrom<ConversationSummary>(await requestJson<unknown>('GET', BASE, undefined, fetchImpl), 'conversations')
+}
+
+export function createChat(body: NewChat, fetchImpl?: Fetch): Promise<Conversation> {
+  return requestJson<Conversation>('POST', BASE, body, fetchImpl)
+}
+
+/** A SillyTavern .jsonl chat or a character card (PNG/JSON) → a new conversation. */
+export async function importChat(file: File, fetchImpl: Fetch = defaultFetch): Promise<ImportedChat> {
+  const form = new FormData()
+  form.append('file', file)
+  let res: Response
+  try {
+    res = await fetchImpl(`${BASE}/import`, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { Accept: 'application/json' },
+      body: form,
+    })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  if (!res.ok) throw await errorFromResponse(res)
+  return (await res.json()) as ImportedChat
+}
+
+/** The conversation; `tail` asks for only the last messages of the path (see ChatView). */
+export function getChat(id: string, tail?: number, fetchImpl?: Fetch): Promise<ChatView> {
+  const query = tail ? `?tail=${tail}` : ''
+  return requestJson<ChatView>('GET', `${BASE}/${enc(id)}${query}`, undefined, fetchImpl)
+}
+
+export function patchChat(
+  id: string,
+  body: { expected_version: number; title?: string; settings?: ConversationSettings },
+  fetchImpl: Fetch = defaultFetch,
+): Promise<Conversation> {
+  return send<Conversation>('PATCH', `${BASE}/${enc(id)}`, body, fetchImpl)
+}
+
+export async function deleteChat(id: string, fetchImpl: Fetch = defaultFetch): Promise<void> {
+  const { res, data } = await fetchJson('DELETE', `${BASE}/${enc(id)}`, undefined, fetchImpl)
+  if (!res.ok) throw errorFromBody(res.status, res.statusText, data)
+}
+
+// -- turns ------------------------------------------------------------------------------
+
+export function sendMessage(id: string, text: string, expectedVersion: number, fetchImpl?: Fetch): Promise<SendResult> {
+  return requestJson<SendResult>('POST', `${BASE}/${enc(id)}/messages`, { text, expected_version: expectedVersion }, fetchImpl)
+}
+
+/**
+ * Start a reply. `reply`: under `parent_id` (default: the pointer). `swipe` (and retry): a
+ * new sibling of the assistant message `message_id`. `continue`: more of `message_id`.
+ */
+export function generate(
+  id: string,
+  body: { kind: GenerateKind; parent_id?: string | null; message_id?: string | null; expected_version: number },
+  fetchImpl?: Fetch,
+): Promise<TurnResult> {
+  return requestJson<TurnResult>('POST', `${BASE}/${enc(id)}/generate`, body, fetchImpl)
+}
+
+export function stopGeneration(id: string, fetchImpl?: Fetch): Promise<StopResult> {
+  return requestJson<StopResult>('POST', `${BASE}/${enc(id)}/stop`, undefined, fetchImpl)
+}
+
+export function setPointer(id: string, messageId: string | null, expectedVersion: number, fetchImpl?: Fetch): Promise<Conversation> {
+  return requestJson<Conversation>('POST', `${BASE}/${enc(id)}/pointer`, { message_id: messageId, expected_version: expectedVersion }, fetchImpl)
+}
+
+export function swipe(id: string, messageId: string, toIndex: number, expectedVersion: number, fetchImpl?: Fetch): Promise<Conversation> {
+  return requestJson<Conversation>(
+    'POST',
+    `${BASE}/${enc(id)}/swipe`,
+    { message_id: messageId, to_index: toIndex, expected_version: expectedVersion },
+    fetchImpl,
+  )
+}
+
+export function editMessage(id: string, messageId: string, content: string, expectedVersion: number, fetchImpl?: Fetch): Promise<TurnResult> {
+  return requestJson<TurnResult>(
+    'POST',
+    `${BASE}/${enc(id)}/messages/${enc(messageId)}/edit`,
+    { content, expected_version: expectedVersion },
+    fetchImpl,
+  )
+}
+
+export async function deleteMessage(id: string, messageId: string, expectedVersion: number, fetchImpl: Fetch = defaultFetch): Promise<void> {
+  const path = `${BASE}/${enc(id)}/messages/${enc(messageId)}?expected_version=${expectedVersion}`
+  const { res, data } = await fetchJson('DELETE', path, undefined, fetchImpl)
+  if (!res.ok) throw errorFromBody(res.status, res.statusText, data)
+}
+
+// -- inspection -------------------------------------------------------------------------
+
+export async function getTree(id: string, fetchImpl?: Fetch): Promise<TreeNode[]> {
+  return listFrom<TreeNode>(await requestJson<unknown>('GET', `${BASE}/${enc(id)}/tree`, undefined, fetchImpl), 'nodes')
+}
+
+export function getMessageState(id: string, messageId: string, fetchImpl?: Fetch): Promise<MessageState> {
+  return requestJson<MessageState>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/state`, undefined, fetchImpl)
+}
+
+export function getMessagePrompt(id: string, messageId: string, fetchImpl?: Fetch): Promise<PromptInspection> {
+  return requestJson<PromptInspection>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/prompt`, undefined, fetchImpl)
+}
+
+/** Where the browser downloads a branch from (a plain link: the server names the file). */
+export function exportUrl(id: string, format: ExportFormat): string {
+  return `${BASE}/${enc(id)}/export?format=${format}`
+}
+
+// -- PersonaLab -------------------------------------------------------------------------
+
+export function proposeMemory(id: string, fetchImpl?: Fetch): Promise<MemoryProposal> {
+  return requestJson<MemoryProposal>('POST', `${BASE}/${enc(id)}/memory`, undefined, fetchImpl)
+}
+
+export function acceptMemory(id: string, evolvedPersona: string, expectedVersion: number, fetchImpl?: Fetch): Promise<Conversation> {
+  return requestJson<Conversation>(
+    'POST',
+    `${BASE}/${enc(id)}/memory/accept`,
+    { evolved_persona: evolvedPersona, expected_version: expectedVersion },
+    fetchImpl,
+  )
+}
+
+export function summarise(id: string, fetchImpl?: Fetch): Promise<unknown> {
+  return requestJson<unknown>('POST', `${BASE}/${enc(id)}/summarise`, undefined, fetchImpl)
+}
+
+export function continueFromSummary(id: string, body: ContinueFromSummary = {}, fetchImpl?: Fetch): Promise<Conversation> {
+  return requestJson<Conversation>('POST', `${BASE}/${enc(id)}/continue-from-summary`, body, fetchImpl)
+}
+
+// -- presets ----------------------------------------------------------------------------
+
+export async function listCharacters(fetchImpl?: Fetch): Promise<CharacterListing[]> {
+  return listFrom<CharacterListing>(await requestJson<unknown>('GET', `${PRESETS}/characters`, undefined, fetchImpl), 'characters')
+}
+
+export async function listBackgrounds(fetchImpl?: Fetch): Promise<BackgroundListing[]> {
+  return listFrom<BackgroundListing>(await requestJson<unknown>('GET', `${PRESETS}/backgrounds`, undefined, fetchImpl), 'backgrounds')
+}
