@@ -43,7 +43,7 @@ from storyloom.chat.director import initial_plot
 from storyloom.chat.macros import MacroContext, expand_macros
 from storyloom.chat.memory_update import MemoryProposal, propose_memory_update
 from storyloom.chat.message import Message, Role
-from storyloom.chat.mnemosyne import build_snapshot, history_of
+from storyloom.chat.mnemosyne import DEFAULT_HISTORY_TOKENS, build_snapshot, history_of
 from storyloom.chat.presets import (
     PresetLibrary,
     SummaryPreset,
@@ -67,6 +67,7 @@ from storyloom.chat.turn_tree import (
     new_id,
 )
 from storyloom.core.errors import StoryloomError
+from storyloom.llm.tokens import token_counter
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
@@ -525,6 +526,7 @@ class ChatService:
     async def snapshot(
         self, conversation: Conversation, pointer: str | None, *, generation: str = "normal"
     ) -> ContextSnapshot:
+        endpoint = self.services.require_settings().user_llm
         return await build_snapshot(
             self.tree,
             conversation,
@@ -533,6 +535,8 @@ class ChatService:
             summaries=self._summary_index(),
             presets=self.presets,
             generation=generation,
+            history_tokens=endpoint.context_window or DEFAULT_HISTORY_TOKENS,
+            count_tokens=token_counter(endpoint.model).count,
         )
 
     def _summary_index(self) -> SummaryIndex | None:

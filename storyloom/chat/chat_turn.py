@@ -412,12 +412,11 @@ class ChatTurn:
             extra["delta"] = delta
         # Only the new text: a continued reply's start was rewritten when it was saved.
         cleaned = self._joined(self.setup.clean_reply(reply))
-        if cleaned != text:
-            # The reply before the card's stored-phase scripts rewrote it.
-            extra["original"] = text
         return self.setup.tree.update_message(
             self.message_id,
             content=cleaned,
+            # The reply before the card's stored-phase scripts rewrote it.
+            original=text if cleaned != text else None,
             status="complete",
             thought=thought_text or None,
             # A continued reply that had stopped is whole now ("" clears: None keeps).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from storyloom.knowledge.activation import (
     ScanMessage,
 )
 from storyloom.knowledge.caiu import Placement
+from storyloom.llm.tokens import TOKENS_PER_MESSAGE
 
 if TYPE_CHECKING:
     from storyloom.chat.presets import PresetLibrary
@@ -43,6 +44,31 @@ if TYPE_CHECKING:
 
 RAG_TOP_K = 4
 """Memories retrieved per turn."""
+DEFAULT_HISTORY_TOKENS = 8192
+"""The history window when the model's context window is not configured."""
+FIRST_TAIL = 128
+"""Messages read first when looking for the history window; read four times more until
+the window is full or the chain ends."""
+
+
+def history_window(
+    tree: TurnTree, pointer: str | None, tokens: int, count: Callable[[str], int]
+) -> list[Message]:
+    """The newest messages of the chain root → ``pointer`` that a context window of
+    ``tokens`` can hold, plus the first one it cannot (so the token budget makes the
+    exact cut and reports it). SillyTavern likewise never looks further back than the
+    context: a 10,000-message chat costs a turn no more than a 100-message one."""
+    limit = FIRST_TAIL
+    while True:
+        tail = tree.path_tail(pointer, limit)
+        used = 0
+        for index in range(len(tail) - 1, -1, -1):
+            used += count(tail[index].content) + TOKENS_PER_MESSAGE
+            if used > tokens:
+                return tail[index:]
+        if len(tail) < limit:
+            return tail
+        limit *= 4
 
 
 def snapshot_seed(conversation_id: str, pointer: str | None) -> int:
@@ -143,6 +169,7 @@ async def activate_lore(
     *,
     seed: int,
     generation: str,
+    chat_length: int | None = None,
 ) -> tuple[ActivationResult | None, list[str]]:
     """One lore scan over the project's knowledge bases (the card's own book is one of
     them once imported), from the timers stored with the state at the pointer.
@@ -171,7 +198,7 @@ async def activate_lore(
         max_context_tokens=None,
         seed=seed,
         character=character_context(conversation),
-        chat_length=len(history),
+        chat_length=len(history) if chat_length is None else chat_length,
         timed_state=state.timed_effects,
         generation_type=generation,
     )
@@ -222,13 +249,21 @@ async def build_snapshot(
     summaries: SummaryIndex | None = None,
     presets: PresetLibrary | None = None,
     generation: str = "normal",
+    history_tokens: int = DEFAULT_HISTORY_TOKENS,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
 
     ``knowledge`` None (no project) gives no lore; ``summaries`` None no memories;
-    ``presets`` None no summary texts.
+    ``presets`` None no summary texts. The history holds the chain back as far as
+    ``history_tokens`` (the model's context window) reaches; ``count_tokens`` None
+    reads the whole chain.
     """
-    path = tree.path(pointer)
+    if count_tokens is None:
+        path = tree.path(pointer)
+    else:
+        path = history_window(tree, pointer, history_tokens, count_tokens)
+    chain_length = path[-1].depth + 1 if path else 0
     history = history_of(path)
     state = tree.state_at(pointer)
     background = conversation.background
@@ -242,7 +277,13 @@ async def build_snapshot(
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
     if knowledge is not None:
         result, _ = await activate_lore(
-            knowledge, conversation, history, state, seed=seed, generation=generation
+            knowledge,
+            conversation,
+            history,
+            state,
+            seed=seed,
+            generation=generation,
+            chat_length=chain_length,
         )
         if result is not None:
             lore, report = lore_of(result)
@@ -258,6 +299,7 @@ async def build_snapshot(
         conversation_id=conversation.id,
         pointer=pointer,
         history=history,
+        history_omitted=chain_length - len(path),
         state=state,
         character=conversation.character,
         background=background,

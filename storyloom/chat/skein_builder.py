@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.director import director_guidance
-from storyloom.chat.skein import BlockKind, BlockRole, BlockSource, Skein, SkeinBlock
+from storyloom.chat.skein import BlockKind, BlockRole, BlockSource, CutBlock, Skein, SkeinBlock
 from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage, LoreHit
 from storyloom.knowledge.caiu import Placement
 
@@ -359,10 +359,24 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
     blocks[insert_at:insert_at] = in_chat
     blocks.extend(layout.control)
 
+    # The snapshot brought only the history the context window can hold: what lies
+    # before it is shown in the inspector as cut, like the budget's own cuts.
+    cut = []
+    if snapshot.history_omitted:
+        cut.append(
+            CutBlock(
+                id="history:older",
+                kind=BlockKind.HISTORY,
+                tokens=0,
+                reason=f"{snapshot.history_omitted} older message(s) lie beyond the "
+                "model's context window",
+            )
+        )
     return Skein(
         blocks=_unique_ids(blocks),
         variables=dict(snapshot.state.variables),
         lore=[record.model_copy() for record in snapshot.lore_report],
+        cut=cut,
         warnings=layout.warnings,
         char_name=char_name,
         user_name=user_name,

@@ -67,6 +67,9 @@ class ContextSnapshot(BaseModel):
     conversation_id: str
     pointer: str | None
     history: list[HistoryMessage]
+    history_omitted: int = Field(
+        default=0, description="Older messages of the chain beyond the context window"
+    )
     state: ChatState
     character: CharacterSnapshot
     background: BackgroundSnapshot | None = None

@@ -261,6 +261,43 @@ WITH RECURSIVE up({_MESSAGE_COLUMNS}) AS (
 SELECT {_MESSAGE_COLUMNS} FROM up
 """
 
+# The path root → ?1 as one JSON array (see TurnTree.path_json); {extra} is the extra column
+# with the keys the view leaves out removed. Siblings are counted through the parent index.
+_PATH_JSON_SQL = """
+WITH RECURSIVE up(id, parent_id, n) AS (
+    SELECT id, parent_id, 0 FROM chat_message WHERE id = ?1
+    UNION ALL
+    SELECT m.id, m.parent_id, up.n + 1
+    FROM up CROSS JOIN chat_message AS m ON m.id = up.parent_id
+),
+-- Only the ids are sorted (root first); the rows are then read in that order, which
+-- costs far less than sorting rows that carry their text.
+ordered(id) AS MATERIALIZED (SELECT id FROM up ORDER BY n DESC)
+SELECT json_group_array(json_object(
+    'id', m.id, 'conversation_id', m.conversation_id, 'parent_id', m.parent_id,
+    'role', m.role, 'name', m.name, 'content', m.content, 'original', m.original,
+    'thought', m.thought, 'status', m.status, 'error', m.error,
+    'sibling_index', m.sibling_index, 'depth', m.depth, 'created_at', m.created_at,
+    'extra', {extra},
+    'sibling_count', (
+        SELECT COUNT(*) FROM chat_message AS s
+        WHERE s.conversation_id = m.conversation_id AND s.parent_id IS m.parent_id
+    )
+))
+FROM ordered CROSS JOIN chat_message AS m ON m.id = ordered.id
+"""
+
+# Up from ?1, at most ?2 messages, message first.
+_UP_TAIL_SQL = f"""
+WITH RECURSIVE up({_MESSAGE_COLUMNS}, n) AS (
+    SELECT {_MESSAGE_COLUMNS}, 1 FROM chat_message WHERE id = ?1
+    UNION ALL
+    SELECT {_M_COLUMNS}, up.n + 1 FROM up CROSS JOIN chat_message AS m ON m.id = up.parent_id
+    WHERE up.n < ?2
+)
+SELECT {_MESSAGE_COLUMNS} FROM up
+"""
+
 LADDER_STEP = 64
 """The ladder holds the pointer's ancestors at depths that are multiples of this."""
 
@@ -654,12 +691,14 @@ class TurnTree:
         content: str | None = None,
         status: MessageStatus | None = None,
         thought: str | None = None,
+        original: str | None = None,
         error: str | None = None,
         extra: dict[str, Any] | None = None,
         state: ChatState | None = None,
         bump_version: bool = False,
     ) -> Message:
-        """Change a message in place (None: unchanged; ``extra`` replaces the old one).
+        """Change a message in place (None: unchanged; ``extra`` replaces the old one;
+        ``error=""`` clears the error).
 
         For streaming flushes and finalising a reply: no new sibling, and the version
         moves only with ``bump_version``. A new ``state`` leaves the children's states as
@@ -677,8 +716,10 @@ class TurnTree:
             changes["status"] = status
         if thought is not None:
             changes["thought"] = thought
+        if original is not None:
+            changes["original"] = original
         if error is not None:
-            changes["error"] = error
+            changes["error"] = error or None
         if extra is not None:
             changes["extra"] = _dumps(extra, f"extra of message {message_id}")
         # Always an UPDATE (a no-op one without changes): the write lock comes first.
@@ -876,6 +917,37 @@ class TurnTree:
         if messages[0].parent_id is not None or messages[-1].id != message_id:
             messages.sort(key=_depth)
         return messages
+
+    def path_tail(self, message_id: str | None, limit: int) -> list[Message]:
+        """The last ``limit`` messages of :meth:`path` (root-most first): a long chat's
+        prompt needs only as much history as its context window holds."""
+        if message_id is None or limit <= 0:
+            return []
+        rows = _fetch(self._db.connection(), _UP_TAIL_SQL, (message_id, limit))
+        if not rows:
+            raise NotFound(f"message {message_id} not found")
+        rows.reverse()
+        return _messages(rows)
+
+    def path_json(self, message_id: str | None, *, leave_out_extra: Sequence[str] = ()) -> str:
+        """:meth:`path` as a JSON array of messages, each with its ``sibling_count``,
+        written by SQLite itself.
+
+        Opening a long chat is this one query: turning 10,000 rows into models and the
+        models into JSON costs several times more than SQLite writing the JSON in C.
+        ``leave_out_extra``: keys of ``extra`` not sent (the prompt inspector's data).
+        """
+        if message_id is None:
+            return "[]"
+        removed = ", ".join("?" for _ in leave_out_extra)
+        extra = f"json_remove(m.extra, {removed})" if leave_out_extra else "json(m.extra)"
+        sql = _PATH_JSON_SQL.replace("{extra}", extra)
+        paths = [f"$.{json.dumps(key)}" for key in leave_out_extra]
+        rows = _fetch(self._db.connection(), sql, (message_id, *paths))
+        text = rows[0][0] if rows else None
+        if text is None or text == "[]":
+            raise NotFound(f"message {message_id} not found")
+        return str(text)
 
     def active_path(self, conversation_id: str) -> list[Message]:
         """What the chat shows: root → pointer."""

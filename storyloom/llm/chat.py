@@ -183,11 +183,13 @@ class ChatClient:
                 parameters[name] = value
         if not parameters.get("stop"):
             parameters.pop("stop", None)
-        request: dict[str, Any] = {"model": model, "messages": messages, "stream": stream}
+        # The messages travel in ``extra_body``, which the SDK merges into the JSON body
+        # as is. Given as ``messages=``, the SDK walks every message through its typed-dict
+        # transform first: about 0.2 ms a message here, 100 ms for a long chat's prompt.
+        request: dict[str, Any] = {"model": model, "messages": [], "stream": stream}
         extra = {k: v for k, v in parameters.items() if k not in _TYPED_PARAMETERS}
         request.update((k, v) for k, v in parameters.items() if k in _TYPED_PARAMETERS)
-        if extra:
-            request["extra_body"] = extra
+        request["extra_body"] = {**extra, "messages": messages}
         return request
 
     def _map(

@@ -337,7 +337,7 @@ async def test_allowed_regex_scripts_rewrite_stored_text_and_keep_the_original(
     assert result.user_message.content == "Hello."
     assert result.user_message.original == "Hello!!!"
     reply = await harness.finished(cid)
-    assert reply.content == "Welcome back."
+    assert reply.content == "Welcome back." and reply.original == "Welcome back!!"
     plain = harness.new_chat()
     harness.llm.script(Reply(text="Hi!"))
     kept = await harness.service.send(plain, "Hello!!!", expected_version=None)

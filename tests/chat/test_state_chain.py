@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from storyloom.chat.chat_state import ChatState, PlotState
 from storyloom.chat.conversation import Conversation, ConversationSettings
 from storyloom.chat.message import Message
-from storyloom.chat.state_chain import StateChain
+from storyloom.chat.state_chain import StateChain, state_delta
 from storyloom.chat.turn_tree import NewMessage, NotFound, TurnTree
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.store.database import Database
@@ -407,3 +408,21 @@ def test_a_state_chain_without_a_cache_reads_what_another_wrote(
     )
     with pytest.raises(KeyError):
         chain.state_at("missing")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"a": 1}, {"a": True}),
+        ({"a": [1, 2]}, {"a": [True, 2]}),
+        ({"a": 1}, {"a": 1.0}),
+        ({"a/b": {"c~d": 1}}, {"a/b": {"c~d": 2}}),
+        ({"x": {"y": 1}}, {"x": [1]}),
+        ({"gone": 1, "kept": {"n": [1, {"m": 2}]}}, {"kept": {"n": [1, {"m": 3}]}, "new": None}),
+    ],
+)
+def test_a_delta_reproduces_json_values_exactly(before: Any, after: Any) -> None:
+    ops = state_delta(before, after)
+    result = jsonpatch.apply_patch(before, ops)
+    assert json.dumps(result, sort_keys=True) == json.dumps(after, sort_keys=True)
+    assert state_delta(after, after) == []

@@ -875,3 +875,28 @@ def test_the_ladder_lists_the_pointers_ancestors_at_every_step(
     tree.set_pointer(chat.id, None)
     check()
     assert ladder_of(db, chat) == []
+
+
+def test_path_json_lists_the_path_root_first_with_sibling_counts(tree: TurnTree) -> None:
+    conversation = tree.create_conversation(project_id="p", title="t")
+    greeting = tree.add_message(conversation.id, parent_id=None, role="assistant", content="Hi")
+    tree.add_message(conversation.id, parent_id=None, role="assistant", content="Hello")
+    question = tree.add_message(conversation.id, parent_id=greeting.id, role="user", content="?")
+    first = tree.add_message(
+        conversation.id,
+        parent_id=question.id,
+        role="assistant",
+        content="a",
+        extra={"prompt": {"blocks": []}, "model": "m"},
+    )
+    tree.add_message(conversation.id, parent_id=question.id, role="assistant", content="b")
+    tree.add_message(conversation.id, parent_id=question.id, role="assistant", content="c")
+    tree.set_pointer(conversation.id, first.id)
+    rows = json.loads(tree.path_json(first.id, leave_out_extra=("prompt",)))
+    assert [r["id"] for r in rows] == [m.id for m in tree.path(first.id)]
+    assert [r["sibling_count"] for r in rows] == [2, 1, 3]
+    assert rows[-1]["extra"] == {"model": "m"}
+    expected = tree.path(first.id)[-1].model_dump(mode="json")
+    assert {k: rows[-1][k] for k in expected if k != "extra"} == {
+        k: v for k, v in expected.items() if k != "extra"
+    }

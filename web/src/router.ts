@@ -1,4 +1,5 @@
 import { createRouter, createWebHistory, type RouteRecordRaw } from 'vue-router'
+import ChatPage from './views/ChatPage.vue'
 import KnowledgePage from './views/KnowledgePage.vue'
 import PlaceholderPage from './views/PlaceholderPage.vue'
 import SettingsPage from './views/SettingsPage.vue'
@@ -8,12 +9,15 @@ export type Area = (typeof AREAS)[number]
 
 export const routes: RouteRecordRaw[] = [
   { path: '/', redirect: '/chat' },
-  ...AREAS.filter((area) => area !== 'knowledge' && area !== 'workflows').map((area) => ({
+  ...AREAS.filter((area) => area !== 'chat' && area !== 'knowledge' && area !== 'workflows').map((area) => ({
     path: `/${area}`,
     name: area,
     component: PlaceholderPage,
     props: { area },
   })),
+  // The open conversation is part of the address, so a reload or a link keeps it.
+  // The landing page: loaded with the app, not after it.
+  { path: '/chat/:conversationId?', name: 'chat', component: ChatPage },
   // The open knowledge base is part of the address, so a reload or a link keeps it.
   { path: '/knowledge/:kbId?', name: 'knowledge', component: KnowledgePage },
   // Likewise the open workflow. The canvas library is large: load it with the page.

@@ -12,7 +12,7 @@ export const DOMAIN_BASES: Readonly<Record<string, string>> = {
   LORE_HITS: 'ARRAY',
   EMBEDDING: 'OBJECT',
   SKEIN: 'OBJECT',
-  STATE_DELTA: 'OBJECT',
+  STATE_DELTA: 'ARRAY',
 }
 
 export const ALL_TYPES: readonly string[] = [...JSON_TYPES, ...Object.keys(DOMAIN_BASES), ANY]

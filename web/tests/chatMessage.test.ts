@@ -1,0 +1,105 @@
+import { mount } from '@vue/test-utils'
+import { describe, expect, it } from 'vitest'
+import ChatComposer from '../src/components/chat/ChatComposer.vue'
+import ChatMessageItem from '../src/components/chat/ChatMessageItem.vue'
+import { makeI18n } from '../src/i18n'
+import type { ChatMessage } from '../src/api/chat'
+import { message } from './chatFixtures'
+
+const q = (id: string) => `[data-testid="${id}"]`
+
+function mountMessage(m: ChatMessage, over: Record<string, unknown> = {}) {
+  return mount(ChatMessageItem, {
+    props: { message: m, last: true, editing: false, running: false, scripts: false, ...over },
+    global: { plugins: [makeI18n('en')] },
+  })
+}
+
+describe('a chat message', () => {
+  it('folds its thought and shows the reply as text', () => {
+    const w = mountMessage(message('a', 'u', { content: '<b>bold?</b> *waves*', thought: 'plan the scene' }))
+    const thought = w.find(q('chat-thought'))
+    expect(thought.element.tagName).toBe('DETAILS')
+    expect((thought.element as HTMLDetailsElement).open).toBe(false)
+    expect(thought.text()).toContain('plan the scene')
+    // <b> is HTML, so the whole message goes to the sandboxed frame; no markup reaches this page.
+    const frame = w.find(q('chat-html-frame'))
+    expect(frame.attributes('sandbox')).toBe('allow-same-origin')
+    expect(w.find('b').exists()).toBe(false)
+  })
+
+  it('never renders model text as markup outside the frame', () => {
+    const w = mountMessage(message('a', 'u', { content: 'a < b and <script>alert(1)</script>' }))
+    // <script> counts as HTML: it goes to the frame, where scripts are off.
+    expect(w.find('script').exists()).toBe(false)
+    const plain = mountMessage(message('a', 'u', { content: 'x <y> "quote"' }))
+    expect(plain.find(q('chat-message-text')).text()).toBe('x <y> "quote"')
+    expect(plain.find('.chat-quote').text()).toBe('"quote"')
+  })
+
+  it('runs scripts in the frame only when allowed, without same-origin', () => {
+    const w = mountMessage(message('a', 'u', { content: '<div>bar</div>' }), { scripts: true })
+    expect(w.find(q('chat-html-frame')).attributes('sandbox')).toBe('allow-scripts')
+  })
+
+  it('shows n/m and swipes both ways', async () => {
+    const w = mountMessage(message('a', 'u', { sibling_index: 1, sibling_count: 3 }))
+    expect(w.find(q('chat-swipe-count')).text()).toBe('2/3')
+    await w.find(q('chat-swipe-left')).trigger('click')
+    await w.find(q('chat-swipe-right')).trigger('click')
+    expect(w.emitted('swipe')).toEqual([['left'], ['right']])
+  })
+
+  it('marks a stopped reply and offers retry', () => {
+    const w = mountMessage(message('a', 'u', { status: 'partial', error: 'stopped' }))
+    expect(w.find(q('chat-mark')).text()).toBe('stopped')
+    expect(w.attributes('data-mark')).toBe('stopped')
+    expect(w.find(q('chat-retry')).exists()).toBe(true)
+  })
+
+  it('edits in place: Escape cancels, Save sends the new text', async () => {
+    const w = mountMessage(message('a', 'u', { content: 'old' }), { editing: true })
+    const box = w.find(q('chat-edit-text'))
+    expect((box.element as HTMLTextAreaElement).value).toBe('old')
+    await box.setValue('new text')
+    await w.find(q('chat-edit-save')).trigger('click')
+    await box.trigger('keydown', { key: 'Escape' })
+    expect(w.emitted('edit-save')).toEqual([['new text']])
+    expect(w.emitted('edit-cancel')).toHaveLength(1)
+  })
+
+  it('jumps when a greyed later message is clicked', async () => {
+    const w = mountMessage(message('a', 'u'), { future: true, last: false })
+    expect(w.attributes('data-future')).toBe('true')
+    expect(w.find(q('chat-swipe-left')).exists()).toBe(false)
+    await w.trigger('click')
+    expect(w.emitted('jump')).toHaveLength(1)
+  })
+})
+
+describe('the message box', () => {
+  function mountComposer(draft: string, running = false) {
+    return mount(ChatComposer, {
+      props: { modelValue: draft, running, disabled: false, canReply: false },
+      global: { plugins: [makeI18n('en')] },
+    })
+  }
+
+  it('sends on Enter and keeps Shift+Enter for a new line', async () => {
+    const w = mountComposer('hello')
+    const box = w.find(q('chat-input'))
+    await box.trigger('keydown', { key: 'Enter', shiftKey: true })
+    expect(w.emitted('send')).toBeUndefined()
+    await box.trigger('keydown', { key: 'Enter' })
+    expect(w.emitted('send')).toHaveLength(1)
+  })
+
+  it('swipes with the arrows when empty, and shows Stop while a reply is written', async () => {
+    const w = mountComposer('')
+    await w.find(q('chat-input')).trigger('keydown', { key: 'ArrowRight' })
+    expect(w.emitted('swipe')).toEqual([['right']])
+    const busy = mountComposer('', true)
+    expect(busy.find(q('chat-stop')).exists()).toBe(true)
+    expect(busy.find(q('chat-send')).exists()).toBe(false)
+  })
+})
