@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from storyloom.knowledge.embedding_jobs import EmbeddingProgress
     from storyloom.knowledge.hybrid_search import SearchHit
     from storyloom.knowledge.package import PackageExportReport
+    from storyloom.knowledge.sillytavern import ChatLog
+    from storyloom.project.knowledge_import import ChatImporter
+    from storyloom.store.database import Database
 
 kb_app = typer.Typer(help="Knowledge bases: schema, import, export, search.", no_args_is_help=True)
 
@@ -51,9 +54,28 @@ def _available_model_ids(file: Path, settings: Settings) -> list[str]:
     return EmbeddingRegistry.from_settings(settings.embedding).model_ids()
 
 
+def _chat_importer(database: Database, project: Path | None, data_dir: Path) -> ChatImporter:
+    """A chat becomes a conversation of ``--project``, else of the current folder's
+    project, else of the data directory's default one (as ``storyloom chat import``
+    does). The project is looked up only when the file is a chat: a world info import
+    without a project must not make the default project."""
+    from storyloom.chat.st_chat import conversation_importer
+    from storyloom.chat.turn_tree import TurnTree
+    from storyloom.chat_commands import project_dir, project_id
+
+    def run(chat: ChatLog, title: str) -> str:
+        folder = project_dir(project, data_dir)
+        importer = conversation_importer(TurnTree(database), project_id=project_id(folder))
+        return importer(chat, title)
+
+    return run
+
+
 @kb_app.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="World info JSON, card PNG/JSON, CHARX, .ctkbz.")],
+    file: Annotated[
+        Path, typer.Argument(help="World info JSON, card PNG/JSON, CHARX, chat JSONL, .ctkbz.")
+    ],
     project: ProjectOption = None,
     name: Annotated[str | None, typer.Option(help="Display name of the new KB.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -76,6 +98,7 @@ def import_(
             database=database,
             available_model_ids=_available_model_ids(file, settings),
             display_name=name,
+            chat_importer=_chat_importer(database, project, data_dir),
         )
     except (StoryloomError, OSError) as exc:
         raise fail(exc) from None
@@ -92,6 +115,10 @@ def import_(
         typer.echo(f"    in {kb.folder}")
     if summary.character:
         typer.echo(f"  character {summary.character!r} -> {summary.character_file}")
+    if summary.conversation_id:
+        typer.echo(
+            f"  chat of {summary.chat_messages} messages -> conversation {summary.conversation_id}"
+        )
     if summary.chat_file:
         typer.echo(f"  chat of {summary.chat_messages} messages -> {summary.chat_file}")
     for warning in summary.warnings:

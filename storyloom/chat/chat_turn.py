@@ -33,6 +33,9 @@ from storyloom.workflow.workflow_file import Workflow
 logger = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.2
+FRAME_S = 1 / 60
+"""Streamed text goes out at most once a frame: a local model can send thousands of
+tokens a second, and the page cannot show them faster than it draws."""
 """Longest time streamed text stays only in memory."""
 STOPPED = "stopped"
 INTERRUPTED = "interrupted: the server stopped while the reply was being written"
@@ -209,6 +212,10 @@ class ChatTurn:
         self._last_flush = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._dirty = False
+        self._pending_text = ""
+        self._pending_thought = ""
+        self._last_publish = 0.0
+        self._publish_handle: asyncio.TimerHandle | None = None
         self._parser_closed = False
         self._extra = dict(setup.message.extra)
         self.task: asyncio.Task[Message] | None = None
@@ -259,15 +266,41 @@ class ChatTurn:
         if text or thought:
             self.reply += text
             self.thought += thought
-            self._publish(
-                StreamDelta(self.setup.conversation_id, self.message_id, text, thought or None)
-            )
+            self._pending_text += text
+            self._pending_thought += thought
+            self._schedule_stream()
+
+    def _schedule_stream(self) -> None:
+        if self._publish_handle is not None:
+            return
+        wait = self._last_publish + FRAME_S - time.monotonic()
+        if wait <= 0:
+            self._publish_stream()
+        else:
+            loop = asyncio.get_running_loop()
+            self._publish_handle = loop.call_later(wait, self._publish_stream)
+
+    def _publish_stream(self) -> None:
+        """Send the text parsed since the last frame (called at the end too)."""
+        self._publish_handle = None
+        text, thought = self._pending_text, self._pending_thought
+        if not (text or thought):
+            return
+        self._pending_text = self._pending_thought = ""
+        self._last_publish = time.monotonic()
+        self._publish(
+            StreamDelta(self.setup.conversation_id, self.message_id, text, thought or None)
+        )
 
     def _close_parser(self) -> None:
         """End of the stream: unclosed tags close, held-back text comes out (once)."""
         if not self._parser_closed:
             self._parser_closed = True
             self._parsed(self.parser.close())
+            # Now, not a frame later: the turn's end follows and must be the last word.
+            if self._publish_handle is not None:
+                self._publish_handle.cancel()
+            self._publish_stream()
 
     def _schedule_flush(self) -> None:
         if self._flush_handle is not None:
@@ -334,6 +367,9 @@ class ChatTurn:
             if self._flush_handle is not None:
                 self._flush_handle.cancel()
                 self._flush_handle = None
+            if self._publish_handle is not None:
+                self._publish_handle.cancel()
+            self._publish_stream()
         return self._finish(result, failure)
 
     def _finish(self, result: RunResult | None, failure: str | None) -> Message:

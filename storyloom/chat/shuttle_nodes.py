@@ -81,16 +81,28 @@ def _problem(exc: ValidationError, where: str) -> str:
     return f"{where}{'.' + path if path and not path.startswith('[') else path}: {first['msg']}"
 
 
+_last_snapshot: tuple[dict[str, Any], ContextSnapshot] | None = None
+
+
 def snapshot_input(inputs: Mapping[str, Any], name: str = "snapshot") -> ContextSnapshot:
+    """The snapshot of a turn. Four shuttles read the same snapshot value, the very same
+    dict the runner hands each of them, so the last one validated is kept (the model is
+    frozen) and the same dict is not validated again."""
+    global _last_snapshot
     value = inputs.get(name)
     if isinstance(value, ContextSnapshot):
         return value
     if not isinstance(value, dict):
         raise ShuttleError(f"input {name}: expected a context snapshot object, got {value!r}")
+    last = _last_snapshot
+    if last is not None and last[0] is value:
+        return last[1]
     try:
-        return ContextSnapshot.model_validate(value)
+        snapshot = ContextSnapshot.model_validate(value)
     except ValidationError as exc:
         raise ShuttleError(_problem(exc, f"input {name}")) from None
+    _last_snapshot = (value, snapshot)
+    return snapshot
 
 
 def skein_input(inputs: Mapping[str, Any], name: str = "skein") -> Skein:
@@ -323,6 +335,11 @@ class RegexCleaner(NodeType):
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
     ) -> dict[str, Any]:
+        raw = inputs.get("snapshot")
+        if isinstance(raw, dict) and not raw.get("regex_scripts") and isinstance(
+            inputs.get("skein"), dict
+        ):
+            return {"skein": inputs["skein"]}  # no script allowed: nothing to do
         skein = skein_input(inputs)
         snapshot = snapshot_input(inputs)
         return {"skein": apply_prompt_regex(skein, snapshot).as_json()}
@@ -358,6 +375,8 @@ class Script(NodeType):
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
     ) -> dict[str, Any]:
+        if not str(config.get("code") or "").strip() and isinstance(inputs.get("skein"), dict):
+            return {"skein": inputs["skein"]}
         skein = skein_input(inputs)
         if str(config.get("code") or "").strip():
             skein.warnings.append(SCRIPT_PENDING)

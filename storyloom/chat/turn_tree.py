@@ -261,7 +261,8 @@ WITH RECURSIVE up({_MESSAGE_COLUMNS}) AS (
 SELECT {_MESSAGE_COLUMNS} FROM up
 """
 
-# The path root → ?1 as one JSON array (see TurnTree.path_json); {extra} is the extra column
+# The path root → ?1 (its last ?2 messages; ?2 < 0: all) as one JSON array (see
+# TurnTree.path_json); {extra} is the extra column
 # with the keys the view leaves out removed. Siblings are counted through the parent index.
 _PATH_JSON_SQL = """
 WITH RECURSIVE up(id, parent_id, n) AS (
@@ -269,6 +270,7 @@ WITH RECURSIVE up(id, parent_id, n) AS (
     UNION ALL
     SELECT m.id, m.parent_id, up.n + 1
     FROM up CROSS JOIN chat_message AS m ON m.id = up.parent_id
+    WHERE ?2 < 0 OR up.n + 1 < ?2
 ),
 -- Only the ids are sorted (root first); the rows are then read in that order, which
 -- costs far less than sorting rows that carry their text.
@@ -929,9 +931,15 @@ class TurnTree:
         rows.reverse()
         return _messages(rows)
 
-    def path_json(self, message_id: str | None, *, leave_out_extra: Sequence[str] = ()) -> str:
-        """:meth:`path` as a JSON array of messages, each with its ``sibling_count``,
-        written by SQLite itself.
+    def path_json(
+        self,
+        message_id: str | None,
+        *,
+        leave_out_extra: Sequence[str] = (),
+        limit: int | None = None,
+    ) -> str:
+        """:meth:`path` (or its last ``limit`` messages) as a JSON array of messages, each
+        with its ``sibling_count``, written by SQLite itself.
 
         Opening a long chat is this one query: turning 10,000 rows into models and the
         models into JSON costs several times more than SQLite writing the JSON in C.
@@ -943,7 +951,8 @@ class TurnTree:
         extra = f"json_remove(m.extra, {removed})" if leave_out_extra else "json(m.extra)"
         sql = _PATH_JSON_SQL.replace("{extra}", extra)
         paths = [f"$.{json.dumps(key)}" for key in leave_out_extra]
-        rows = _fetch(self._db.connection(), sql, (message_id, *paths))
+        steps = limit if limit is not None and limit > 0 else -1
+        rows = _fetch(self._db.connection(), sql, (message_id, steps, *paths))
         text = rows[0][0] if rows else None
         if text is None or text == "[]":
             raise NotFound(f"message {message_id} not found")

@@ -103,12 +103,18 @@ def _pieces(text: str) -> Iterator[str]:
         start = end
 
 
+_COUNT_CACHE_ENTRIES = 20_000
+"""Texts whose counts a counter keeps (then it starts over)."""
+
+
 class TokenCounter:
     """Counts tokens with one encoding. Get one from :func:`token_counter` (cached)."""
 
     def __init__(self, encoding_name: str) -> None:
         self.encoding_name = encoding_name
         self._encoding = _encoding(encoding_name)
+        # A chat counts the same history messages every turn: their counts are kept.
+        self._counts: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"TokenCounter({self.encoding_name!r})"
@@ -117,9 +123,17 @@ class TokenCounter:
         """Tokens in ``text``; special-token strings such as ``<|endoftext|>`` count as text."""
         if not text:
             return 0
+        known = self._counts.get(text)
+        if known is not None:
+            return known
         if len(text) <= _PIECE_CHARS:
-            return len(self._encoding.encode_ordinary(text))
-        return sum(len(self._encoding.encode_ordinary(piece)) for piece in _pieces(text))
+            count = len(self._encoding.encode_ordinary(text))
+        else:
+            count = sum(len(self._encoding.encode_ordinary(piece)) for piece in _pieces(text))
+        if len(self._counts) >= _COUNT_CACHE_ENTRIES:
+            self._counts.clear()
+        self._counts[text] = count
+        return count
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (for truncation); special-token strings count as text."""

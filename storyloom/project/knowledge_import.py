@@ -128,10 +128,6 @@ def import_knowledge_file(
         atomic_write_text(chat_path, export_chat_jsonl(result.chat))
         summary.chat_file = str(chat_path)
         summary.chat_messages = len(result.chat.messages)
-        summary.warnings.append(
-            "the chat was checked and kept as SillyTavern JSONL; it becomes a conversation "
-            "with branches once the chat engine lands"
-        )
     return summary
 
 

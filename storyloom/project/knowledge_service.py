@@ -48,6 +48,7 @@ from storyloom.knowledge.embedding_models import (
     ResolvedModel,
     resolve_embedding_model,
 )
+from storyloom.knowledge.entry_text import injected_text
 from storyloom.knowledge.global_library import GLOBAL_DIR, global_folders
 from storyloom.knowledge.hybrid_search import SearchHit, search, semantic_scores
 from storyloom.knowledge.knowledge_base import (
@@ -59,9 +60,10 @@ from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package
 from storyloom.knowledge.references import ReferenceResolver
 from storyloom.knowledge.search_index import sync_kb
 from storyloom.knowledge.timed_effects import TimedEffectsState
+from storyloom.knowledge.variables import lookup_variable, placeholders
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokens import token_counter
-from storyloom.project.knowledge_import import import_knowledge_file
+from storyloom.project.knowledge_import import ChatImporter, import_knowledge_file
 from storyloom.project.project_file import (
     PROJECT_FILE,
 )
@@ -120,6 +122,7 @@ class ImportOutcome:
     created: list[LoadedKB]
     character: str | None = None
     character_file: Path | None = None
+    conversation_id: str | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -293,14 +296,34 @@ class KnowledgeService:
     ) -> ActivationEngine:
         """A compiled engine for these KBs, with references resolved in entry texts."""
         resolver = self.resolver()
-        values = dict(variables)
+        kb_ids = tuple(b.kb_id for b in kbs)
+        # Only the variables the entries' texts name go into the key: a chat changes its
+        # variables every turn, and recompiling a large book for a variable none of its
+        # entries uses would cost every turn a compile.
+        names: frozenset[str] = self.cached(
+            ("variable-names", kb_ids),
+            lambda: frozenset(
+                name
+                for b in kbs
+                for e in b.kb.entries
+                for name in placeholders(injected_text(b.kb, e))
+            ),
+        )
+        values = {
+            name: value
+            for name in names
+            for found, value in [lookup_variable(variables, name)]
+            if found
+        }
+
+        at_compile = dict(variables)
 
         def render(kb: KnowledgeBase, entry: CAIU) -> str:
-            return resolver.resolve_entry(kb.kb_id, entry.id, variables=values).text
+            return resolver.resolve_entry(kb.kb_id, entry.id, variables=at_compile).text
 
         key = (
             "engine",
-            tuple(b.kb_id for b in kbs),
+            kb_ids,
             settings.model_dump_json(),
             json.dumps(values, sort_keys=True, default=str),
             resolver.max_depth,
@@ -585,11 +608,20 @@ class KnowledgeService:
 
     # -- import / export ---------------------------------------------------------------
 
-    def import_file(self, upload: Path, filename: str, scope: Scope) -> ImportOutcome:
+    def import_file(
+        self,
+        upload: Path,
+        filename: str,
+        scope: Scope,
+        *,
+        chat_importer: ChatImporter | None = None,
+    ) -> ImportOutcome:
         """Store an uploaded SillyTavern file or ``.ctkbz`` package as new KBs.
 
         ``upload`` sits alone in a temporary folder; it takes the uploaded file's name
         there, since the importers report problems by file name and read the suffix.
+        A SillyTavern chat becomes a conversation through ``chat_importer``, which the
+        caller builds: the chat engine sits a layer above this one.
         """
         named = upload.with_name(filename if filename not in {"", ".", ".."} else "upload")
         upload.rename(named)
@@ -601,6 +633,7 @@ class KnowledgeService:
                 global_folder=self.home / GLOBAL_DIR,
                 database=self.database,
                 available_model_ids=self.registry().model_ids() if is_package else (),
+                chat_importer=chat_importer,
             )
             snap = self.reload()
         return ImportOutcome(
@@ -608,6 +641,7 @@ class KnowledgeService:
             [snap.require(created.kb_id) for created in summary.created],
             character=summary.character,
             character_file=Path(summary.character_file) if summary.character_file else None,
+            conversation_id=summary.conversation_id,
             warnings=summary.warnings,
         )
 
@@ -628,3 +662,10 @@ class KnowledgeService:
                 model_id=model_id,
             )
             return dest.read_bytes(), list(report.warnings)
+
+
+def _placeholder_names(kbs: Sequence[LoadedKB]) -> frozenset[str]:
+    """The ``{{variables}}`` the entries' own texts name."""
+    return frozenset(
+        name for b in kbs for e in b.kb.entries for name in placeholders(injected_text(b.kb, e))
+    )

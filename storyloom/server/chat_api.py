@@ -146,6 +146,9 @@ class ChatView(BaseModel):
         description="After the pointer along the active children: what time travel left"
     )
     running: bool = Field(description="A reply is being written")
+    earlier: int = Field(
+        default=0, description="With ?tail=N: messages of the path before the first one sent"
+    )
 
 
 _chat_view_adapter: TypeAdapter[ChatView] = TypeAdapter(ChatView)
@@ -220,11 +223,16 @@ def single_view(tree: TurnTree, message: Message) -> MessageView:
     return message_views(tree, conversation, [message])[0]
 
 
-def chat_view(tree: TurnTree, chat: ChatService, conversation_id: str) -> ChatView:
+def chat_view(
+    tree: TurnTree, chat: ChatService, conversation_id: str, tail: int | None = None
+) -> ChatView:
     # Asked first: "not running" then means what is read next is the reply as finished.
     running = chat.running(conversation_id)
     conversation = tree.conversation(conversation_id)
-    path = tree.active_path(conversation_id)
+    if tail is None:
+        path = tree.active_path(conversation_id)
+    else:
+        path = tree.path_tail(conversation.pointer, tail)
     later = tree.continuation(conversation_id)
     # Built without validation: every part is a model the store already validated.
     return ChatView.model_construct(
@@ -232,21 +240,28 @@ def chat_view(tree: TurnTree, chat: ChatService, conversation_id: str) -> ChatVi
         messages=message_views(tree, conversation, path),
         continuation=message_views(tree, conversation, later),
         running=running,
+        earlier=path[0].depth if path else 0,
     )
 
 
 _views_adapter: TypeAdapter[list[MessageView]] = TypeAdapter(list[MessageView])
 
 
-def chat_view_json(tree: TurnTree, chat: ChatService, conversation_id: str) -> bytes:
+def chat_view_json(
+    tree: TurnTree, chat: ChatService, conversation_id: str, tail: int | None = None
+) -> bytes:
     """:func:`chat_view` as JSON bytes. Unless display-only regex scripts change the
     texts, the messages come as JSON from SQLite (:meth:`TurnTree.path_json`): that is
     what keeps opening a 10,000-message chat within a frame or two."""
     running = chat.running(conversation_id)
     conversation = tree.conversation(conversation_id)
     if any(s.markdownOnly and not s.disabled for s in allowed_scripts(conversation)):
-        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id))
-    messages = tree.path_json(conversation.pointer, leave_out_extra=HIDDEN_EXTRA)
+        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
+    pointer = conversation.pointer
+    messages = tree.path_json(pointer, leave_out_extra=HIDDEN_EXTRA, limit=tail)
+    earlier = 0
+    if tail is not None and pointer is not None:
+        earlier = max(0, tree.message(pointer).depth + 1 - tail)
     later = message_views(tree, conversation, tree.continuation(conversation_id))
     return b"".join(
         (
@@ -258,6 +273,8 @@ def chat_view_json(tree: TurnTree, chat: ChatService, conversation_id: str) -> b
             _views_adapter.dump_json(later),
             b',"running":',
             b"true" if running else b"false",
+            b',"earlier":',
+            str(earlier).encode(),
             b"}",
         )
     )
@@ -384,10 +401,15 @@ async def import_chat(
 
 
 @router.get("/{conversation_id}", response_model=ChatView, responses=_ERRORS)
-def get_chat(request: Request, conversation_id: str) -> Response:
-    """The conversation, its messages root → pointer and what lies after the pointer."""
+def get_chat(
+    request: Request,
+    conversation_id: str,
+    tail: Annotated[int | None, Query(ge=1, description="Only the last N messages")] = None,
+) -> Response:
+    """The conversation, its messages root → pointer (or the last ``tail`` of them) and
+    what lies after the pointer."""
     return Response(
-        chat_view_json(_tree(request), _chat(request), conversation_id),
+        chat_view_json(_tree(request), _chat(request), conversation_id, tail),
         media_type="application/json",
     )
 

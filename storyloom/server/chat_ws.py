@@ -114,6 +114,8 @@ class ChatSubscriptions:
 
     def publish(self, event: ChatEvent) -> None:
         """Deliver a chat event; call from the event loop."""
+        if isinstance(event, StreamDelta) and not self._followers.get(event.conversation_id):
+            return
         message = self._message(event)
         if message is None:
             return

@@ -21,6 +21,7 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
+from storyloom.chat.st_chat import conversation_importer
 from storyloom.core.errors import (
     FieldProblem,
     FileFormatError,
@@ -451,6 +452,9 @@ class ImportReport(BaseModel):
     created: list[ImportedKB]
     character: str | None = Field(default=None, description="Name of an imported character")
     character_file: str | None = Field(default=None, description="Where its preset was written")
+    conversation_id: str | None = Field(
+        default=None, description="The conversation a SillyTavern chat became"
+    )
     warnings: list[str]
 
 
@@ -626,11 +630,14 @@ async def import_file(
     file: Annotated[UploadFile, File(description="The file to import")],
     scope: Annotated[Literal["local", "global"], Form()] = "local",
 ) -> ImportReport | JSONResponse:
-    """Import a SillyTavern file (world info, card PNG/JSON, CHARX) or a ``.ctkbz`` package.
+    """Import a SillyTavern file (world info, card PNG/JSON, CHARX, chat JSONL) or a
+    ``.ctkbz`` package. A chat becomes a conversation of the server's project.
 
     The upload goes to a temporary file (at most 50 MB) that is removed afterwards.
     """
-    service = _service(request)
+    state: ServerState = request.app.state.storyloom
+    service = state.knowledge
+    chat_importer = conversation_importer(state.turn_tree, project_id=state.chat.project_id)
     filename = _upload_name(file)
     with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
         path = Path(tmp) / "upload"
@@ -645,7 +652,9 @@ async def import_file(
                     )
                 out.write(chunk)
         try:
-            outcome = await asyncio.to_thread(service.import_file, path, filename, scope)
+            outcome = await asyncio.to_thread(
+                service.import_file, path, filename, scope, chat_importer=chat_importer
+            )
         except FileFormatError as exc:
             # The temporary path means nothing to the user: name the uploaded file.
             message = "; ".join(str(p) for p in exc.problems) or "unreadable"
@@ -669,6 +678,7 @@ async def import_file(
         ],
         character=outcome.character,
         character_file=str(outcome.character_file) if outcome.character_file else None,
+        conversation_id=outcome.conversation_id,
         warnings=outcome.warnings,
     )
 

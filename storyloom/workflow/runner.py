@@ -431,7 +431,16 @@ class _GraphPlan:
 class _Context:
     """What a running node sees of its run (implements ``NodeContext``)."""
 
-    __slots__ = ("_exe", "_full_id", "_node", "chunks", "evaluation", "sources")
+    __slots__ = (
+        "_exe",
+        "_flush_handle",
+        "_full_id",
+        "_node",
+        "_pending",
+        "chunks",
+        "evaluation",
+        "sources",
+    )
 
     def __init__(self, exe: _Execution, node_id: str, full_id: str) -> None:
         self._exe = exe
@@ -440,6 +449,8 @@ class _Context:
         self.chunks: list[str] = []
         self.sources: list[ContextSource] = []
         self.evaluation: Evaluation | None = None
+        self._pending: list[str] = []
+        self._flush_handle: asyncio.Handle | None = None
 
     @property
     def node_id(self) -> str:
@@ -466,8 +477,24 @@ class _Context:
             raise asyncio.CancelledError
 
     async def emit(self, chunk: str) -> None:
+        # Chunks that arrive together go out as one event: the event is sent once the
+        # node's task next waits (for the network, as a model's stream does). A slow
+        # stream is passed on chunk by chunk; a burst (a local model, text already in
+        # the socket buffer) is one event instead of thousands.
         self.chunks.append(chunk)
-        self._exe.run._emit(NodeStreaming, node_id=self._full_id, chunk=chunk)
+        self._pending.append(chunk)
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Send what was emitted and not yet sent (the runner calls it as the node ends)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self._pending:
+            chunk = "".join(self._pending)
+            self._pending.clear()
+            self._exe.run._emit(NodeStreaming, node_id=self._full_id, chunk=chunk)
 
     def report_iteration(
         self,
@@ -773,7 +800,10 @@ class _Execution:
         run._emit(NodeStarted, node_id=full_id, node_name=plan.name, node_type=plan.type_name)
         started = time.perf_counter()
         try:
-            result = await plan.node_type.run(ctx, inputs, plan.config)
+            try:
+                result = await plan.node_type.run(ctx, inputs, plan.config)
+            finally:
+                ctx.flush()
             if isinstance(result, NodeExpansion):
                 result = await self._expand(node_id, result)
             if not isinstance(result, dict):

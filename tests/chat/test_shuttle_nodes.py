@@ -279,7 +279,9 @@ async def test_weaver_node_gives_messages() -> None:
 async def test_llm_invoker_streams_and_forwards_sampling_and_is_never_cached(
     llm: ReplayLLMServer,
 ) -> None:
-    llm.script(Reply(text="One two three", reasoning="hmm"), Reply(text="Four five"))
+    llm.script(
+        Reply(text="One two three", reasoning="hmm", chunk_delay_s=0.02), Reply(text="Four five")
+    )
     workflow = Workflow.model_validate(
         {
             "id": "invoke",

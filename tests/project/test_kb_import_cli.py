@@ -9,20 +9,32 @@ from pathlib import Path
 
 import pytest
 
+from storyloom.chat.turn_tree import TurnTree
 from storyloom.knowledge.knowledge_base import load_knowledge_base
 from storyloom.project.project_file import init_project, load_project
+from storyloom.store.database import Database
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in {".json", ".png", ".jsonl"})
 
 
-def kb_import(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+def kb_import(*args: str, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "storyloom", "kb", "import", *args, "--home", str(home)],
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=cwd,
     )
+
+
+def conversations_in(home: Path, project_id: str) -> list[tuple[str, int]]:
+    """(id, messages on the shown path) of the project's conversations in ``home``."""
+    database = Database.in_home(home)
+    try:
+        return [(c.id, c.message_count) for c in TurnTree(database).conversations(project_id)]
+    finally:
+        database.close()
 
 
 def test_the_samples_folder_is_there() -> None:
@@ -46,7 +58,10 @@ def test_every_sample_imports_into_a_project_and_reports_what_it_made(
         assert len(kb.entries) == created["entry_count"]
     if sample.suffix == ".jsonl":
         assert report["chat_messages"] > 0
-        assert Path(report["chat_file"]).is_file()
+        assert report["chat_file"] is None
+        assert not (root / "imports").exists()
+        made = conversations_in(tmp_path / "home", load_project(root).id)
+        assert made == [(report["conversation_id"], report["chat_messages"])]
     else:
         assert report["created"], report
 
@@ -65,13 +80,36 @@ def test_card_import_writes_the_character_preset_and_avatar(tmp_path: Path) -> N
     )
 
 
+def test_chat_import_prints_the_conversation_it_made(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    init_project(root)
+    chat = SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
+    result = kb_import(str(chat), "--project", str(root), home=tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    [(conversation_id, messages)] = conversations_in(tmp_path / "home", load_project(root).id)
+    assert f"chat of {messages} messages -> conversation {conversation_id}" in result.stdout
+    assert "warning" not in result.stdout
+
+
+def test_a_chat_imported_without_a_project_joins_the_default_project(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    chat = SAMPLES / "chat_modern_header_Seraphina_2026_reconstructed.jsonl"
+    result = kb_import(str(chat), "--json", home=home, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    default = load_project(home / "projects" / "default")
+    assert [c for c, _ in conversations_in(home, default.id)] == [report["conversation_id"]]
+
+
 def test_import_without_a_project_goes_to_the_global_folder(tmp_path: Path) -> None:
     home = tmp_path / "home"
     sample = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
-    result = kb_import(str(sample), "--name", "Eldoria", home=home)
+    result = kb_import(str(sample), "--name", "Eldoria", home=home, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "'Eldoria'" in result.stdout
     assert load_knowledge_base(home / "knowledge" / "Eldoria").kb_displayName == "Eldoria"
+    # Only a chat needs a project: none is made for a world info.
+    assert not (home / "projects").exists()
 
 
 def test_broken_file_names_the_file_and_writes_nothing(tmp_path: Path) -> None:

@@ -212,6 +212,25 @@ async def test_unknown_chats_and_messages_are_404(api: httpx.AsyncClient) -> Non
     assert bad.status_code == 422
 
 
+async def test_a_tail_of_the_chat_says_how_many_messages_come_before_it(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    cid = (await new_chat(api))["id"]
+    llm.script(Reply(text="First reply."), Reply(text="Second reply."))
+    await turn(api, server, cid, "One")
+    await turn(api, server, cid, "Two")
+    whole = await get_chat(api, cid)
+    assert whole["earlier"] == 0 and len(whole["messages"]) == 5
+    response = await api.get(f"/api/chats/{cid}", params={"tail": 2})
+    tail = response.json()
+    assert [m["content"] for m in tail["messages"]] == ["Two", "Second reply."]
+    assert tail["earlier"] == 3
+    assert tail["messages"][0]["sibling_count"] == 1
+    everything = (await api.get(f"/api/chats/{cid}", params={"tail": 50})).json()
+    assert everything["messages"] == whole["messages"] and everything["earlier"] == 0
+    assert (await api.get(f"/api/chats/{cid}", params={"tail": 0})).status_code == 422
+
+
 async def test_time_travel_branch_swipe_edit_and_delete_through_the_api(
     api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
 ) -> None:

@@ -12,10 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
+from storyloom.knowledge.sillytavern import parse_chat_jsonl
+
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 ELDORIA = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
 SERAPHINA_PNG = SAMPLES / "st-default_Seraphina_card_v1.18.0_v2+v3.png"
 ZH_BOOK = SAMPLES / "zh_worldinfo_chujuyiqinzhi_19entries.json"
+SERAPHINA_CHAT = SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
 
 
 def upload(
@@ -255,6 +258,25 @@ def test_import_into_the_global_scope(client: httpx.Client, live_server: Any) ->
     assert [(c["scope"], c["entry_count"]) for c in created] == [("global", 19)]
     folder = Path(client.get(f"/api/knowledge/bases/{created[0]['kb_id']}").json()["folder"])
     assert folder.parent == Path(live_server.home) / "knowledge"
+
+
+def test_import_of_a_sillytavern_chat_makes_a_conversation(
+    client: httpx.Client, live_server: Any
+) -> None:
+    lines = len(
+        parse_chat_jsonl(SERAPHINA_CHAT.read_text(encoding="utf-8"), SERAPHINA_CHAT).messages
+    )
+    response = upload(client, SERAPHINA_CHAT)
+    assert response.status_code == 201, response.text
+    report = response.json()
+    assert (report["kind"], report["created"], report["warnings"]) == ("chat", [], [])
+    conversation_id = report["conversation_id"]
+    listed = client.get("/api/chats").json()["conversations"]
+    assert [(c["id"], c["message_count"]) for c in listed] == [(conversation_id, lines)]
+    view = client.get(f"/api/chats/{conversation_id}").json()
+    assert view["conversation"]["title"] == SERAPHINA_CHAT.stem
+    assert len(view["messages"]) == lines
+    assert not (project_dir(live_server) / "imports").exists()
 
 
 def test_import_of_a_file_that_is_no_sillytavern_file_names_it_and_creates_nothing(

@@ -292,7 +292,7 @@ def test_an_invalid_workflow_is_refused_with_every_problem_and_nothing_starts(
 def test_a_run_streams_the_answer_and_its_events_are_kept(
     api: httpx.Client, llm: ReplayLLMServer
 ) -> None:
-    llm.script(Reply(text="Once upon a time"))
+    llm.script(Reply(text="Once upon a time", chunk_delay_s=0.02))
     api.put("/api/workflows/story", json=chat_workflow())
     run_id = start_run(api, "story")
     run = wait_for_run(api, run_id)

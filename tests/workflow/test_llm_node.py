@@ -58,7 +58,8 @@ async def run_chat(
 async def test_chat_streams_each_delta_and_outputs_text_and_messages(
     llm: ReplayLLMServer,
 ) -> None:
-    llm.script(Reply(text="Once upon a time there was tea"))
+    # Spaced as a model streams: each delta arrives on its own and is passed on as such.
+    llm.script(Reply(text="Once upon a time there was tea", chunk_delay_s=0.02))
     history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
     result, events = await run_chat(
         runner_for(llm),

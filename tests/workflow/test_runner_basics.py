@@ -9,6 +9,7 @@ import pytest
 from storyloom.workflow.events import (
     NodeCompleted,
     NodeStarted,
+    NodeStreaming,
     RunEvent,
     WorkflowCompleted,
     WorkflowStarted,
@@ -170,3 +171,18 @@ async def test_interface_inputs_are_checked_and_defaulted(
     assert sorted(p.code for p in wrong.value.problems) == ["bad-interface", "bad-interface"]
     result = await runner.run(workflow, inputs={"count": "3"})
     assert result.outputs["show"]["seen"] == {"number": ["float", 3.0], "text": ["str", "none"]}
+
+
+async def test_chunks_emitted_together_stream_as_one_event_before_the_node_completes(
+    runner: WorkflowRunner, make_workflow: BuildWorkflow
+) -> None:
+    # The test node emits without waiting between chunks, as a burst from a fast model
+    # arrives: one streaming event carries them all, and it comes before completion.
+    workflow = make_workflow("burst", {"s": ("test:Stream", {"chunks": list("abcdef")})}, [])
+    run = runner.start(workflow)
+    result = await run.wait()
+    assert result.outputs["s"] == {"text": "abcdef"}
+    kinds = [e.type for e in run.events if getattr(e, "node_id", None) == "s"]
+    assert kinds == ["node:started", "node:streaming", "node:completed"]
+    streamed = [e for e in run.events if isinstance(e, NodeStreaming)]
+    assert [e.chunk for e in streamed] == ["abcdef"]

@@ -1,6 +1,6 @@
 // Typed calls for /api/chats and /api/presets, and the shapes they carry (the snake_case
-// fields of storyloom/chat/*.py models). Hand-written against the chat contract; the
-// generated schema gains them once the server's OpenAPI is regenerated.
+// fields of storyloom/chat/*.py models). Hand-written; tests/chatApiTypes.test.ts holds them
+// against the schema generated from the server's OpenAPI (src/api/schema.d.ts).
 //
 // Every write that changes a conversation sends `expected_version`; the server answers 409
 // when another tab (or a turn) changed it first: `isConflict()` tells the page to reload.
@@ -34,7 +34,7 @@ export interface ChatMessage {
 
 export interface RagScope {
   mode: 'self_only' | 'related'
-  related_conversations: string[]
+  related_conversations?: string[]
   [extra: string]: unknown
 }
 
@@ -67,7 +67,8 @@ export interface BackgroundSnapshot {
   source_preset?: string | null
   name?: string
   world_setting?: string
-  story_outline?: { index: number; content: string }[]
+  /** `[{index, content}]`, 1-based; the server declares plain objects. */
+  story_outline?: Record<string, unknown>[]
   [extra: string]: unknown
 }
 
@@ -139,18 +140,28 @@ export interface BlockSource {
   [extra: string]: unknown
 }
 
-export interface PromptBlock {
+interface PromptBlockFields {
   id: string
   kind: string
-  role: Role
+  /** A block a custom pipeline made may come without one. */
+  role?: string | null
   content: string
-  source: BlockSource
   tokens?: number | null
   priority?: number
   depth?: number | null
   message_id?: string | null
   enabled?: boolean
   [extra: string]: unknown
+}
+
+/** A Skein block as the inspector shows it; `getMessagePrompt` gives every block a source. */
+export interface PromptBlock extends PromptBlockFields {
+  source: BlockSource
+}
+
+/** A block as the server sends it: one a custom pipeline made may have no source. */
+export interface SentPromptBlock extends PromptBlockFields {
+  source?: BlockSource | null
 }
 
 export interface LoreReason {
@@ -184,14 +195,23 @@ export interface PromptMessage {
   name?: string
 }
 
-/** GET .../prompt: what the turn's prompt was made of (the prompt inspector). */
-export interface PromptInspection {
-  blocks: PromptBlock[]
+interface PromptInspectionFields {
   lore: LoreRecord[]
   cut: CutBlock[]
-  budget: number | null
+  budget?: number | null
+  warnings?: string[]
   messages: PromptMessage[]
   [extra: string]: unknown
+}
+
+/** GET .../prompt: what the turn's prompt was made of (the prompt inspector). */
+export interface PromptInspection extends PromptInspectionFields {
+  blocks: PromptBlock[]
+}
+
+/** GET .../prompt as the server sends it (see `getMessagePrompt`). */
+export interface SentPromptInspection extends PromptInspectionFields {
+  blocks: SentPromptBlock[]
 }
 
 export interface CharacterListing {
@@ -291,24 +311,6 @@ export function conversationIdFrom(data: unknown): string | null {
   return null
 }
 
-async function send<T>(method: 'PATCH', path: string, body: unknown, fetchImpl: Fetch): Promise<T> {
-  // client.ts's helpers know GET/PUT/POST/DELETE; PATCH goes through fetch here.
-  let res: Response
-  try {
-    res = await fetchImpl(path, {
-      method,
-      credentials: 'same-origin',
-      headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
-      body: JSON.stringify(body),
-    })
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  if (!res.ok) throw await errorFromResponse(res)
-  const text = await res.text().catch(() => '')
-  return (text ? JSON.parse(text) : null) as T
-}
-
 // -- conversations ----------------------------------------------------------------------
 
 export async function listChats(fetchImpl?: Fetch): Promise<ConversationSummary[]> {
@@ -347,9 +349,9 @@ export function getChat(id: string, tail?: number, fetchImpl?: Fetch): Promise<C
 export function patchChat(
   id: string,
   body: { expected_version: number; title?: string; settings?: ConversationSettings },
-  fetchImpl: Fetch = defaultFetch,
+  fetchImpl?: Fetch,
 ): Promise<Conversation> {
-  return send<Conversation>('PATCH', `${BASE}/${enc(id)}`, body, fetchImpl)
+  return requestJson<Conversation>('PATCH', `${BASE}/${enc(id)}`, body, fetchImpl)
 }
 
 export async function deleteChat(id: string, fetchImpl: Fetch = defaultFetch): Promise<void> {
@@ -417,8 +419,11 @@ export function getMessageState(id: string, messageId: string, fetchImpl?: Fetch
   return requestJson<MessageState>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/state`, undefined, fetchImpl)
 }
 
-export function getMessagePrompt(id: string, messageId: string, fetchImpl?: Fetch): Promise<PromptInspection> {
-  return requestJson<PromptInspection>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/prompt`, undefined, fetchImpl)
+/** The prompt inspector of a reply; a block sent without a source gets an empty one. */
+export async function getMessagePrompt(id: string, messageId: string, fetchImpl?: Fetch): Promise<PromptInspection> {
+  const path = `${BASE}/${enc(id)}/messages/${enc(messageId)}/prompt`
+  const sent = await requestJson<SentPromptInspection>('GET', path, undefined, fetchImpl)
+  return { ...sent, blocks: sent.blocks.map((block) => ({ ...block, source: block.source ?? { kind: '' } })) }
 }
 
 /** Where the browser downloads a branch from (a plain link: the server names the file). */

@@ -78,7 +78,7 @@ export async function errorFromResponse(res: Response): Promise<ApiError> {
 
 export type Fetch = typeof fetch
 
-export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE'
+export type Method = 'GET' | 'PUT' | 'POST' | 'PATCH' | 'DELETE'
 
 /** One JSON call: the response and its body (parsed JSON, the text when it is not JSON,
  * null when empty). A network failure is an ApiError with status 0; HTTP errors are the
