@@ -336,8 +336,10 @@ class RegexCleaner(NodeType):
         self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
     ) -> dict[str, Any]:
         raw = inputs.get("snapshot")
-        if isinstance(raw, dict) and not raw.get("regex_scripts") and isinstance(
-            inputs.get("skein"), dict
+        if (
+            isinstance(raw, dict)
+            and not raw.get("regex_scripts")
+            and isinstance(inputs.get("skein"), dict)
         ):
             return {"skein": inputs["skein"]}  # no script allowed: nothing to do
         skein = skein_input(inputs)
