@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from storyloom.store.database import Database
 
 chat_app = typer.Typer(
-    help="Chats: import SillyTavern chats, export conversations, list them.",
+    help="Chats: import SillyTavern chats and chat-completion presets, export "
+    "conversations, list them.",
     no_args_is_help=True,
 )
 
@@ -67,16 +68,9 @@ def _open(home: Path | None) -> tuple[Path, Database, TurnTree]:
 
 def _character(folder: Path, name: str | None) -> CharacterSnapshot | None:
     """The project's character preset of that name, when there is exactly one."""
-    from storyloom.chat.presets import PresetLibrary, character_snapshot
+    from storyloom.chat.presets import PresetLibrary, snapshot_by_name
 
-    if not name:
-        return None
-    library = PresetLibrary(folder)
-    found = [c for c in library.characters() if c.error is None and c.name == name]
-    if len(found) != 1:
-        return None
-    preset = library.character(found[0].id)
-    return character_snapshot(found[0].id, preset, datetime.now(UTC))
+    return snapshot_by_name(PresetLibrary(folder), name, datetime.now(UTC))
 
 
 def file_name(title: str) -> str:
@@ -208,7 +202,7 @@ def list_(
         database.close()
     if as_json:
         rows = [s.model_dump(mode="json") for s in summaries]
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        typer.echo(json.dumps({"conversations": rows}, ensure_ascii=False, indent=2))
         return
     if not summaries:
         typer.echo("no conversations")
@@ -218,3 +212,51 @@ def list_(
         typer.echo(
             f"{summary.id}  {summary.title!r}{who}  {summary.message_count} messages  {when}"
         )
+
+
+@chat_app.command("import-preset")
+def import_preset(
+    file: Annotated[Path, typer.Argument(help="A SillyTavern chat-completion preset (.json).")],
+    workflow_id: Annotated[
+        str | None,
+        typer.Option("--id", help="Workflow id (default: st-<file name>).", show_default=False),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="Workflow name (default: the file name).", show_default=False),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a workflow of that id.")
+    ] = False,
+    as_json: JsonOption = False,
+    project: ProjectOption = None,
+    home: HomeOption = None,
+) -> None:
+    """Import a SillyTavern chat-completion preset as a chat pipeline workflow.
+
+    The preset's prompt order, prompts and sampling land in the nodes of the chat
+    pipeline, saved as workflows/<id>.json of the project. A conversation uses it when
+    its pipeline setting names that id (the chat page's settings, or PATCH
+    /api/chats/{id} with settings.pipeline); open it in the workflow canvas to change it.
+    """
+    from storyloom.server.workflow_service import ProjectWorkflows, read_preset_json
+
+    try:
+        data = read_preset_json(file.read_bytes(), str(file))
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc}") from None
+    except StoryloomError as exc:
+        raise fail(exc) from None
+    data_dir = ensure_home(resolve_home(home))
+    try:
+        library = ProjectWorkflows(project_dir(project, data_dir))
+        workflow, path = library.import_st_preset(
+            data, file_name=str(file), workflow_id=workflow_id, name=name, overwrite=overwrite
+        )
+    except (StoryloomError, OSError) as exc:
+        raise fail(exc) from None
+    if as_json:
+        report = {"id": workflow.id, "name": workflow.name, "path": str(path)}
+        typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    typer.echo(f"workflow {workflow.id}: saved to {path}")

@@ -130,9 +130,11 @@ def stored_text(
     scripts: Sequence[RegexScript] | None = None,
     *,
     editing: bool = False,
+    placement: RegexPlacement | None = None,
 ) -> str:
-    """``text`` after the stored-phase scripts of its placement (depth 0: it is the newest
-    message). An edit runs only the scripts marked ``runOnEdit``."""
+    """``text`` after the stored-phase scripts of its placement (the role's; a reply's
+    thought passes ``REASONING``), at depth 0: it is the newest message. An edit runs
+    only the scripts marked ``runOnEdit``."""
     scripts = allowed_scripts(conversation) if scripts is None else scripts
     if editing:
         scripts = [s for s in scripts if s.runOnEdit]
@@ -142,7 +144,7 @@ def stored_text(
     return apply_regex_scripts(
         text,
         scripts,
-        placement=placement_of(role),
+        placement=placement or placement_of(role),
         phase="stored",
         depth=0,
         macros=lambda t: expand_macros(t, context),
@@ -489,11 +491,22 @@ class ChatService:
         self._added(message)
         scripts = allowed_scripts(conversation)
 
-        async def snapshot() -> ContextSnapshot:
-            return await self.snapshot(conversation, pointer, generation=GENERATION_OF[kind])
+        async def snapshot(context_tokens: int | None) -> ContextSnapshot:
+            return await self.snapshot(
+                conversation,
+                pointer,
+                generation=GENERATION_OF[kind],
+                context_tokens=context_tokens,
+                turn=message.id,
+            )
 
         def clean(text: str) -> str:
             return stored_text(conversation, text, "assistant", scripts)
+
+        def clean_thought(text: str) -> str:
+            return stored_text(
+                conversation, text, "assistant", scripts, placement=RegexPlacement.REASONING
+            )
 
         setup = TurnSetup(
             tree=tree,
@@ -504,6 +517,7 @@ class ChatService:
             snapshot=snapshot,
             workflow=lambda: self.pipeline(conversation),
             clean_reply=clean,
+            clean_thought=clean_thought,
             publish=self.publish,
             prefix=target.content if target is not None else "",
             thought_prefix=(target.thought or "") if target is not None else "",
@@ -524,8 +538,16 @@ class ChatService:
         return pipeline_for(self.project_dir, conversation.settings.pipeline)
 
     async def snapshot(
-        self, conversation: Conversation, pointer: str | None, *, generation: str = "normal"
+        self,
+        conversation: Conversation,
+        pointer: str | None,
+        *,
+        generation: str = "normal",
+        context_tokens: int | None = None,
+        turn: str | None = None,
     ) -> ContextSnapshot:
+        """The snapshot of the reply ``turn``; its history fills ``context_tokens``
+        (None: the model's context window from the settings)."""
         endpoint = self.services.require_settings().user_llm
         return await build_snapshot(
             self.tree,
@@ -535,7 +557,8 @@ class ChatService:
             summaries=self._summary_index(),
             presets=self.presets,
             generation=generation,
-            history_tokens=endpoint.context_window or DEFAULT_HISTORY_TOKENS,
+            turn=turn,
+            history_tokens=context_tokens or endpoint.context_window or DEFAULT_HISTORY_TOKENS,
             count_tokens=token_counter(endpoint.model).count,
         )
 

@@ -21,8 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from storyloom.chat.chat_state import ChatState
-from storyloom.chat.default_pipeline import INVOKER_TYPE
-from storyloom.chat.filament import FilamentEvent, FilamentParser
+from storyloom.chat.default_pipeline import (
+    INVOKER_TYPE,
+    pipeline_context_tokens,
+    pipeline_extra_tags,
+)
+from storyloom.chat.filament import FilamentEvent, FilamentParser, FilamentTags
 from storyloom.chat.message import Message, MessageStatus
 from storyloom.chat.snapshot import ContextSnapshot
 from storyloom.chat.turn_tree import TurnTree
@@ -33,10 +37,10 @@ from storyloom.workflow.workflow_file import Workflow
 logger = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.2
+"""Longest time streamed text stays only in memory."""
 FRAME_S = 1 / 60
 """Streamed text goes out at most once a frame: a local model can send thousands of
 tokens a second, and the page cannot show them faster than it draws."""
-"""Longest time streamed text stays only in memory."""
 STOPPED = "stopped"
 INTERRUPTED = "interrupted: the server stopped while the reply was being written"
 
@@ -185,10 +189,13 @@ class TurnSetup:
     conversation_id: str
     message: Message
     kind: TurnKind
-    snapshot: Callable[[], Awaitable[ContextSnapshot]]
+    snapshot: Callable[[int | None], Awaitable[ContextSnapshot]]
+    """The snapshot for a context of this many tokens (None: the model's window)."""
     workflow: Callable[[], Workflow]
     clean_reply: Callable[[str], str] = field(default=lambda text: text)
     """Stored-phase regex scripts of AI output (identity when none are allowed)."""
+    clean_thought: Callable[[str], str] = field(default=lambda text: text)
+    """Stored-phase regex scripts of reasoning, for the thought."""
     publish: Publish | None = None
     prefix: str = ""
     """Continue: the text the message already had; the new text is appended."""
@@ -347,8 +354,9 @@ class ChatTurn:
         result: RunResult | None = None
         failure: str | None = None
         try:
-            self.snapshot = await self.setup.snapshot()
             workflow = self.setup.workflow()
+            self.parser = FilamentParser(FilamentTags(extra=pipeline_extra_tags(workflow)))
+            self.snapshot = await self.setup.snapshot(pipeline_context_tokens(workflow))
             if self.stop_reason is None:
                 self.run = self.setup.runner.start(
                     workflow,
@@ -425,7 +433,8 @@ class ChatTurn:
             self._close_parser()
             reply = self.parser.result.reply
         thought = outputs.get("thought")
-        thought_text = self.setup.thought_prefix + (thought if isinstance(thought, str) else "")
+        thought = self.setup.clean_thought(thought) if isinstance(thought, str) and thought else ""
+        thought_text = self.setup.thought_prefix + thought
         text = self._joined(reply)
         state_json = outputs.get("state")
         state = ChatState.from_json(state_json) if isinstance(state_json, dict) else None

@@ -165,3 +165,34 @@ def pipeline_for(project_dir: Path | None, pipeline_id: str = DEFAULT_PIPELINE) 
         Path(WORKFLOWS_DIR) / f"{pipeline_id}.json",
         [FieldProblem("", "no project to load this pipeline workflow from")],
     )
+
+
+PARSER_TYPE = "chat:FilamentParser"
+BUDGET_TYPE = "chat:TokenBudget"
+
+
+def _configs(workflow: Workflow, node_type: str) -> list[Mapping[str, Any]]:
+    return [node.config for node in workflow.nodes if node.type == node_type]
+
+
+def pipeline_extra_tags(workflow: Workflow) -> tuple[str, ...]:
+    """The extra Filament tags the pipeline's parser knows: the live parser that
+    streams the reply to the page must know the same ones, or their text would flash
+    in the reply while it streams."""
+    tags: list[str] = []
+    for config in _configs(workflow, PARSER_TYPE):
+        extra = config.get("extra_tags")
+        if isinstance(extra, list):
+            tags += [t for t in extra if isinstance(t, str)]
+    return tuple(dict.fromkeys(tags))
+
+
+def pipeline_context_tokens(workflow: Workflow) -> int | None:
+    """The context size the pipeline's Token Budget is set to (None: the settings'),
+    so the snapshot brings as much history as that budget can use."""
+    sizes = [
+        int(config["max_context_tokens"])
+        for config in _configs(workflow, BUDGET_TYPE)
+        if isinstance(config.get("max_context_tokens"), int) and config["max_context_tokens"] > 0
+    ]
+    return max(sizes) if sizes else None

@@ -13,7 +13,8 @@ is never eaten.
 
 Randomness is reproducible: ``{{random}}`` and ``{{roll}}`` draw from
 ``random.Random(seed, draw number)`` so the same seed gives the same sequence, and
-``{{pick}}`` is stable for the same seed, text and position, as SillyTavern's is per chat.
+``{{pick}}`` is stable for the same ``pick_seed`` (the chat's), text and position, as
+SillyTavern's is per chat.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class MacroContext:
     variables: dict[str, Any] = field(default_factory=dict)
     now: datetime | None = None
     seed: int | str = 0
+    pick_seed: int | str | None = None
+    """What ``{{pick}}`` is fixed by (the chat; None: ``seed``)."""
     extra: dict[str, str] = field(default_factory=dict)
     draws: int = field(default=0, repr=False, compare=False)
     """How many ``{{random}}``/``{{roll}}`` draws were made with this context; successive
@@ -443,7 +446,8 @@ class _Evaluator:
 
     def stable(self, offset: int) -> random.Random:
         """A generator fixed by the seed, the text and the macro's position in it."""
-        return random.Random(f"{self.ctx.seed}\x1fpick\x1f{self.raw_hash}\x1f{offset}")
+        seed = self.ctx.seed if self.ctx.pick_seed is None else self.ctx.pick_seed
+        return random.Random(f"{seed}\x1fpick\x1f{self.raw_hash}\x1f{offset}")
 
 
 def _as_macro(node: _Node) -> _Macro:

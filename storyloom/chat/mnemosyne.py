@@ -71,9 +71,12 @@ def history_window(
         limit *= 4
 
 
-def snapshot_seed(conversation_id: str, pointer: str | None) -> int:
-    """A stable 31-bit seed for the turn after ``pointer`` ({{pick}}, lore probability)."""
-    digest = hashlib.sha256(f"{conversation_id}:{pointer or ''}".encode()).digest()
+def snapshot_seed(conversation_id: str, pointer: str | None, turn: str | None = None) -> int:
+    """A stable 31-bit seed for the reply ``turn`` written after ``pointer``
+    ({{random}}, {{roll}}, lore probability): a swipe is another reply, so it rolls
+    again, while the same reply rebuilt from the same data gets the same seed."""
+    text = f"{conversation_id}:{pointer or ''}" + (f":{turn}" if turn else "")
+    digest = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
@@ -249,13 +252,15 @@ async def build_snapshot(
     summaries: SummaryIndex | None = None,
     presets: PresetLibrary | None = None,
     generation: str = "normal",
+    turn: str | None = None,
     history_tokens: int = DEFAULT_HISTORY_TOKENS,
     count_tokens: Callable[[str], int] | None = None,
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
 
     ``knowledge`` None (no project) gives no lore; ``summaries`` None no memories;
-    ``presets`` None no summary texts. The history holds the chain back as far as
+    ``presets`` None no summary texts. ``turn``: the reply being written (its id
+    seeds the turn's rolls, so a swipe rolls again). The history holds the chain back as far as
     ``history_tokens`` (the model's context window) reaches; ``count_tokens`` None
     reads the whole chain.
     """
@@ -271,7 +276,7 @@ async def build_snapshot(
         plot = initial_plot(background)
         if plot is not None:
             state = state.model_copy(update={"plot": plot})
-    seed = snapshot_seed(conversation.id, pointer)
+    seed = snapshot_seed(conversation.id, pointer, turn)
     lore: list[LoreHit] = []
     report: list[LoreRecord] = []
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
@@ -312,5 +317,6 @@ async def build_snapshot(
         regex_scripts=scripts,
         generation=generation,
         seed=seed,
+        chat_seed=snapshot_seed(conversation.id, None),
         now=_iso(now),
     )

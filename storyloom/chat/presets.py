@@ -353,3 +353,16 @@ class PresetLibrary:
             except (FileFormatError, OSError):
                 continue
         return out
+
+
+def snapshot_by_name(
+    library: PresetLibrary, name: str | None, now: datetime
+) -> CharacterSnapshot | None:
+    """The snapshot of the project's character called ``name``, when exactly one is (an
+    imported SillyTavern chat names its character; the card came in separately)."""
+    if not name:
+        return None
+    found = [c for c in library.characters() if c.error is None and c.name == name]
+    if len(found) != 1:
+        return None
+    return character_snapshot(found[0].id, library.character(found[0].id), now)

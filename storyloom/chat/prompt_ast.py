@@ -73,6 +73,7 @@ def macro_context(snapshot: ContextSnapshot, variables: dict[str, Any]) -> Macro
         variables=variables,
         now=_now(snapshot),
         seed=snapshot.seed,
+        pick_seed=snapshot.chat_seed,
         extra={
             "mesExamples": _card_text(snapshot, "mes_example"),
             "charPrompt": _card_text(snapshot, "system_prompt"),
@@ -97,15 +98,21 @@ def run_prompt_ast(
     """Blocks whose ``condition`` is false dropped (recorded in ``cut``), ``{{#if}}``
     sections resolved, outlets filled and macros expanded, block by block in order.
 
-    ``history_macros``: also expand macros in chat messages (SillyTavern does).
+    ``history_macros``: also expand macros in chat messages (SillyTavern does). A chat
+    message's ``{{setvar}}``/``{{addvar}}`` change the state once, in the turn that
+    answers it: in older messages they are expanded against a scratch copy of the
+    variables, or every later turn would add again what the message added once.
     A condition that cannot be evaluated keeps its block and adds a warning.
     """
     out = skein.model_copy(deep=True)
     variables: dict[str, Any] = dict(out.variables)
     ctx = macro_context(snapshot, variables)
+    history = [i for i, b in enumerate(out.blocks) if b.kind is BlockKind.HISTORY]
+    answered = history[-1] if history and out.blocks[history[-1]].role == "user" else None
+    scratch = macro_context(snapshot, {})
     outlets: dict[str, str] = dict(skein_extra(out, "outlets") or {})
     blocks: list[SkeinBlock] = []
-    for block in out.blocks:
+    for index, block in enumerate(out.blocks):
         if not block.enabled:
             blocks.append(block)
             continue
@@ -131,8 +138,12 @@ def run_prompt_ast(
         text, problems = render_conditionals(block.content, variables)
         out.warnings.extend(f"block {block.id}: {problem}" for problem in problems)
         text = fill_outlets(text, outlets)
-        ctx.original = str(block_extra(block, "original") or "")
-        text = expand_macros(text, ctx)
+        here = ctx
+        if block.kind is BlockKind.HISTORY and index != answered:
+            scratch.variables = dict(variables)
+            here = scratch
+        here.original = str(block_extra(block, "original") or "")
+        text = expand_macros(text, here)
         blocks.append(block.model_copy(update={"content": text}))
     out.blocks = blocks
     out.variables = variables

@@ -88,7 +88,10 @@ class ContextSnapshot(BaseModel):
         default_factory=list, description="SillyTavern regex scripts in force (allowed only)"
     )
     generation: str = Field(default="normal", description="normal, swipe, continue, impersonate")
-    seed: int = Field(default=0, description="For {{pick}} and lore probability rolls")
+    seed: int = Field(
+        default=0, description="This reply's: {{random}}, {{roll}}, lore probability rolls"
+    )
+    chat_seed: int = Field(default=0, description="The conversation's: {{pick}}")
     now: str = Field(default="", description="ISO time of the turn, for {{time}}/{{date}}")
 
     @property

@@ -17,6 +17,7 @@ import io
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import quote
@@ -44,6 +45,7 @@ from storyloom.chat.presets import (
     PresetLibrary,
     PresetProblem,
     SummaryPreset,
+    snapshot_by_name,
 )
 from storyloom.chat.regex_scripts import RegexScript, apply_regex_scripts
 from storyloom.chat.st_chat import export_st_chat, import_st_chat
@@ -58,7 +60,7 @@ from storyloom.chat.turn_tree import (
 )
 from storyloom.core.errors import FileFormatError, problems_from_validation
 from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
-from storyloom.knowledge.sillytavern.chat_log import parse_chat_jsonl
+from storyloom.knowledge.sillytavern.importer import import_sillytavern_bytes
 from storyloom.llm.errors import LLMError
 from storyloom.server.api_errors import ErrorBody, ErrorDetail, error_response
 
@@ -356,18 +358,36 @@ async def import_chat(
     if data is None:
         limit = MAX_UPLOAD_BYTES // (1024 * 1024)
         return error_response(413, f"{filename} is larger than {limit} MB")
-    if filename.lower().endswith(".jsonl"):
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return error_response(422, f"{filename}: not UTF-8 text ({exc.reason})")
-        log = parse_chat_jsonl(text, filename)
+    # Told apart by content, before anything is written: a world-info book sent here
+    # must be refused without landing in the project first.
+    try:
+        parsed = await asyncio.to_thread(import_sillytavern_bytes, data, filename)
+    except FileFormatError as exc:
+        message = "; ".join(str(p) for p in exc.problems) or "unreadable"
+        return error_response(422, f"{filename}: {message}", exc.problems)
+    if parsed.kind == "world_info":
+        return error_response(
+            422,
+            f"{filename}: a world-info book, not a chat (.jsonl) or a character card; "
+            "import it on the Knowledge page",
+        )
+    if parsed.chat is not None:
+        log = parsed.chat
+        presets = state.chat.presets
+        character = (
+            await asyncio.to_thread(
+                snapshot_by_name, presets, log.character_name, datetime.now(UTC)
+            )
+            if presets is not None
+            else None
+        )
         imported = await asyncio.to_thread(
             import_st_chat,
             state.turn_tree,
             log,
             project_id=state.chat.project_id,
-            title=None,
+            title=Path(filename).stem or None,
+            character=character,
         )
         conversation = state.chat.announce(imported.conversation_id)
         return ImportedChatView(

@@ -4,13 +4,17 @@ A save writes the file even when the graph has problems (a half-built graph is s
 it is) and answers the problems beside it; a run refuses an invalid graph with every
 problem and starts nothing. Run events stream over the WebSocket; ``GET`` on a run answers
 the same events for a client that polls or missed some.
+
+The library includes the built-in workflows (the chat pipeline ``chat-default``), marked
+``builtin`` while the project has no file of that id; a SillyTavern chat-completion preset
+imports as a pipeline workflow file.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,15 +29,22 @@ from storyloom.server.workflow_runs import (
     RunStatus,
     WorkflowMissing,
 )
-from storyloom.server.workflow_service import WorkflowService
+from storyloom.server.workflow_service import (
+    BuiltinWorkflowError,
+    WorkflowEntry,
+    WorkflowExists,
+    WorkflowService,
+    read_preset_json,
+)
 from storyloom.workflow.events import RunEvent
 from storyloom.workflow.node_history import HistoryEntry
 from storyloom.workflow.node_type import HumanDecision, NodeSlots, NodeTypeInfo, Slot
 from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
-from storyloom.workflow.workflow_file import Workflow, WorkflowSummary, workflow_schema
+from storyloom.workflow.workflow_file import Workflow, workflow_schema
 
 router = APIRouter(tags=["workflows"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+MAX_PRESET_BYTES = 10 * 1024 * 1024
 
 
 def _service(request: Request) -> WorkflowService:
@@ -61,14 +72,16 @@ def problem_field(problem: WorkflowProblem) -> str:
 
 
 class WorkflowList(BaseModel):
-    workflows: list[WorkflowSummary]
+    workflows: list[WorkflowEntry] = Field(
+        description="The project's files and the built-ins it has no file for, by id"
+    )
     broken: list[BrokenWorkflowFile] = Field(description="Files in workflows/ that do not load")
 
 
 @router.get("/api/workflows", response_model=WorkflowList)
 def list_workflows(request: Request) -> WorkflowList:
-    summaries, broken = _service(request).library.list()
-    return WorkflowList(workflows=summaries, broken=[BrokenWorkflowFile.of(e) for e in broken])
+    entries, broken = _service(request).library.entries()
+    return WorkflowList(workflows=entries, broken=[BrokenWorkflowFile.of(e) for e in broken])
 
 
 @router.get("/api/workflows/node-types", response_model=list[NodeTypeInfo])
@@ -117,10 +130,55 @@ def validate(request: Request, body: Workflow) -> ValidationReport:
     return ValidationReport(problems=problems, slots=slots)
 
 
+def _upload_name(file: UploadFile) -> str:
+    name = (file.filename or "").replace("\\", "/").rsplit("/", 1)[-1].strip()
+    return name or "preset.json"
+
+
+@router.post(
+    "/api/workflows/import-st-preset",
+    status_code=201,
+    response_model=Workflow,
+    responses={**_ERRORS, 409: {"model": ErrorBody}, 413: {"model": ErrorBody}},
+)
+async def import_st_preset(
+    request: Request,
+    file: Annotated[UploadFile, File(description="A SillyTavern chat-completion preset (.json)")],
+    workflow_id: Annotated[
+        str | None,
+        Form(alias="id", description="Workflow id (default: `st-<file name>`)"),
+    ] = None,
+    name: Annotated[str | None, Form(description="Workflow name (default: the file name)")] = None,
+    overwrite: Annotated[
+        bool, Form(description="Replace a workflow of that id (else 409)")
+    ] = False,
+) -> Workflow | JSONResponse:
+    """Import a SillyTavern chat-completion preset as a chat pipeline workflow saved in the
+    project's ``workflows/``; a conversation uses it when its ``settings.pipeline`` names
+    the id. A bad file is a 422 naming the file and each field; nothing is written."""
+    file_name = _upload_name(file)
+    data = await file.read(MAX_PRESET_BYTES + 1)
+    if len(data) > MAX_PRESET_BYTES:
+        limit = MAX_PRESET_BYTES // (1024 * 1024)
+        return error_response(413, f"{file_name} is larger than {limit} MB")
+    library = _service(request).library
+    try:
+        workflow, _ = library.import_st_preset(
+            read_preset_json(data, file_name),
+            file_name=file_name,
+            workflow_id=workflow_id or None,
+            name=name or None,
+            overwrite=overwrite,
+        )
+    except WorkflowExists as exc:
+        return error_response(409, str(exc), [FieldProblem("id", "already exists")])
+    return workflow
+
+
 @router.get("/api/workflows/{workflow_id}", response_model=Workflow, responses=_ERRORS)
 def get_workflow(request: Request, workflow_id: str) -> Workflow | JSONResponse:
-    """The file as stored (unknown fields included); 422 lists what is wrong with a broken
-    file."""
+    """The file as stored (unknown fields included), or the built-in workflow of that id
+    when the project has no file for it; 422 lists what is wrong with a broken file."""
     library = _service(request).library
     if not library.exists(workflow_id):
         library.path(workflow_id)  # a malformed id is a 422 naming it
@@ -148,9 +206,19 @@ def put_workflow(
     return SavedWorkflow(workflow=body, problems=problems, slots=slots)
 
 
-@router.delete("/api/workflows/{workflow_id}", status_code=204, responses=_ERRORS)
+@router.delete(
+    "/api/workflows/{workflow_id}",
+    status_code=204,
+    responses={**_ERRORS, 400: {"model": ErrorBody}},
+)
 def delete_workflow(request: Request, workflow_id: str) -> Response:
-    if not _service(request).library.delete(workflow_id):
+    """Delete the project's file; a built-in's copy goes and the built-in is back. The
+    built-in itself is a 400."""
+    try:
+        deleted = _service(request).library.delete(workflow_id)
+    except BuiltinWorkflowError as exc:
+        return error_response(400, str(exc))
+    if not deleted:
         return error_response(404, str(WorkflowMissing(workflow_id)))
     return Response(status_code=204)
 

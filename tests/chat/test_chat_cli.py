@@ -11,6 +11,9 @@ import pytest
 from storyloom.chat.turn_tree import TurnTree
 from storyloom.project.project_file import init_project
 from storyloom.store.database import Database
+from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.workflow.validation import validate_workflow
+from storyloom.workflow.workflow_file import load_workflow_file
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 LEGACY = SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
@@ -103,7 +106,7 @@ def test_a_bad_file_names_the_line_and_writes_nothing(home: Path, tmp_path: Path
     assert "line 4" in result.stderr
     listed = storyloom("chat", "list", "--all", "--json", home=home)
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == []
+    assert json.loads(listed.stdout) == {"conversations": []}
 
 
 def test_export_defaults_to_the_title_as_file_name_here(home: Path, tmp_path: Path) -> None:
@@ -169,7 +172,7 @@ def test_conversations_belong_to_the_project_they_were_imported_into(
     def listed(*args: str) -> list[str]:
         result = storyloom("chat", "list", "--json", *args, home=home)
         assert result.returncode == 0, result.stderr
-        return [row["id"] for row in json.loads(result.stdout)]
+        return [row["id"] for row in json.loads(result.stdout)["conversations"]]
 
     assert listed("--project", str(project)) == [in_project["conversation_id"]]
     assert listed() == [in_default["conversation_id"]]
@@ -187,3 +190,125 @@ def test_conversations_belong_to_the_project_they_were_imported_into(
         database.close()
     assert conversation.character.source_preset == "seraphina"
     assert conversation.character.base_persona == "Guardian of the forest."
+
+
+# -- chat-completion presets -------------------------------------------------------------------
+
+
+def st_preset(temperature: Any = 0.65) -> dict[str, Any]:
+    """A small preset in the shape of SillyTavern's presets/openai/Default.json."""
+    return {
+        "chat_completion_source": "openai",
+        "temperature": temperature,
+        "frequency_penalty": 0,
+        "presence_penalty": 0,
+        "top_p": 0.9,
+        "openai_max_context": 8000,
+        "openai_max_tokens": 300,
+        "names_behavior": 0,
+        "send_if_empty": "",
+        "wi_format": "{0}",
+        "squash_system_messages": False,
+        "prompts": [
+            {
+                "name": "Main Prompt",
+                "system_prompt": True,
+                "role": "system",
+                "content": "Write {{char}}'s next reply.",
+                "identifier": "main",
+            },
+            {
+                "identifier": "chatHistory",
+                "name": "Chat History",
+                "system_prompt": True,
+                "marker": True,
+            },
+        ],
+        "prompt_order": [
+            {
+                "character_id": 100001,
+                "order": [
+                    {"identifier": "main", "enabled": True},
+                    {"identifier": "chatHistory", "enabled": True},
+                ],
+            }
+        ],
+    }
+
+
+def write_preset(folder: Path, name: str, data: Any) -> Path:
+    path = folder / name
+    path.write_text(json.dumps(data), "utf-8")
+    return path
+
+
+def invoker_config(path: Path) -> dict[str, Any]:
+    workflow = json.loads(path.read_text(encoding="utf-8"))
+    [invoker] = [n for n in workflow["nodes"] if n["type"] == "chat:LLMInvoker"]
+    config: dict[str, Any] = invoker["config"]
+    return config
+
+
+def test_import_preset_saves_a_pipeline_workflow_and_says_where(home: Path, tmp_path: Path) -> None:
+    project = tmp_path / "novel"
+    init_project(project)
+    file = write_preset(tmp_path, "Terse Storm.json", st_preset())
+    result = storyloom("chat", "import-preset", str(file), "--project", str(project), home=home)
+    assert result.returncode == 0, result.stderr
+    saved = project / "workflows" / "st-terse-storm.json"
+    assert result.stdout.strip() == f"workflow st-terse-storm: saved to {saved}"
+    workflow = json.loads(saved.read_text(encoding="utf-8"))
+    assert workflow["id"] == "st-terse-storm" and workflow["name"] == "Terse Storm"
+    assert invoker_config(saved)["temperature"] == 0.65
+    registry = NodeRegistry.from_plugins(entry_points=False)
+    assert validate_workflow(load_workflow_file(saved), registry) == []
+
+
+def test_import_preset_takes_an_id_and_name_and_refuses_to_overwrite(
+    home: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "novel"
+    init_project(project)
+    first = write_preset(tmp_path, "Default.json", st_preset(0.5))
+    args = ("--id", "storm", "--name", "Storm", "--project", str(project), "--json")
+    made = storyloom("chat", "import-preset", str(first), *args, home=home)
+    assert made.returncode == 0, made.stderr
+    saved = project / "workflows" / "storm.json"
+    assert json.loads(made.stdout) == {"id": "storm", "name": "Storm", "path": str(saved)}
+    before = saved.read_bytes()
+    second = write_preset(tmp_path, "Other.json", st_preset(1.2))
+    again = storyloom("chat", "import-preset", str(second), *args, home=home)
+    assert again.returncode == 1
+    assert "'storm' already exists" in again.stderr
+    assert saved.read_bytes() == before
+    replaced = storyloom("chat", "import-preset", str(second), *args, "--overwrite", home=home)
+    assert replaced.returncode == 0, replaced.stderr
+    assert invoker_config(saved)["temperature"] == 1.2
+
+
+def test_import_preset_of_a_bad_file_names_file_and_field_and_writes_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "novel"
+    init_project(project)
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    bad = write_preset(tmp_path, "Hot.json", st_preset("hot"))
+    result = storyloom("chat", "import-preset", str(bad), "--project", str(project), home=home)
+    assert result.returncode == 1
+    assert str(bad) in result.stderr and "temperature" in result.stderr
+    assert "Traceback" not in result.stderr
+    broken = tmp_path / "Broken.json"
+    broken.write_text('{"prompts": [', "utf-8")
+    result = storyloom("chat", "import-preset", str(broken), "--project", str(project), home=home)
+    assert result.returncode == 1
+    assert str(broken) in result.stderr and "not JSON" in result.stderr
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
+
+
+def test_import_preset_help_says_how_a_conversation_uses_it(home: Path) -> None:
+    result = storyloom("chat", "import-preset", "--help", home=home)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "pipeline setting" in text
+    listing = storyloom("chat", "list", "--help", home=home)
+    assert "Print one JSON object" in listing.stdout

@@ -17,6 +17,7 @@ from storyloom.chat import shuttle_nodes
 from storyloom.chat.chat_service import BUSY, ChatService
 from storyloom.chat.chat_turn import ChatEvent, MessageAdded, StreamDelta, TurnDone
 from storyloom.chat.conversation import ConversationSettings
+from storyloom.chat.default_pipeline import default_pipeline
 from storyloom.chat.message import Message
 from storyloom.chat.turn_tree import ChatError, TurnTree, VersionConflict
 from storyloom.core.settings import ChatEndpoint, Settings
@@ -26,6 +27,7 @@ from storyloom.store.database import Database
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
+from storyloom.workflow.workflow_file import WorkflowLibrary
 
 WAIT_S = 10.0
 """Only a guard against a hanging test; nothing depends on how long anything takes."""
@@ -371,3 +373,49 @@ async def test_a_missing_pipeline_fails_the_reply_and_names_the_file(harness: Ha
     assert failed.error is not None and "my-pipeline.json" in failed.error
     assert harness.tree.message(result.user_message.id).content == "Hi"
     assert harness.llm.chat_requests == []
+
+
+async def test_a_pipeline_of_the_users_own_streams_with_its_extra_tags_and_context(
+    harness: Harness,
+) -> None:
+    workflow = default_pipeline()
+    parser = next(n for n in workflow.nodes if n.type == "chat:FilamentParser")
+    parser.config["extra_tags"] = ["status"]
+    budget = next(n for n in workflow.nodes if n.type == "chat:TokenBudget")
+    budget.config["max_context_tokens"] = 32768
+    workflow.id = "mine"
+    WorkflowLibrary(harness.project).save(workflow)
+    cid = harness.new_chat(pipeline="mine")
+    harness.llm.script(Reply(text="<status>hp 5</status>The door creaks."))
+    await harness.service.send(cid, "Open it", expected_version=None)
+    reply = await harness.finished(cid)
+    assert reply.content == "The door creaks."
+    # The status text never reached the page, not even while the reply streamed.
+    assert harness.streamed(reply.id) == "The door creaks."
+
+
+async def test_reasoning_scripts_rewrite_the_stored_thought(harness: Harness) -> None:
+    presets = harness.project / "presets" / "characters"
+    card = {
+        **CARD,
+        "name": "Vex",
+        "extensions": {
+            "regex_scripts": [
+                {
+                    "scriptName": "hide plans",
+                    "findRegex": "/PLAN: .*/",
+                    "replaceString": "[plan hidden]",
+                    "placement": [6],
+                }
+            ]
+        },
+    }
+    (presets / "vex.json").write_text(json.dumps(card), encoding="utf-8")
+    conversation = harness.service.create_conversation(
+        character_id="vex", settings=ConversationSettings(allow_regex_scripts=True)
+    )
+    harness.llm.script(Reply(text="<thought>PLAN: betray them</thought>Of course I'll help."))
+    await harness.service.send(conversation.id, "Will you help?", expected_version=None)
+    reply = await harness.finished(conversation.id)
+    assert reply.thought == "[plan hidden]"
+    assert reply.content == "Of course I'll help."

@@ -372,3 +372,12 @@ def test_macro_spans_are_the_outermost_macros() -> None:
 @pytest.mark.parametrize("text", ["{{" * 5000, "{{a" * 3000 + "}}" * 10, "}}" * 5000])
 def test_pathological_braces_do_not_break_the_parser(text: str) -> None:
     assert isinstance(expand(text), str)
+
+
+def test_pick_follows_the_chats_seed_while_random_follows_the_replys() -> None:
+    text = "{{pick::a::b::c::d::e::f::g::h}} {{random::a::b::c::d::e::f::g::h}}"
+    seen = {
+        expand_macros(text, MacroContext(seed=reply, pick_seed="chat-1")) for reply in range(40)
+    }
+    assert len({s.split()[0] for s in seen}) == 1
+    assert len({s.split()[1] for s in seen}) > 1

@@ -17,7 +17,7 @@ from storyloom.chat.conversation import (
     ConversationSettings,
     RagScope,
 )
-from storyloom.chat.mnemosyne import build_snapshot
+from storyloom.chat.mnemosyne import build_snapshot, snapshot_seed
 from storyloom.chat.presets import PresetLibrary, SummaryPoint, SummaryPreset
 from storyloom.chat.summaries import SummaryIndex
 from storyloom.chat.turn_tree import TurnTree
@@ -308,3 +308,9 @@ async def test_the_summaries_a_conversation_started_from_are_in_the_snapshot(
         tree, chat.conversation, chat.conversation.pointer, knowledge=None, presets=presets
     )
     assert snapshot.summaries == ["They met.", "They fought."]
+
+
+def test_each_reply_after_one_pointer_gets_its_own_seed() -> None:
+    first = snapshot_seed("c", "m1", "reply-a")
+    assert first == snapshot_seed("c", "m1", "reply-a")
+    assert first != snapshot_seed("c", "m1", "reply-b")

@@ -120,6 +120,21 @@ def test_macros_expand_in_prompt_order_and_setvar_lands_in_the_variables() -> No
     assert snapshot.state.variables == {"gold": 5, "mood": "calm"}
 
 
+def test_variable_macros_in_old_messages_do_not_change_the_state_again() -> None:
+    # m1 added a gold coin in the turn that answered it; m3 is being answered now.
+    snapshot = make_snapshot(
+        history=[
+            HistoryMessage(id="m1", role="user", content="Pay. {{addvar::gold::1}}"),
+            HistoryMessage(id="m2", role="assistant", content="Gold: {{getvar::gold}}"),
+            HistoryMessage(id="m3", role="user", content="Tip. {{addvar::tips::2}}"),
+        ]
+    )
+    out = run_prompt_ast(build_skein(snapshot), snapshot)
+    assert out.variables["gold"] == 5
+    assert out.variables["tips"] == 2
+    assert contents(out)["msg:m2"] == "Gold: 5"
+
+
 def test_history_macros_can_be_left_alone() -> None:
     snapshot = make_snapshot()
     out = run_prompt_ast(build_skein(snapshot), snapshot, history_macros=False)

@@ -352,6 +352,9 @@ async def test_sillytavern_chats_import_and_export_again(api: httpx.AsyncClient)
         cid = imported["conversation"]["id"]
         view = await get_chat(api, cid)
         assert len(view["messages"]) == imported["messages"]
+        # The project's "Seraphina" preset is the chat's character: its card comes along.
+        card = view["conversation"]["character"]["card"]
+        assert card["name"] == "Seraphina" and card["description"] == CARD["description"]
         exported = await api.get(f"/api/chats/{cid}/export", params={"format": "sillytavern"})
         assert exported.status_code == 200
         lines = exported.text.splitlines()
@@ -374,6 +377,20 @@ async def test_a_card_imports_as_a_character_and_a_new_chat(api: httpx.AsyncClie
     assert imported["character_id"] in {c["id"] for c in characters}
     junk = await api.post("/api/chats/import", files={"file": ("notes.txt", b"hello")})
     assert junk.status_code == 422 and "notes.txt" in junk.json()["error"]["message"]
+
+
+async def test_a_world_info_book_sent_as_a_chat_is_refused_and_nothing_is_written(
+    api: httpx.AsyncClient, server: Any
+) -> None:
+    bases = (await api.get("/api/knowledge/bases")).json()
+    sample = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
+    with sample.open("rb") as handle:
+        response = await api.post("/api/chats/import", files={"file": (sample.name, handle)})
+    assert response.status_code == 422
+    assert sample.name in response.json()["error"]["message"]
+    assert (await api.get("/api/knowledge/bases")).json() == bases
+    folder = server.home / "projects" / "default" / "knowledgebases"
+    assert not folder.exists() or not any(folder.iterdir())
 
 
 async def test_presets_list_and_save(api: httpx.AsyncClient) -> None:
