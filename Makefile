@@ -19,7 +19,7 @@ run: setup web
 ## Run every test: lint and types, web unit tests, Python and browser tests.
 test: setup-dev web chromium lint typecheck test-web test-python
 
-BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/runner.py
+BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/runner.py bench/chat.py
 
 ## Run every benchmark in bench/.
 bench: setup-dev

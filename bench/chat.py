@@ -27,14 +27,19 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import random
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonpatch
 
 from storyloom.chat.chat_state import ChatState
@@ -46,6 +51,7 @@ from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.project.project_file import init_project, load_project
 from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.server.state import ServerState
 from storyloom.store.database import Database
@@ -155,7 +161,7 @@ def naive_deltas(path: list[str], states: dict[str, ChatState]) -> list[str]:
     return out
 
 
-def bench_time_travel(rounds: int) -> None:
+def bench_time_travel(rounds: int) -> float:
     print(f"(a) {TURNS:,}-turn conversation with {BRANCHES} branches: time travel")
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(Path(tmp) / "bench.db")
@@ -187,6 +193,7 @@ def bench_time_travel(rounds: int) -> None:
         print(f"    naive replay of {depth:,} deltas from the root: {naive:.2f} ms")
         print(f"    ratio: {naive / ours:.1f}")
         db.close()
+        return naive / ours
 
 
 # -- (b) ----------------------------------------------------------------------------------
@@ -293,12 +300,154 @@ async def one_turn_engine_ms(rounds: int) -> None:
         state.database.close()
 
 
+# -- (c) ----------------------------------------------------------------------------------
+
+OPEN_MESSAGES = 10_000
+SWIPES = 3
+CHROMIUM = Path(os.environ.get("STORYLOOM_CHROMIUM", "/usr/bin/chromium"))
+REPLY = (
+    '*She glances at the old map, tracing the river with one finger.* "The ford is two '
+    'days east, past the mill. We leave at dawn, and we do not stop at the inn." '
+)
+
+
+def seed_open_chat(home: Path) -> str:
+    """A 10,000-message conversation whose every reply has 3 swipes, in a fresh home."""
+    project = home / "projects" / "default"
+    init_project(project)
+    database = Database.in_home(home)
+    tree = TurnTree(database)
+    conversation = tree.create_conversation(
+        project_id=load_project(project).id, title="The long road"
+    )
+    rows: list[NewMessage] = []
+    parent: str | None = None
+    for turn in range(OPEN_MESSAGES // 2):
+        user_id = f"u{turn:05d}"
+        rows.append(
+            NewMessage(
+                message_id=user_id,
+                parent_id=parent,
+                role="user",
+                name="User",
+                content=f"We follow the river, day {turn}. What now?",
+            )
+        )
+        for swipe in range(SWIPES):
+            rows.append(
+                NewMessage(
+                    message_id=f"a{turn:05d}s{swipe}",
+                    parent_id=user_id,
+                    role="assistant",
+                    name="Seraphina",
+                    content=REPLY + str(swipe),
+                )
+            )
+        parent = f"a{turn:05d}s0"
+    tree.add_messages(conversation.id, rows)
+    tree.set_pointer(conversation.id, parent)
+    database.close()
+    return conversation.id
+
+
+def start_server(home: Path) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "storyloom", "serve", "--port", str(port), "--home", str(home)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("storyloom serve did not start")
+
+
+def bench_open(rounds: int, page: bool) -> None:
+    print(f"(c) opening a {OPEN_MESSAGES:,}-message chat, every reply with {SWIPES} swipes")
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        conversation_id = seed_open_chat(home)
+        process, url = start_server(home)
+        try:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                whole = client.get(f"/api/chats/{conversation_id}")
+                assert len(whole.json()["messages"]) == OPEN_MESSAGES
+                size_mb = len(whole.content) / 1e6
+                api_ms = median_ms(
+                    rounds, lambda: client.get(f"/api/chats/{conversation_id}").raise_for_status()
+                )
+                tail_ms = median_ms(
+                    rounds,
+                    lambda: client.get(
+                        f"/api/chats/{conversation_id}", params={"tail": 200}
+                    ).raise_for_status(),
+                )
+            print(
+                f"    API, the whole path ({size_mb:.1f} MB): {api_ms:.1f} ms "
+                f"(SillyTavern {ST_FETCH_MS:.0f} ms; target < {ST_FETCH_MS / 3:.0f} ms)"
+            )
+            print(f"    API, the page's first fetch (?tail=200): {tail_ms:.1f} ms")
+            if page:
+                page_ms = open_in_page(url, conversation_id, rounds)
+                print(
+                    f"    chat page, from a click in the list to the frame showing the last: "
+                    f"{page_ms:.1f} ms (SillyTavern {ST_PAGE_MS:.0f} ms; "
+                    f"target < {ST_PAGE_MS / 3:.0f} ms)"
+                )
+                print(f"    SillyTavern / storyloom in the page: {ST_PAGE_MS / page_ms:.1f}x")
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+_OPEN_JS = """
+([item, last]) => new Promise((resolve) => {
+  const start = performance.now();
+  document.querySelector(item).click();
+  const check = () => {
+    const el = document.querySelector(last);
+    if (el && el.getBoundingClientRect().height > 0) resolve(performance.now() - start);
+    else requestAnimationFrame(check);
+  };
+  requestAnimationFrame(check);
+})
+"""
+
+
+def open_in_page(url: str, conversation_id: str, rounds: int) -> float:
+    """From a click on the conversation in the list (the page already loaded, as a user
+    switching chats) to the first frame that shows its last message, timed in the page."""
+    from playwright.sync_api import sync_playwright
+
+    item = f'[data-testid="chat-conversation"][data-id="{conversation_id}"]'
+    last = f'[data-testid="chat-message"][data-id="a{OPEN_MESSAGES // 2 - 1:05d}s0"]'
+    times = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        for _ in range(rounds + 1):
+            page.goto(f"{url}/chat")
+            page.locator(item).wait_for()
+            times.append(float(page.evaluate(_OPEN_JS, [item, last])))
+        browser.close()
+    return statistics.median(times[1:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--skip-page", action="store_true", help="skip the browser in (c)")
     args = parser.parse_args()
-    # bench_time_travel(args.rounds)
+    bench_time_travel(args.rounds)
     asyncio.run(one_turn_engine_ms(args.rounds))
 
 
