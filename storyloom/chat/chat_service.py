@@ -10,6 +10,7 @@ sees it. Replies run as background tasks (:class:`~storyloom.chat.chat_turn.Chat
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ from storyloom.chat.macros import MacroContext, expand_macros
 from storyloom.chat.memory_update import MemoryProposal, propose_memory_update
 from storyloom.chat.message import Message, Role
 from storyloom.chat.mnemosyne import DEFAULT_HISTORY_TOKENS, build_snapshot, history_of
+from storyloom.chat.mvu import STAT_DATA, initial_variables
 from storyloom.chat.presets import (
     PresetLibrary,
     SummaryPreset,
@@ -263,11 +265,17 @@ class ChatService:
         moment = now or datetime.now(UTC)
         character = CharacterSnapshot()
         background: BackgroundSnapshot | None = None
+        variables: dict[str, Any] = {}
         if character_id is not None or background_id is not None:
             presets = self._require_presets()
             if character_id is not None:
                 preset = presets.character(character_id)
                 character = character_snapshot(character_id, preset, moment)
+                stat_data, problems = initial_variables(preset.source_card or {})
+                for problem in problems:
+                    logger.warning("character %s: %s", character_id, problem)
+                if stat_data:
+                    variables[STAT_DATA] = stat_data
             if background_id is not None:
                 background = background_snapshot(presets.background(background_id))
         chosen = (settings or ConversationSettings()).model_copy()
@@ -284,7 +292,7 @@ class ChatService:
             settings=chosen,
             created_at=moment.timestamp(),
         )
-        root_state = ChatState(plot=initial_plot(background) if chosen.director_enabled else None)
+        plot = initial_plot(background) if chosen.director_enabled else None
         greetings = [_card_text(character, "first_mes")]
         alternates = character.card.get("alternate_greetings")
         if isinstance(alternates, list):
@@ -294,7 +302,10 @@ class ChatService:
         for greeting in greetings:
             if not greeting.strip():
                 continue
+            # Each greeting starts the chat its own way: its {{setvar}}s are its own.
+            context.variables = json.loads(json.dumps(variables))
             text = expand_macros(greeting, context)
+            root_state = ChatState(variables=context.variables, plot=plot)
             stored = stored_text(conversation, text, "assistant")
             added.append(
                 self.tree.add_message(

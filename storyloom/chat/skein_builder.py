@@ -76,6 +76,11 @@ class PresetPrompt(BaseModel):
     injection_depth: int = Field(default=4, ge=0)
     injection_order: int = DEFAULT_INJECTION_ORDER
     forbid_overrides: bool = False
+    condition: str | None = Field(
+        default=None,
+        description="storyloom: a condition on the chat variables (hp < 30 and not "
+        "asleep); the Prompt AST leaves the prompt out while it is false",
+    )
 
 
 class PromptOrderEntry(BaseModel):
@@ -428,6 +433,7 @@ def _custom_block(prompt: PresetPrompt) -> SkeinBlock:
             + (prompt.name or _PROMPT_NAMES.get(prompt.identifier, prompt.identifier)),
         ),
         priority=FULL,
+        condition=prompt.condition,
     )
 
 

@@ -21,6 +21,7 @@ from storyloom.chat.default_pipeline import default_pipeline
 from storyloom.chat.message import Message
 from storyloom.chat.turn_tree import ChatError, TurnTree, VersionConflict
 from storyloom.core.settings import ChatEndpoint, Settings
+from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
 from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.project.project_file import init_project
 from storyloom.store.database import Database
@@ -29,6 +30,12 @@ from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import WorkflowLibrary
 
+MVU_CARD = (
+    Path(__file__).resolve().parents[2].parent
+    / "shared"
+    / "st-samples"
+    / "zh_card_ai_v3json_mvu_27entries.json"
+)
 WAIT_S = 10.0
 """Only a guard against a hanging test; nothing depends on how long anything takes."""
 
@@ -419,3 +426,29 @@ async def test_reasoning_scripts_rewrite_the_stored_thought(harness: Harness) ->
     reply = await harness.finished(conversation.id)
     assert reply.thought == "[plan hidden]"
     assert reply.content == "Of course I'll help."
+
+
+async def test_an_mvu_card_starts_from_its_initvar_and_its_json_patches_change_the_state(
+    harness: Harness,
+) -> None:
+    card = json.loads(MVU_CARD.read_text(encoding="utf-8"))
+    (harness.project / "presets" / "characters" / "ai.json").write_text(
+        json.dumps(CharacterPreset.from_card(card).model_dump(mode="json")), encoding="utf-8"
+    )
+    conversation = harness.service.create_conversation(character_id="ai")
+    start = harness.tree.state_at(conversation.pointer).variables
+    assert start["stat_data"]["小穗"]["觉醒进度"] == 0
+    patch = [{"op": "replace", "path": "/小穗/觉醒进度", "value": 10}]
+    harness.llm.script(
+        Reply(
+            text="她点了点头。\n<UpdateVariable><JSONPatch>"
+            + json.dumps(patch, ensure_ascii=False)
+            + "</JSONPatch></UpdateVariable>"
+        )
+    )
+    await harness.service.send(conversation.id, "开始修炼吧。", expected_version=None)
+    reply = await harness.finished(conversation.id)
+    assert reply.content == "她点了点头。"
+    after = harness.tree.state_at(reply.id).variables["stat_data"]
+    assert after["小穗"]["觉醒进度"] == 10
+    assert after["系统"]["当前地点"] == "玄天宗"

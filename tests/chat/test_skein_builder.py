@@ -6,6 +6,7 @@ from typing import Any
 
 from storyloom.chat.chat_state import ChatState, PlotState
 from storyloom.chat.conversation import BackgroundSnapshot, CharacterSnapshot, ConversationSettings
+from storyloom.chat.prompt_ast import run_prompt_ast
 from storyloom.chat.skein import BlockKind, LoreRecord, Skein, SkeinBlock
 from storyloom.chat.skein_builder import (
     FULL,
@@ -391,3 +392,13 @@ def test_empty_history_still_gets_the_new_chat_line_and_nothing_empty() -> None:
     skein = build_skein(snapshot(history=[], card={"personality": "", "mes_example": ""}))
     assert ids(skein) == ["main", "charDescription", "scenario", "newMainChat"]
     assert all(b.content.strip() for b in skein.blocks)
+
+
+def test_a_preset_prompt_with_a_condition_is_sent_only_while_it_holds() -> None:
+    prompts = [PresetPrompt(identifier="hurt", content="{{char}} is wounded.", condition="hp < 30")]
+    order = [PromptOrderEntry(identifier="hurt"), PromptOrderEntry(identifier="chatHistory")]
+    options = SkeinOptions(prompts=prompts, prompt_order=order)
+    for hp, sent in ((50, False), (10, True)):
+        shot = snapshot(state=ChatState(variables={"hp": hp}))
+        out = run_prompt_ast(build_skein(shot, options), shot)
+        assert ("hurt" in ids(out)) is sent
