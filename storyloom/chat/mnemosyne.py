@@ -33,6 +33,7 @@ from storyloom.knowledge.activation import (
     ScanMessage,
 )
 from storyloom.knowledge.caiu import Placement
+from storyloom.knowledge.sillytavern.card_knowledge import CHARACTER_TAG_PREFIX, character_tag
 from storyloom.llm.tokens import TOKENS_PER_MESSAGE
 
 if TYPE_CHECKING:
@@ -164,6 +165,18 @@ def lore_of(result: ActivationResult) -> tuple[list[LoreHit], list[LoreRecord]]:
     return hits, report
 
 
+def for_character(kbs: Sequence[LoadedKB], conversation: Conversation) -> list[LoadedKB]:
+    """The knowledge bases a conversation scans: all of the project's but those tagged
+    as another character's (``character:<name>``: a card's own book and definitions),
+    as SillyTavern scans a character's book only in that character's chats."""
+    mine = character_tag(character_context(conversation).name)
+    return [
+        b
+        for b in kbs
+        if not any(t.startswith(CHARACTER_TAG_PREFIX) and t != mine for t in b.kb.tags)
+    ]
+
+
 async def activate_lore(
     knowledge: KnowledgeService,
     conversation: Conversation,
@@ -180,7 +193,7 @@ async def activate_lore(
     None when the project has no knowledge base. The scan is the one
     ``KnowledgeService.activate`` runs, with the chat's timed state and length added.
     """
-    kbs: list[LoadedKB] = await asyncio.to_thread(knowledge.project_kbs, None)
+    kbs = for_character(await asyncio.to_thread(knowledge.project_kbs, None), conversation)
     if not kbs:
         return None, []
     settings = await asyncio.to_thread(knowledge.activation_settings, {})

@@ -24,6 +24,7 @@ from storyloom.chat.turn_tree import TurnTree
 from storyloom.core.settings import EmbeddingEndpoint, Settings
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.knowledge.sillytavern.card_knowledge import character_tag
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.embeddings import OpenAIEmbeddings
 from storyloom.llm.replay_server import ReplayLLMServer
@@ -314,3 +315,22 @@ def test_each_reply_after_one_pointer_gets_its_own_seed() -> None:
     first = snapshot_seed("c", "m1", "reply-a")
     assert first == snapshot_seed("c", "m1", "reply-a")
     assert first != snapshot_seed("c", "m1", "reply-b")
+
+
+async def test_another_characters_book_is_not_scanned(
+    tree: TurnTree, knowledge: KnowledgeService
+) -> None:
+    for name in ("Seraphina", "Ash"):
+        book = KnowledgeBase(
+            kb_displayName=f"{name}'s Lorebook",
+            tags=[character_tag(name)],
+            entries=[keyed(f"{name.lower()}-home", f"{name} lives by the lake.", ["lake"])],
+        )
+        add_local_knowledge_base(knowledge.project_dir, book)
+    knowledge.reload()
+    chat = new_chat(tree)
+    chat.say("user", "Shall we walk to the lake?")
+    snapshot = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=knowledge
+    )
+    assert [hit.entry_id for hit in snapshot.lore] == ["seraphina-home"]

@@ -11,6 +11,7 @@ from storyloom.knowledge.sillytavern import (
     card_knowledge_base,
     import_sillytavern,
 )
+from storyloom.knowledge.sillytavern.card_knowledge import character_tag
 from storyloom.knowledge.sillytavern.samples import card_book_entry, card_document
 
 
@@ -70,3 +71,7 @@ def test_card_import_keeps_definition_and_book_in_separate_knowledge_bases(tmp_p
     assert [e.displayName for e in book.entries] == ["maps"]
     assert book.entries[0].entry_type == "lore_detail"
     assert result.character_book is book
+    # Both belong to the character: a chat with another character does not scan them.
+    assert result.character is not None
+    tag = character_tag(result.character.name)
+    assert tag in definition.tags and tag in book.tags

@@ -51,8 +51,12 @@ DEFINITION_FIELDS: dict[str, tuple[str, Placement]] = {
 }
 
 
+CHARACTER_TAG_PREFIX = "character:"
+
+
 def character_tag(name: str) -> str:
-    return f"character:{name}"
+    """The tag of the knowledge bases that belong to one character."""
+    return f"{CHARACTER_TAG_PREFIX}{name}"
 
 
 def _definition_entry(

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from storyloom.core.errors import FieldProblem, FileFormatError
 from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.knowledge.sillytavern.card_knowledge import card_knowledge_base
+from storyloom.knowledge.sillytavern.card_knowledge import card_knowledge_base, character_tag
 from storyloom.knowledge.sillytavern.character_card import (
     ParsedCard,
     card_version,
@@ -147,6 +147,9 @@ def _card_result(
     book = parsed.character_book
     if book is not None:
         book_kb, book_warnings = character_book_to_kb(book, path, name=f"{preset.name}'s Lorebook")
+        # The book is the character's own: SillyTavern scans it only in that character's
+        # chats, and the chat engine scopes a KB tagged so the same way.
+        book_kb.tags = [*book_kb.tags, character_tag(preset.name)]
         bases.append(book_kb)
         notes.extend(book_warnings)
     return ImportResult(
