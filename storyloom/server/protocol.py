@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from storyloom.core.errors import FileFormatError
 from storyloom.server.api_errors import Problem
+from storyloom.server.workflow_service import WorkflowEntry
 from storyloom.workflow.events import AnyRunEvent
 from storyloom.workflow.validation import WorkflowProblem
-from storyloom.workflow.workflow_file import Workflow, WorkflowSummary
+from storyloom.workflow.workflow_file import Workflow
 
 
 class _Message(BaseModel):
@@ -146,7 +147,7 @@ class BrokenWorkflowFile(_Message):
 
 class WorkflowListMessage(_Message):
     type: Literal["workflow:list"] = "workflow:list"
-    workflows: list[WorkflowSummary]
+    workflows: list[WorkflowEntry]
     broken: list[BrokenWorkflowFile] = Field(default_factory=list)
 
 

@@ -139,7 +139,7 @@ def _upload_name(file: UploadFile) -> str:
     "/api/workflows/import-st-preset",
     status_code=201,
     response_model=Workflow,
-    responses={**_ERRORS, 409: {"model": ErrorBody}, 413: {"model": ErrorBody}},
+    responses={status: {"model": ErrorBody} for status in (409, 413, 422)},
 )
 async def import_st_preset(
     request: Request,

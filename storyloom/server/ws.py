@@ -97,7 +97,7 @@ def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
         workflow = workflows.library.load(message.workflow_id)
         hub.send(ws, WorkflowDataMessage(workflow=workflow, problems=workflows.validate(workflow)))
     elif isinstance(message, WorkflowListRequest):
-        summaries, broken = workflows.library.list()
+        summaries, broken = workflows.library.entries()
         listing = WorkflowListMessage(
             workflows=summaries, broken=[BrokenWorkflowFile.of(e) for e in broken]
         )

@@ -511,3 +511,178 @@ def test_scripts_in_message_html_run_only_once_allowed(
         assert saved["allow_html_scripts"] is True
         # The frame is another origin: its script could not reach this page.
         assert page.evaluate("document.body.dataset.leak") is None
+
+
+def test_a_malformed_state_update_is_reported_in_the_turn(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    reply = 'The door creaks open. <state_update><add key="gold"></add></state_update>'
+    with ReplayLLMServer(models=["test-model"]) as llm:
+        llm.script(Reply(text=reply), Reply(text="The hall is quiet."))
+        server = start_server(with_llm_and_character(llm.url))
+        start_chat(page, server)
+        send(page, "I push the door.")
+        last = messages(page).last
+        expect(last.locator(tid("chat-message-text"))).to_have_text("The door creaks open.")
+        problems = last.locator(tid("chat-message-problems"))
+        expect(problems).to_have_attribute("data-count", "1")
+        expect(problems.locator(tid("chat-message-problem"))).to_be_hidden()
+        problems.locator("summary").click()
+        expect(problems.locator(tid("chat-message-problem"))).to_contain_text('<add key="gold">')
+
+        # A clean turn has no marker.
+        send(page, "I walk in.")
+        expect(messages(page).last.locator(tid("chat-message-problems"))).to_have_count(0)
+
+
+def test_an_edited_user_message_swipes_between_its_versions(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    with ReplayLLMServer(models=["test-model"]) as llm:
+        llm.script(Reply(text="Two silver, please."), Reply(text="The suite is ten."))
+        server = start_server(with_llm_and_character(llm.url))
+        start_chat(page, server)
+        send(page, "How much for a bed?")
+
+        asked = message_with(page, "How much for a bed?")
+        expect(asked.locator(tid("chat-swipe-count"))).to_have_count(0)
+        asked.locator(tid("chat-edit")).click()
+        page.fill(tid("chat-edit-text"), "How much for the suite?")
+        page.click(tid("chat-edit-save"))
+        expect(messages(page)).to_have_count(2)
+        edited = messages(page).last
+        expect(edited).to_contain_text("How much for the suite?")
+        expect(edited.locator(tid("chat-swipe-count"))).to_have_text("2/2")
+        # Past the user's last version there is nothing to generate.
+        expect(edited.locator(tid("chat-swipe-right"))).to_be_disabled()
+
+        # The new version is answered; the old one keeps its own reply.
+        page.click(tid("chat-reply"))
+        expect(messages(page)).to_have_count(3)
+        expect(messages(page).last).to_contain_text("The suite is ten.")
+        message_with(page, "How much for the suite?").locator(tid("chat-swipe-left")).click()
+        expect(messages(page)).to_have_count(3)
+        expect(messages(page).nth(1)).to_contain_text("How much for a bed?")
+        expect(messages(page).nth(1).locator(tid("chat-swipe-count"))).to_have_text("1/2")
+        expect(messages(page).last).to_contain_text("Two silver, please.")
+        assert len(llm.chat_requests) == 2
+
+
+def test_a_reply_stopped_before_any_text_is_marked_stopped(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    with ReplayLLMServer(models=["test-model"]) as llm:
+        llm.script(Reply(text="Never heard.", hold_after_chunks=0), Reply(text="Here I am."))
+        server = start_server(with_llm_and_character(llm.url))
+        start_chat(page, server)
+        send(page, "Hello?", wait_complete=False)
+        reply = messages(page).last
+        expect(reply).to_have_attribute("data-status", "streaming")
+        page.click(tid("chat-stop"))
+        expect(reply).to_have_attribute("data-status", "error")
+        expect(reply).to_have_attribute("data-mark", "stopped")
+        expect(reply.locator(tid("chat-mark"))).to_have_text("stopped")
+
+        reply.locator(tid("chat-retry")).click()
+        expect(reply).to_contain_text("Here I am.")
+        expect(reply).to_have_attribute("data-status", "complete")
+
+
+def st_preset_file(folder: Path) -> Path:
+    """A SillyTavern chat-completion preset, in the shape of its
+    ``default/content/presets/openai/Default.json``."""
+    preset = {
+        "temperature": 0.33,
+        "top_p": 0.9,
+        "frequency_penalty": 0,
+        "presence_penalty": 0,
+        "openai_max_context": 8000,
+        "openai_max_tokens": 300,
+        "squash_system_messages": False,
+        "prompts": [
+            {
+                "identifier": "main",
+                "name": "Main Prompt",
+                "system_prompt": True,
+                "role": "system",
+                "content": "Storm house rules: {{char}} answers in one line.",
+            },
+            {"identifier": "charDescription", "name": "Char Description", "marker": True},
+            {"identifier": "chatHistory", "name": "Chat History", "marker": True},
+        ],
+        "prompt_order": [
+            {
+                "character_id": 100001,
+                "order": [
+                    {"identifier": "main", "enabled": True},
+                    {"identifier": "charDescription", "enabled": True},
+                    {"identifier": "chatHistory", "enabled": True},
+                ],
+            }
+        ],
+    }
+    path = folder / "Storm House.json"
+    path.write_text(json.dumps(preset), encoding="utf-8")
+    return path
+
+
+def test_a_sillytavern_preset_imported_in_the_settings_writes_the_replies(
+    start_server: Callable[..., Any], page: Page, tmp_path: Path
+) -> None:
+    with ReplayLLMServer(models=["test-model"]) as llm:
+        llm.script(Reply(text="One line, as the house asks."))
+        server = start_server(with_llm_and_character(llm.url))
+        start_chat(page, server)
+        conversation_id = page.url.rsplit("/", 1)[-1]
+
+        page.click(tid("chat-side-settings"))
+        pipeline = page.locator(tid("chat-settings-pipeline"))
+        expect(pipeline).to_have_value("chat-default")
+        expect(pipeline.locator('option[value="chat-default"]')).to_contain_text("built-in")
+
+        page.set_input_files(tid("chat-settings-preset-file"), str(st_preset_file(tmp_path)))
+        expect(page.locator(tid("chat-settings-preset-note"))).to_contain_text("st-storm-house")
+        expect(pipeline).to_have_value("st-storm-house")
+        saved = server.api(f"/api/chats/{conversation_id}")["conversation"]["settings"]
+        assert saved["pipeline"] == "st-storm-house"
+        expect(page.locator(tid("chat-settings-save"))).to_be_disabled()
+
+        # The next reply is written by the preset's pipeline: its prompt and sampling.
+        send(page, "Is the storm bad?")
+        expect(messages(page).last).to_contain_text("One line, as the house asks.")
+        request = llm.chat_requests[-1]
+        assert request.get("temperature") == 0.33
+        sent = " ".join(str(m.get("content")) for m in request["messages"])
+        assert "Storm house rules: Mira answers in one line." in sent
+
+        # "Open in the workflow editor" shows the pipeline in the canvas.
+        page.click(tid("chat-settings-pipeline-open"))
+        expect(page).to_have_url(re.compile(r"/workflows/st-storm-house$"))
+        expect(page.locator(f'{tid("wf-node")}[data-node-type="chat:LLMInvoker"]')).to_have_count(1)
+
+
+def test_the_built_in_pipeline_opens_in_the_workflow_editor(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    server = start_server(with_llm_and_character("http://127.0.0.1:9/v1"))
+    start_chat(page, server)
+    page.click(tid("chat-side-settings"))
+    expect(page.locator(tid("chat-settings-pipeline"))).to_have_value("chat-default")
+    page.click(tid("chat-settings-pipeline-open"))
+    expect(page).to_have_url(re.compile(r"/workflows/chat-default$"))
+    expect(page.locator(f'{tid("wf-node")}[data-node-type="chat:SkeinBuilder"]')).to_have_count(1)
+
+
+def test_a_chat_imported_on_the_knowledge_page_links_to_its_conversation(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    sample = ST_SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
+    server = start_server()
+    page.goto(server.url + "knowledge")
+    page.set_input_files(tid("import-file"), str(sample))
+    link = page.locator(tid("import-chat-link"))
+    expect(link).to_be_visible()
+    link.click()
+    expect(page).to_have_url(re.compile(r"/chat/[0-9a-f]+$"))
+    expect(messages(page)).to_have_count(13)
+    expect(messages(page).first).to_contain_text("You wake with a start")

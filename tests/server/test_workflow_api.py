@@ -92,15 +92,16 @@ def test_saved_workflow_loads_back_with_unknown_fields_lists_and_deletes(
     assert loaded["edges"][0]["targetSlot"] == "prompt"
 
     listing = api.get("/api/workflows").json()
-    assert listing["workflows"] == [
-        {"id": "story", "name": "Story", "description": "", "nodeCount": 2}
+    # The built-in chat pipeline is listed beside the project's own workflows.
+    assert [w for w in listing["workflows"] if not w["builtin"]] == [
+        {"id": "story", "name": "Story", "description": "", "nodeCount": 2, "builtin": False}
     ]
     assert listing["broken"] == []
 
     assert api.delete("/api/workflows/story").status_code == 204
     assert api.get("/api/workflows/story").status_code == 404
     assert api.delete("/api/workflows/story").status_code == 404
-    assert api.get("/api/workflows").json()["workflows"] == []
+    assert [w["id"] for w in api.get("/api/workflows").json()["workflows"]] == ["chat-default"]
 
 
 def test_a_half_built_graph_is_saved_with_its_problems(api: httpx.Client, home: Path) -> None:
@@ -139,7 +140,7 @@ def test_a_broken_file_is_listed_with_its_problems(api: httpx.Client, home: Path
     api.put("/api/workflows/fine", json=chat_workflow("fine"))
 
     listing = api.get("/api/workflows").json()
-    assert [w["id"] for w in listing["workflows"]] == ["fine"]
+    assert [w["id"] for w in listing["workflows"]] == ["chat-default", "fine"]
     broken = {Path(b["file"]).name: b["problems"] for b in listing["broken"]}
     assert set(broken) == {"torn.json", "odd.json"}
     assert broken["torn.json"][0]["reason"].startswith("not JSON")

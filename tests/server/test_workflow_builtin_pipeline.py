@@ -29,6 +29,7 @@ from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage
 from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.project.project_file import init_project
 from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.workflow.workflow_file import Workflow
 
 TIMEOUT_S = 30
 Json = dict[str, Any]
@@ -151,8 +152,13 @@ def builtin_json() -> Json:
     return default_pipeline().to_json()
 
 
+def as_file(workflow: Json) -> Json:
+    """A workflow as its file holds it (the API also answers the fields left at None)."""
+    return Workflow.model_validate(workflow).to_json()
+
+
 def with_temperature(workflow: Json, temperature: float) -> Json:
-    changed = json.loads(json.dumps(workflow))
+    changed: Json = json.loads(json.dumps(workflow))
     [invoker] = [n for n in changed["nodes"] if n["type"] == "chat:LLMInvoker"]
     invoker.setdefault("config", {})["temperature"] = temperature
     return changed
@@ -205,7 +211,7 @@ async def test_the_builtin_chat_pipeline_is_listed_loaded_and_validates(
     }
     loaded = await api.get("/api/workflows/chat-default")
     assert loaded.status_code == 200, loaded.text
-    assert loaded.json() == builtin_json()
+    assert as_file(loaded.json()) == builtin_json()
     assert not (project / "workflows" / "chat-default.json").exists()
     checked = await api.post("/api/workflows/validate", json=loaded.json())
     assert checked.status_code == 200, checked.text
@@ -222,7 +228,7 @@ async def test_saving_the_builtin_writes_the_projects_copy_which_the_chat_then_r
     copy = project / "workflows" / "chat-default.json"
     assert json.loads(copy.read_text(encoding="utf-8")) == mine
     assert (await listing(api))["chat-default"]["builtin"] is False
-    assert (await api.get("/api/workflows/chat-default")).json() == mine
+    assert as_file((await api.get("/api/workflows/chat-default")).json()) == mine
     assert pipeline_for(project, "chat-default").to_json() == mine
     request = await chat_turn(api, server, llm)
     assert request["temperature"] == 0.25
@@ -239,7 +245,7 @@ async def test_deleting_the_copy_brings_the_builtin_back_and_the_builtin_stays(
     assert deleted.status_code == 204, deleted.text
     assert not (project / "workflows" / "chat-default.json").exists()
     assert (await listing(api))["chat-default"]["builtin"] is True
-    assert (await api.get("/api/workflows/chat-default")).json() == builtin_json()
+    assert as_file((await api.get("/api/workflows/chat-default")).json()) == builtin_json()
     request = await chat_turn(api, server, llm)
     assert request.get("temperature") != 0.25
     refused = await api.delete("/api/workflows/chat-default")
@@ -280,7 +286,7 @@ async def test_the_builtin_is_listed_loaded_and_run_over_the_socket(
         assert "chat-default" in [w["id"] for w in listed["workflows"]]
         await ws.send(json.dumps({"type": "workflow:load", "workflowId": "chat-default"}))
         data = (await receive_until(ws, lambda m: m["type"] == "workflow:data"))[-1]
-        assert data["workflow"] == builtin_json() and data["problems"] == []
+        assert as_file(data["workflow"]) == builtin_json() and data["problems"] == []
         run = {
             "type": "workflow:run",
             "workflowId": "chat-default",
@@ -297,6 +303,10 @@ async def test_the_builtin_is_listed_loaded_and_run_over_the_socket(
 
 
 # -- SillyTavern presets -----------------------------------------------------------------------
+
+
+def files_of(folder: Path) -> list[Path]:
+    return sorted(p.relative_to(folder) for p in folder.rglob("*"))
 
 
 async def import_preset(
@@ -318,7 +328,7 @@ async def test_a_preset_imports_as_a_saved_pipeline_named_by_its_file(
     workflow = response.json()
     assert (workflow["id"], workflow["name"]) == ("st-storm-house", "Storm House")
     saved = project / "workflows" / "st-storm-house.json"
-    assert json.loads(saved.read_text(encoding="utf-8")) == workflow
+    assert json.loads(saved.read_text(encoding="utf-8")) == as_file(workflow)
     config = {node["id"]: node.get("config", {}) for node in workflow["nodes"]}
     assert config["invoker"]["temperature"] == 0.65
     assert [e["identifier"] for e in config["builder"]["prompt_order"]] == [
@@ -352,7 +362,7 @@ async def test_an_import_takes_id_and_name_and_overwrites_only_when_asked(
     assert replaced.status_code == 201, replaced.text
     invoker = next(n for n in replaced.json()["nodes"] if n["id"] == "invoker")
     assert invoker["config"]["temperature"] == 1.5
-    assert json.loads(saved.read_text(encoding="utf-8")) == replaced.json()
+    assert json.loads(saved.read_text(encoding="utf-8")) == as_file(replaced.json())
 
 
 @pytest.mark.parametrize(
@@ -375,14 +385,14 @@ async def test_a_bad_preset_is_refused_naming_file_and_field_and_nothing_is_writ
     field: str,
     words: str,
 ) -> None:
-    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    before = files_of(project)
     response = await import_preset(api, content, "Storm House.json", **form)
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert "Storm House.json" in error["message"]
     assert words in error["message"]
     assert field in [p["field"] for p in error["problems"]]
-    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
+    assert files_of(project) == before
 
 
 async def test_a_conversation_on_the_imported_pipeline_runs_with_the_presets_sampling(

@@ -135,7 +135,7 @@ async def start(ws: ClientConnection, workflow_id: str, **fields: Any) -> str:
 async def test_a_run_streams_to_every_open_socket_and_completes(
     server: Any, llm: ReplayLLMServer
 ) -> None:
-    llm.script(Reply(text="The lighthouse keeper woke"))
+    llm.script(Reply(text="The lighthouse keeper woke", chunk_delay_s=0.02))
     async with connect(server) as first, connect(server) as second:
         await send(first, {"type": "workflow:save", "workflow": chat_workflow()})
         saved = await receive_until(first, of_type("workflow:saved"))
@@ -178,7 +178,8 @@ async def test_workflows_are_listed_loaded_and_refused_with_every_problem_over_t
 
         await send(ws, {"type": "workflow:list"})
         listing = (await receive_until(ws, of_type("workflow:list")))[-1]
-        assert [w["id"] for w in listing["workflows"]] == ["tangle"]
+        assert [w["id"] for w in listing["workflows"]] == ["chat-default", "tangle"]
+        assert [w["builtin"] for w in listing["workflows"]] == [True, False]
 
         await send(ws, {"type": "workflow:load", "workflowId": "tangle"})
         data = (await receive_until(ws, of_type("workflow:data")))[-1]

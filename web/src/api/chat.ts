@@ -5,6 +5,7 @@
 // Every write that changes a conversation sends `expected_version`; the server answers 409
 // when another tab (or a turn) changed it first: `isConflict()` tells the page to reload.
 import { ApiError, errorFromResponse, type Fetch, fetchJson, errorFromBody, requestJson } from './client'
+import { listWorkflows } from './workflows'
 
 export type Role = 'user' | 'assistant' | 'system'
 export type MessageStatus = 'complete' | 'streaming' | 'partial' | 'error'
@@ -140,7 +141,8 @@ export interface BlockSource {
   [extra: string]: unknown
 }
 
-interface PromptBlockFields {
+/** A Skein block as the inspector shows it. */
+export interface PromptBlock {
   id: string
   kind: string
   /** A block a custom pipeline made may come without one. */
@@ -151,17 +153,9 @@ interface PromptBlockFields {
   depth?: number | null
   message_id?: string | null
   enabled?: boolean
-  [extra: string]: unknown
-}
-
-/** A Skein block as the inspector shows it; `getMessagePrompt` gives every block a source. */
-export interface PromptBlock extends PromptBlockFields {
-  source: BlockSource
-}
-
-/** A block as the server sends it: one a custom pipeline made may have no source. */
-export interface SentPromptBlock extends PromptBlockFields {
+  /** Where the block came from; a block a custom pipeline made may have none. */
   source?: BlockSource | null
+  [extra: string]: unknown
 }
 
 export interface LoreReason {
@@ -195,23 +189,15 @@ export interface PromptMessage {
   name?: string
 }
 
-interface PromptInspectionFields {
+/** GET .../prompt: what the turn's prompt was made of (the prompt inspector). */
+export interface PromptInspection {
+  blocks: PromptBlock[]
   lore: LoreRecord[]
   cut: CutBlock[]
   budget?: number | null
   warnings?: string[]
   messages: PromptMessage[]
   [extra: string]: unknown
-}
-
-/** GET .../prompt: what the turn's prompt was made of (the prompt inspector). */
-export interface PromptInspection extends PromptInspectionFields {
-  blocks: PromptBlock[]
-}
-
-/** GET .../prompt as the server sends it (see `getMessagePrompt`). */
-export interface SentPromptInspection extends PromptInspectionFields {
-  blocks: SentPromptBlock[]
 }
 
 export interface CharacterListing {
@@ -281,6 +267,17 @@ export interface MemoryProposal {
 
 export type ExportFormat = 'sillytavern' | 'personalab'
 
+/** The built-in chat pipeline's workflow id (`ConversationSettings.pipeline` default). */
+export const DEFAULT_PIPELINE = 'chat-default'
+
+/** A workflow a conversation can be run with (an entry of `GET /api/workflows`). */
+export interface PipelineChoice {
+  id: string
+  name: string
+  /** Shipped with storyloom; the project has no file of its own for it. */
+  builtin: boolean
+}
+
 const BASE = '/api/chats'
 const PRESETS = '/api/presets'
 const enc = encodeURIComponent
@@ -321,7 +318,7 @@ export function createChat(body: NewChat, fetchImpl?: Fetch): Promise<Conversati
   return requestJson<Conversation>('POST', BASE, body, fetchImpl)
 }
 
-/** A SillyTavern .jsonl chat or a character card (PNG/JSON) → a new conversation. */
+/** A SillyTavern .jsonl chat or a character card (PNG/JSON/CHARX) → a new conversation. */
 export async function importChat(file: File, fetchImpl: Fetch = defaultFetch): Promise<ImportedChat> {
   const form = new FormData()
   form.append('file', file)
@@ -419,11 +416,9 @@ export function getMessageState(id: string, messageId: string, fetchImpl?: Fetch
   return requestJson<MessageState>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/state`, undefined, fetchImpl)
 }
 
-/** The prompt inspector of a reply; a block sent without a source gets an empty one. */
-export async function getMessagePrompt(id: string, messageId: string, fetchImpl?: Fetch): Promise<PromptInspection> {
-  const path = `${BASE}/${enc(id)}/messages/${enc(messageId)}/prompt`
-  const sent = await requestJson<SentPromptInspection>('GET', path, undefined, fetchImpl)
-  return { ...sent, blocks: sent.blocks.map((block) => ({ ...block, source: block.source ?? { kind: '' } })) }
+/** The prompt inspector of a reply. */
+export function getMessagePrompt(id: string, messageId: string, fetchImpl?: Fetch): Promise<PromptInspection> {
+  return requestJson<PromptInspection>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/prompt`, undefined, fetchImpl)
 }
 
 /** Where the browser downloads a branch from (a plain link: the server names the file). */
@@ -462,4 +457,24 @@ export async function listCharacters(fetchImpl?: Fetch): Promise<CharacterListin
 
 export async function listBackgrounds(fetchImpl?: Fetch): Promise<BackgroundListing[]> {
   return listFrom<BackgroundListing>(await requestJson<unknown>('GET', `${PRESETS}/backgrounds`, undefined, fetchImpl), 'backgrounds')
+}
+
+// -- chat pipelines (workflows) ---------------------------------------------------------
+
+/**
+ * The workflows a conversation's `settings.pipeline` may name: the built-in chat pipeline
+ * first (added when the server does not list it), then the project's. A SillyTavern
+ * chat-completion preset becomes one with `importStPreset` (api/workflows.ts).
+ */
+export async function listPipelines(fetchImpl?: Fetch): Promise<PipelineChoice[]> {
+  const { workflows } = await listWorkflows(fetchImpl)
+  const out: PipelineChoice[] = []
+  for (const entry of workflows ?? []) {
+    if (typeof entry.id !== 'string' || out.some((p) => p.id === entry.id)) continue
+    out.push({ id: entry.id, name: entry.name || entry.id, builtin: entry.builtin === true })
+  }
+  const builtin = out.filter((p) => p.builtin)
+  const own = out.filter((p) => !p.builtin)
+  if (!out.some((p) => p.id === DEFAULT_PIPELINE)) builtin.unshift({ id: DEFAULT_PIPELINE, name: DEFAULT_PIPELINE, builtin: true })
+  return [...builtin, ...own]
 }

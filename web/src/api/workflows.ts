@@ -1,6 +1,6 @@
 // Typed calls for /api/workflows and /api/workflow-runs, and the shapes they carry
 // (the camelCase aliases of storyloom/workflow/*.py models).
-import { ApiError, errorFromBody, type Fetch, fetchJson, requestJson } from './client'
+import { ApiError, errorFromBody, errorFromResponse, type Fetch, fetchJson, requestJson } from './client'
 
 export interface Position {
   x: number
@@ -56,6 +56,9 @@ export interface WorkflowSummary {
   name: string
   description: string
   nodeCount: number
+  /** Shipped with storyloom (e.g. `chat-default`), no file in the project yet: saving it
+   * writes the project's own copy; deleting it is refused (400). */
+  builtin: boolean
 }
 
 export interface BrokenWorkflowFile {
@@ -238,6 +241,42 @@ export async function saveWorkflow(workflow: Workflow, fetchImpl?: Fetch): Promi
 export async function deleteWorkflow(id: string, fetchImpl: Fetch = defaultFetch): Promise<void> {
   const { res, data } = await fetchJson('DELETE', `${BASE}/${enc(id)}`, undefined, fetchImpl)
   if (!res.ok) throw errorFromBody(res.status, res.statusText, data)
+}
+
+export interface PresetImportOptions {
+  /** Workflow id (default: `st-<file name>`). */
+  id?: string
+  /** Workflow name (default: the file name without `.json`). */
+  name?: string
+  /** Replace a workflow of that id; without it an existing id is a 409. */
+  overwrite?: boolean
+}
+
+/** A SillyTavern chat-completion preset (.json) → a chat pipeline workflow saved in the
+ * project (201, the workflow); a bad file is a 422 naming the file and each field. */
+export async function importStPreset(
+  file: File,
+  options: PresetImportOptions = {},
+  fetchImpl: Fetch = defaultFetch,
+): Promise<Workflow> {
+  const form = new FormData()
+  form.append('file', file)
+  if (options.id) form.append('id', options.id)
+  if (options.name) form.append('name', options.name)
+  if (options.overwrite) form.append('overwrite', 'true')
+  let res: Response
+  try {
+    res = await fetchImpl(`${BASE}/import-st-preset`, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { Accept: 'application/json' },
+      body: form,
+    })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  if (!res.ok) throw await errorFromResponse(res)
+  return completeWorkflow((await res.json()) as Workflow)
 }
 
 /** The graph's problems and the slots of its dynamic-slot nodes, without saving. */
