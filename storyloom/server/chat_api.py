@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, File, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
@@ -63,6 +62,7 @@ from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
 from storyloom.knowledge.sillytavern.importer import import_sillytavern_bytes
 from storyloom.llm.errors import LLMError
 from storyloom.server.api_errors import ErrorBody, ErrorDetail, error_response
+from storyloom.server.file_transfer import download, read_upload, too_large, upload_name
 
 if TYPE_CHECKING:
     from storyloom.server.state import ServerState
@@ -81,7 +81,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 HIDDEN_EXTRA = ("prompt", "raw")
 """``extra`` keys the chat view leaves out: the inspector's prompt (served by
 ``/messages/{mid}/prompt``) and the model's raw text; the page never needs them at once."""
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 
 def _state(request: Request) -> ServerState:
@@ -331,20 +330,6 @@ class ImportedChatView(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-def _upload_name(file: UploadFile) -> str:
-    name = (file.filename or "upload").replace("\\", "/").rsplit("/", 1)[-1].strip()
-    return name or "upload"
-
-
-async def _read_upload(file: UploadFile) -> bytes | None:
-    data = bytearray()
-    while chunk := await file.read(1024 * 1024):
-        data += chunk
-        if len(data) > MAX_UPLOAD_BYTES:
-            return None
-    return bytes(data)
-
-
 @router.post("/import", status_code=201, response_model=ImportedChatView, responses=_ERRORS)
 async def import_chat(
     request: Request, file: Annotated[UploadFile, File(description="ST chat or card")]
@@ -353,11 +338,10 @@ async def import_chat(
     a character card (PNG, JSON, CHARX) becomes a character preset (its lorebook a
     knowledge base of the project) and a new conversation with it."""
     state = _state(request)
-    filename = _upload_name(file)
-    data = await _read_upload(file)
+    filename = upload_name(file)
+    data = await read_upload(file)
     if data is None:
-        limit = MAX_UPLOAD_BYTES // (1024 * 1024)
-        return error_response(413, f"{filename} is larger than {limit} MB")
+        return error_response(413, too_large(filename))
     # Told apart by content, before anything is written: a world-info book sent here
     # must be refused without landing in the project first.
     try:
@@ -750,12 +734,6 @@ async def continue_from_summary(
     )
 
 
-def _download(data: bytes, filename: str, media_type: str) -> Response:
-    ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
-    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
-    return Response(data, media_type=media_type, headers={"content-disposition": disposition})
-
-
 @router.get("/{conversation_id}/export", responses=_ERRORS)
 def export_chat(
     request: Request,
@@ -769,14 +747,14 @@ def export_chat(
     stem = stem or conversation_id
     if format == "sillytavern":
         text = export_st_chat(tree, conversation_id)
-        return _download(text.encode("utf-8"), f"{stem}.jsonl", "application/jsonl")
+        return download(text.encode("utf-8"), f"{stem}.jsonl", "application/jsonl")
     path = tree.active_path(conversation_id)
     files = export_personalab(conversation, path, tree.state_at(conversation.pointer))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, content in files.items():
             archive.writestr(name, content)
-    return _download(buffer.getvalue(), f"{stem}.zip", "application/zip")
+    return download(buffer.getvalue(), f"{stem}.zip", "application/zip")
 
 
 # -- presets ------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
@@ -42,6 +41,7 @@ from storyloom.project.knowledge_service import (
 )
 from storyloom.project.project_file import folder_slug
 from storyloom.server.api_errors import ErrorBody, error_response
+from storyloom.server.file_transfer import MAX_UPLOAD_BYTES, download, upload_name
 from storyloom.server.state import ServerState
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])
@@ -614,14 +614,7 @@ def embedding_progress(request: Request, kb_id: str) -> EmbeddingProgress | JSON
     return _progress(service.embedding_state(loaded))
 
 
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 _CHUNK = 1024 * 1024
-
-
-def _upload_name(file: UploadFile) -> str:
-    # Only the last part: a browser may send a path, and it never names a place to write.
-    name = (file.filename or "upload").replace("\\", "/").rsplit("/", 1)[-1].strip()
-    return name or "upload"
 
 
 @router.post("/import", response_model=ImportReport, status_code=201, responses=_ERRORS)
@@ -638,7 +631,7 @@ async def import_file(
     state: ServerState = request.app.state.storyloom
     service = state.knowledge
     chat_importer = conversation_importer(state.turn_tree, project_id=state.chat.project_id)
-    filename = _upload_name(file)
+    filename = upload_name(file)
     with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
         path = Path(tmp) / "upload"
         size = 0
@@ -683,12 +676,6 @@ async def import_file(
     )
 
 
-def _download(data: bytes, filename: str, media_type: str) -> Response:
-    ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
-    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
-    return Response(data, media_type=media_type, headers={"content-disposition": disposition})
-
-
 @router.get("/bases/{kb_id}/export", responses=_ERRORS)
 async def export_base(
     request: Request, kb_id: str, format: Literal["st-worldinfo", "ctkbz"] = "st-worldinfo"
@@ -702,7 +689,7 @@ async def export_base(
     stem = folder_slug(loaded.kb.display_name, set())
     if format == "ctkbz":
         data, _ = await asyncio.to_thread(service.export_package_bytes, loaded)
-        return _download(data, f"{stem}.ctkbz", "application/zip")
+        return download(data, f"{stem}.ctkbz", "application/zip")
     book = await asyncio.to_thread(export_world_info, loaded.kb)
     text = json.dumps(book, ensure_ascii=False, indent=4)
-    return _download(text.encode("utf-8"), f"{stem}.json", "application/json")
+    return download(text.encode("utf-8"), f"{stem}.json", "application/json")

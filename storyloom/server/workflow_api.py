@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.core.errors import FieldProblem
 from storyloom.server.api_errors import ErrorBody, ErrorDetail, Problem, error_response
+from storyloom.server.file_transfer import read_upload, too_large, upload_name
 from storyloom.server.protocol import BrokenWorkflowFile
 from storyloom.server.state import ServerState
 from storyloom.server.workflow_runs import (
@@ -130,11 +131,6 @@ def validate(request: Request, body: Workflow) -> ValidationReport:
     return ValidationReport(problems=problems, slots=slots)
 
 
-def _upload_name(file: UploadFile) -> str:
-    name = (file.filename or "").replace("\\", "/").rsplit("/", 1)[-1].strip()
-    return name or "preset.json"
-
-
 @router.post(
     "/api/workflows/import-st-preset",
     status_code=201,
@@ -156,11 +152,10 @@ async def import_st_preset(
     """Import a SillyTavern chat-completion preset as a chat pipeline workflow saved in the
     project's ``workflows/``; a conversation uses it when its ``settings.pipeline`` names
     the id. A bad file is a 422 naming the file and each field; nothing is written."""
-    file_name = _upload_name(file)
-    data = await file.read(MAX_PRESET_BYTES + 1)
-    if len(data) > MAX_PRESET_BYTES:
-        limit = MAX_PRESET_BYTES // (1024 * 1024)
-        return error_response(413, f"{file_name} is larger than {limit} MB")
+    file_name = upload_name(file)
+    data = await read_upload(file, MAX_PRESET_BYTES)
+    if data is None:
+        return error_response(413, too_large(file_name, MAX_PRESET_BYTES))
     library = _service(request).library
     try:
         workflow, _ = library.import_st_preset(
