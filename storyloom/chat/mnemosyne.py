@@ -12,7 +12,6 @@ makes a turn reproducible and a swipe comparable.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -199,13 +198,8 @@ async def activate_lore(
     settings = await asyncio.to_thread(knowledge.activation_settings, {})
     variables = dict(state.variables)
     messages = [ScanMessage(m.name or m.role, m.content, is_user=m.role == "user") for m in history]
-    if messages and any(
-        e.activation_criteria.use_semantic_search for b in kbs for e in b.kb.entries
-    ):
-        # Semantic entries compare with stored vectors: make them current first. Without a
-        # usable model they are skipped, keywords still work (as in the knowledge nodes).
-        with contextlib.suppress(StoryloomError):
-            await knowledge.embed_now(kbs)
+    if messages:
+        await knowledge.embed_semantic(kbs)
     _engine, result, problems = await knowledge.activate(
         kbs,
         settings,

@@ -16,6 +16,7 @@ computes one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import tempfile
@@ -466,6 +467,15 @@ class KnowledgeService:
                 f"available: {available}"
             )
         return provider
+
+    async def embed_semantic(self, kbs: Sequence[LoadedKB]) -> None:
+        """Before a scan: embed what the semantic entries of ``kbs`` lack. Without a
+        usable model nothing happens; those entries are then skipped and keywords still
+        work."""
+        if not any(e.activation_criteria.use_semantic_search for b in kbs for e in b.kb.entries):
+            return
+        with contextlib.suppress(StoryloomError):
+            await self.embed_now(kbs)
 
     async def embed_now(
         self, kbs: Sequence[LoadedKB]

@@ -25,7 +25,6 @@ downstream by their output, so an unchanged KB costs only the read.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -617,10 +616,7 @@ class KeywordMatcher(NodeType):
         if messages and any(
             e.activation_criteria.use_semantic_search for b in scanned for e in b.kb.entries
         ):
-            # Semantic activation compares with stored vectors: make them current first.
-            # Without a usable model it is skipped, as in the chat; keywords still work.
-            with contextlib.suppress(StoryloomError):
-                await service.embed_now(kbs)
+            await service.embed_semantic(kbs)
         _, result, _ = await service.activate(
             scanned,
             settings,
