@@ -529,6 +529,8 @@ def test_a_malformed_state_update_is_reported_in_the_turn(
         expect(problems.locator(tid("chat-message-problem"))).to_be_hidden()
         problems.locator("summary").click()
         expect(problems.locator(tid("chat-message-problem"))).to_contain_text('<add key="gold">')
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(RESULTS_DIR / "chat-turn-problems.png"))
 
         # A clean turn has no marker.
         send(page, "I walk in.")
@@ -560,6 +562,7 @@ def test_an_edited_user_message_swipes_between_its_versions(
         page.click(tid("chat-reply"))
         expect(messages(page)).to_have_count(3)
         expect(messages(page).last).to_contain_text("The suite is ten.")
+        expect(messages(page).last).to_have_attribute("data-status", "complete")
         message_with(page, "How much for the suite?").locator(tid("chat-swipe-left")).click()
         expect(messages(page)).to_have_count(3)
         expect(messages(page).nth(1)).to_contain_text("How much for a bed?")
@@ -572,20 +575,23 @@ def test_a_reply_stopped_before_any_text_is_marked_stopped(
     start_server: Callable[..., Any], page: Page
 ) -> None:
     with ReplayLLMServer(models=["test-model"]) as llm:
-        llm.script(Reply(text="Never heard.", hold_after_chunks=0), Reply(text="Here I am."))
+        llm.script(Reply(text="Never heard.", hold_after_chunks=0))
         server = start_server(with_llm_and_character(llm.url))
         start_chat(page, server)
         send(page, "Hello?", wait_complete=False)
         reply = messages(page).last
         expect(reply).to_have_attribute("data-status", "streaming")
         page.click(tid("chat-stop"))
+        # No text came: the server keeps it as an error, and the page says it was stopped.
         expect(reply).to_have_attribute("data-status", "error")
         expect(reply).to_have_attribute("data-mark", "stopped")
         expect(reply.locator(tid("chat-mark"))).to_have_text("stopped")
+        expect(reply.locator(tid("chat-retry"))).to_be_visible()
 
-        reply.locator(tid("chat-retry")).click()
-        expect(reply).to_contain_text("Here I am.")
-        expect(reply).to_have_attribute("data-status", "complete")
+        page.reload()
+        reply = messages(page).last
+        expect(reply).to_have_attribute("data-mark", "stopped")
+        expect(reply.locator(tid("chat-mark"))).to_have_text("stopped")
 
 
 def st_preset_file(folder: Path) -> Path:
@@ -646,6 +652,10 @@ def test_a_sillytavern_preset_imported_in_the_settings_writes_the_replies(
         saved = server.api(f"/api/chats/{conversation_id}")["conversation"]["settings"]
         assert saved["pipeline"] == "st-storm-house"
         expect(page.locator(tid("chat-settings-save"))).to_be_disabled()
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        group = page.locator(tid("chat-settings-pipeline-group"))
+        group.scroll_into_view_if_needed()
+        page.screenshot(path=str(RESULTS_DIR / "chat-settings-pipeline.png"))
 
         # The next reply is written by the preset's pipeline: its prompt and sampling.
         send(page, "Is the storm bad?")

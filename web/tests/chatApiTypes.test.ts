@@ -14,6 +14,7 @@ import { describe, expect, it } from 'vitest'
 import type { components } from '../src/api/schema'
 import {
   getMessagePrompt,
+  listPipelines,
   type BackgroundListing,
   type BackgroundSnapshot,
   type CharacterListing,
@@ -28,10 +29,10 @@ import {
   type MemoryProposal,
   type MessageState,
   type NewChat,
+  type PromptBlock,
+  type PromptInspection,
   type RagScope,
   type SendResult,
-  type SentPromptBlock,
-  type SentPromptInspection,
   type StopResult,
   type TreeNode,
   type TurnResult,
@@ -78,9 +79,9 @@ describe('chat API shapes', () => {
       (v: WithConversation<Schemas['ChatView']>) => accepts<ChatView>(v),
       (v: Schemas['TreeNode']) => accepts<TreeNode>(v),
       (v: Schemas['StateView']) => accepts<AsDeclared<MessageState, 'delta'>>(v),
-      (v: Schemas['InspectorBlock']) => accepts<AsDeclared<SentPromptBlock, 'source'>>(v),
+      (v: Schemas['InspectorBlock']) => accepts<AsDeclared<PromptBlock, 'source'>>(v),
       (v: Without<Schemas['PromptInspector'], 'blocks'>) =>
-        accepts<AsDeclared<Without<SentPromptInspection, 'blocks'>, 'lore' | 'cut' | 'messages'>>(v),
+        accepts<AsDeclared<Without<PromptInspection, 'blocks'>, 'lore' | 'cut' | 'messages'>>(v),
       (v: Schemas['CharacterListing']) => accepts<CharacterListing>(v),
       (v: Schemas['BackgroundPreset']) => accepts<BackgroundListing>(v),
       (v: Schemas['SendAccepted']) => accepts<SendResult>(v),
@@ -104,8 +105,8 @@ describe('chat API shapes', () => {
 })
 
 describe('the prompt inspector call', () => {
-  it('gives a block the server sent without a source an empty one', async () => {
-    const sent: SentPromptInspection = {
+  it('hands a block without a source on as the server sent it', async () => {
+    const sent: PromptInspection = {
       blocks: [
         { id: 'main', kind: 'system', content: 'Be kind.', source: { kind: 'preset', label: 'Main prompt' } },
         { id: 'custom', kind: 'custom', content: 'From a pipeline.', source: null },
@@ -117,6 +118,36 @@ describe('the prompt inspector call', () => {
     }
     const fetchImpl = (async () => new Response(JSON.stringify(sent), { status: 200 })) as unknown as typeof fetch
     const shown = await getMessagePrompt('c1', 'm1', fetchImpl)
-    expect(shown.blocks.map((b) => b.source)).toEqual([{ kind: 'preset', label: 'Main prompt' }, { kind: '' }, { kind: '' }])
+    expect(shown.blocks.map((b) => b.source)).toEqual([{ kind: 'preset', label: 'Main prompt' }, null, undefined])
+  })
+})
+
+describe('the chat pipelines call', () => {
+  const answer = (body: unknown) => (async () => new Response(JSON.stringify(body), { status: 200 })) as unknown as typeof fetch
+
+  it("lists the built-ins first, then the project's workflows", async () => {
+    const list = await listPipelines(
+      answer({
+        workflows: [
+          { id: 'a-story', name: 'A story', description: '', nodeCount: 3, builtin: false },
+          { id: 'chat-default', name: 'Chat (built-in)', description: '', nodeCount: 11, builtin: true },
+          { id: 'st-mine', name: '', description: '', nodeCount: 11, builtin: false },
+        ],
+        broken: [],
+      }),
+    )
+    expect(list).toEqual([
+      { id: 'chat-default', name: 'Chat (built-in)', builtin: true },
+      { id: 'a-story', name: 'A story', builtin: false },
+      { id: 'st-mine', name: 'st-mine', builtin: false },
+    ])
+  })
+
+  it('offers the built-in chat pipeline when the server does not list it', async () => {
+    const list = await listPipelines(answer({ workflows: [{ id: 'mine', name: 'Mine', description: '', nodeCount: 1 }], broken: [] }))
+    expect(list.map((p) => [p.id, p.builtin])).toEqual([
+      ['chat-default', true],
+      ['mine', false],
+    ])
   })
 })

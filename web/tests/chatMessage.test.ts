@@ -57,6 +57,46 @@ describe('a chat message', () => {
     expect(w.find(q('chat-retry')).exists()).toBe(true)
   })
 
+  it('marks a reply stopped before any text as stopped, and offers retry', () => {
+    const w = mountMessage(message('a', 'u', { status: 'error', error: 'stopped', content: '' }))
+    expect(w.attributes('data-mark')).toBe('stopped')
+    expect(w.find(q('chat-mark')).text()).toBe('stopped')
+    // The mark says it all: the same word is not repeated beside it.
+    expect(w.find(q('chat-message-error')).exists()).toBe(false)
+    expect(w.find(q('chat-retry')).exists()).toBe(true)
+    const failed = mountMessage(message('a', 'u', { status: 'error', error: 'HTTP 500' }))
+    expect(failed.find(q('chat-mark')).text()).toBe('failed')
+    expect(failed.find(q('chat-message-error')).text()).toBe('HTTP 500')
+  })
+
+  it('shows swipe arrows on an edited user message, with no new version past the last', async () => {
+    const w = mountMessage(message('u', 'a', { role: 'user', sibling_index: 1, sibling_count: 2 }))
+    expect(w.find(q('chat-swipe-count')).text()).toBe('2/2')
+    expect(w.find(q('chat-swipe-right')).attributes('disabled')).toBeDefined()
+    expect(w.find(q('chat-swipe-right')).attributes('aria-label')).toBe('Next version')
+    await w.find(q('chat-swipe-left')).trigger('click')
+    expect(w.emitted('swipe')).toEqual([['left']])
+    // A user message with one version has no arrows; a reply always has them.
+    expect(mountMessage(message('u', 'a', { role: 'user' })).find(q('chat-swipe-count')).exists()).toBe(false)
+    const reply = mountMessage(message('a', 'u'))
+    expect(reply.find(q('chat-swipe-count')).text()).toBe('1/1')
+    expect(reply.find(q('chat-swipe-right')).attributes('disabled')).toBeUndefined()
+    expect(reply.find(q('chat-swipe-right')).attributes('aria-label')).toBe('Generate another version')
+  })
+
+  it('folds what the turn reported behind a small marker that opens to the list', async () => {
+    const extra = { problems: ['<add key="gold">: no value', '<state_update>: ignored text outside op tags: oops'] }
+    const w = mountMessage(message('a', 'u', { content: 'The door creaks.', extra }))
+    const box = w.find(q('chat-message-problems'))
+    expect(box.element.tagName).toBe('DETAILS')
+    expect((box.element as HTMLDetailsElement).open).toBe(false)
+    expect(box.find('summary').text()).toContain('Reported in this turn (2)')
+    expect(box.findAll(q('chat-message-problem')).map((li) => li.text())).toEqual(extra.problems)
+    // The reply itself is whole.
+    expect(w.find(q('chat-message-text')).text()).toBe('The door creaks.')
+    expect(mountMessage(message('a', 'u', { extra: { problems: [] } })).find(q('chat-message-problems')).exists()).toBe(false)
+  })
+
   it('edits in place: Escape cancels, Save sends the new text', async () => {
     const w = mountMessage(message('a', 'u', { content: 'old' }), { editing: true })
     const box = w.find(q('chat-edit-text'))

@@ -6,10 +6,12 @@ import {
   canRetry,
   chatEvent,
   composerKeyAction,
+  hasSwipes,
   isNewer,
   lastAssistant,
   lastReply,
   messageMark,
+  messageProblems,
   swipeAction,
   threadFromView,
   windowStart,
@@ -56,6 +58,27 @@ describe('server events on the open thread', () => {
     expect(next.messages[2]!.sibling_count).toBe(2)
     expect(next.continuation).toEqual([])
     expect(next.conversation.pointer).toBe('s')
+  })
+
+  it('keeps a finished reply when the answer that started it arrives after its events', () => {
+    let state = threadFromView(view(chain(3)))
+    // The events: the reply is made (version 4), streams, and is finished (version 5).
+    state = applyChatMessage(state, message('r', 'm2', { status: 'streaming', content: '' }), 4).state
+    state = applyStream(state, 'r', 'Done.')
+    state = applyChatMessage(state, message('r', 'm2', { content: 'Done.' }), 5).state
+    state = applyDone(state, { messageId: 'r', status: 'complete', version: 5 }).state
+    // Then the answer of the request, read at version 4: the reply as it was made.
+    const late = applyChatMessage(state, message('r', 'm2', { status: 'streaming', content: '' }), 4)
+    expect(late.state).toBe(state)
+    expect(late.reload).toBe(false)
+    expect(late.state.running).toBe(false)
+    expect(late.state.messages[3]).toMatchObject({ content: 'Done.', status: 'complete' })
+    // A stale message the thread does not show is left to a reload.
+    expect(applyChatMessage(state, message('x', 'm0'), 4)).toEqual({ state, reload: true })
+    // The same version (a continued reply streaming again) still applies.
+    const again = applyChatMessage(state, message('r', 'm2', { status: 'streaming', content: 'Done.' }), 5)
+    expect(again.state.messages[3]!.status).toBe('streaming')
+    expect(again.state.running).toBe(true)
   })
 
   it('asks for a reload when a message does not fit the shown path', () => {
@@ -141,6 +164,20 @@ describe('swipes', () => {
     expect(swipeAction(message('u', 'a', { role: 'user' }), 'right')).toBeNull()
   })
 
+  it("swipes between the versions of an edited user message, never past the last", () => {
+    const edited = message('u', 'a', { role: 'user', sibling_index: 1, sibling_count: 2 })
+    expect(swipeAction(edited, 'left')).toEqual({ kind: 'swipe', toIndex: 0 })
+    expect(swipeAction(edited, 'right')).toBeNull()
+    expect(swipeAction({ ...edited, sibling_index: 0 }, 'right')).toEqual({ kind: 'swipe', toIndex: 1 })
+  })
+
+  it('shows arrows on every reply and on any message with other versions', () => {
+    expect(hasSwipes(message('a', 'u'))).toBe(true)
+    expect(hasSwipes(message('u', 'a', { role: 'user' }))).toBe(false)
+    expect(hasSwipes(message('u', 'a', { role: 'user', sibling_count: 2 }))).toBe(true)
+    expect(hasSwipes(message('s', null, { role: 'system', sibling_index: 1, sibling_count: 1 }))).toBe(true)
+  })
+
   it('finds the last reply the arrows swipe, and the last one with a prompt', () => {
     const messages = chain(3)
     expect(lastAssistant(messages)?.id).toBe('m2')
@@ -174,6 +211,22 @@ describe('marks and windows', () => {
     expect(messageMark({ status: 'error', error: 'HTTP 500' })).toBe('failed')
     expect(messageMark({ status: 'complete' })).toBeNull()
     expect(messageMark({ status: 'streaming' })).toBe('streaming')
+  })
+
+  it('marks a reply stopped before any text came as stopped, not failed', () => {
+    expect(messageMark({ status: 'error', error: 'stopped' })).toBe('stopped')
+    expect(messageMark({ status: 'error', error: 'Stopped: the user pressed Stop' })).toBe('stopped')
+    expect(messageMark({ status: 'error', error: 'the endpoint stopped answering' })).toBe('failed')
+    expect(messageMark({ status: 'error', error: null })).toBe('failed')
+    expect(canRetry(message('a', 'u', { status: 'error', error: 'stopped' }))).toBe(true)
+  })
+
+  it("reads the problems a turn reported, ignoring what is not a message", () => {
+    expect(messageProblems(message('a', 'u'))).toEqual([])
+    expect(messageProblems(message('a', 'u', { extra: { problems: [] } }))).toEqual([])
+    expect(messageProblems(message('a', 'u', { extra: { problems: 'oops' } }))).toEqual([])
+    const extra = { problems: ['<add key="gold">: no value', 42, '  ', '<state_update>: ignored text'] }
+    expect(messageProblems(message('a', 'u', { extra }))).toEqual(['<add key="gold">: no value', '<state_update>: ignored text'])
   })
 
   it('offers retry on replies that ended early', () => {

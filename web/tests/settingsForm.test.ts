@@ -87,6 +87,16 @@ describe('buildChatUpdate', () => {
     expect(update.context_window).toBe(32768)
   })
 
+  it('edits the context window: a whole number above zero, or empty for unset', () => {
+    const view = chatView()
+    expect(chatFormFromView(view).context_window).toBe(32768)
+    expect(buildChatUpdate(view, { ...chatFormFromView(view), context_window: 128000 }).update.context_window).toBe(128000)
+    expect(buildChatUpdate(view, { ...chatFormFromView(view), context_window: '' }).update.context_window).toBeNull()
+    expect(chatFormFromView(chatView({ context_window: null })).context_window).toBe('')
+    expect(buildChatUpdate(view, { ...chatFormFromView(view), context_window: 0 }).errors).toEqual({ context_window: 'settings.errors.positive' })
+    expect(buildChatUpdate(view, { ...chatFormFromView(view), context_window: 8.5 }).errors).toEqual({ context_window: 'settings.errors.integer' })
+  })
+
   it('maps "auto" encoding to null', () => {
     const view = chatView({ token_encoding: 'cl100k_base' })
     const form = { ...chatFormFromView(view), token_encoding: '' }

@@ -62,22 +62,33 @@ function replaceAt(items: readonly ChatMessage[], index: number, message: ChatMe
 }
 
 /**
- * A message was added or finalised (`chat:message`). A known message is replaced; a new
- * one whose parent is on the shown path becomes the new end of the path (the server moved
- * the pointer to it: a reply, a swipe generated on an older message, an edit).
+ * A message was added or finalised (`chat:message`, or the answer of a write). A known
+ * message is replaced; a new one whose parent is on the shown path becomes the new end of
+ * the path (the server moved the pointer to it: a reply, a swipe generated on an older
+ * message, an edit).
+ *
+ * `v` is the conversation's version the message was read at. One read before what the
+ * thread already holds is stale and changes nothing: a fast reply's events can arrive
+ * before the answer of the request that started it, and that answer's message (still
+ * `streaming`, no text) must not replace the finished reply.
  */
 export function applyChatMessage(state: ThreadState, message: ChatMessage, v?: number): ThreadChange {
   if (message.conversation_id && message.conversation_id !== state.conversation.id) return { state, reload: false }
+  const stale = v !== undefined && v < state.conversation.version
   const conversation = withVersion(state, v)
   const running = state.running || message.status === 'streaming'
   const at = indexFromEnd(state.messages, message.id)
   if (at >= 0) {
+    if (stale) return { state, reload: false }
     return { state: { ...state, conversation, running, messages: replaceAt(state.messages, at, message) }, reload: false }
   }
   const inFuture = indexFromEnd(state.continuation, message.id)
   if (inFuture >= 0) {
+    if (stale) return { state, reload: false }
     return { state: { ...state, conversation, running, continuation: replaceAt(state.continuation, inFuture, message) }, reload: false }
   }
+  // Not shown, and older than what is: where it belongs now only the server knows.
+  if (stale) return { state, reload: true }
   let parentAt: number
   if (message.parent_id === null) {
     if (state.earlier > 0) return { state, reload: true }
@@ -225,7 +236,6 @@ export function lastAssistant(messages: readonly ChatMessage[]): ChatMessage | n
   return last && last.role === 'assistant' ? last : null
 }
 
-/** `generate`: a new sibling of `messageId` written by the model. */
 /** The newest reply on the path that a prompt was made for (a greeting has none). */
 export function lastReply(messages: readonly ChatMessage[]): ChatMessage | null {
   for (let i = messages.length - 1; i >= 0; i--) {
@@ -237,15 +247,29 @@ export function lastReply(messages: readonly ChatMessage[]): ChatMessage | null 
 
 export type SwipeAction = { kind: 'swipe'; toIndex: number } | { kind: 'generate'; messageId: string }
 
+/** How many versions a message has, itself included (never fewer than its index says). */
+export function siblingCount(message: Pick<ChatMessage, 'sibling_index' | 'sibling_count'>): number {
+  return Math.max(message.sibling_count, message.sibling_index + 1)
+}
+
+/**
+ * Whether a message shows swipe arrows with n/m: every reply of the character (its right
+ * arrow can write a new version), and any other message that has versions (an edited
+ * message of the user, a greeting with alternates).
+ */
+export function hasSwipes(message: Pick<ChatMessage, 'role' | 'sibling_index' | 'sibling_count'>): boolean {
+  return message.role === 'assistant' || siblingCount(message) > 1
+}
+
 /**
  * What a swipe arrow does. Left: the previous sibling. Right: the next sibling, or past the
  * last one a new reply generated beside it (as SillyTavern's right swipe; here on any
- * assistant message, since nothing is ever lost). A root message (a greeting) has nothing
- * to generate from.
+ * assistant message, since nothing is ever lost). Only a reply is generated: a root
+ * message (a greeting) has nothing to answer, and the user's own versions are theirs.
  */
 export function swipeAction(message: ChatMessage, direction: 'left' | 'right'): SwipeAction | null {
   const index = message.sibling_index
-  const count = Math.max(message.sibling_count, index + 1)
+  const count = siblingCount(message)
   if (direction === 'left') return index > 0 ? { kind: 'swipe', toIndex: index - 1 } : null
   if (index < count - 1) return { kind: 'swipe', toIndex: index + 1 }
   if (message.role !== 'assistant' || message.parent_id === null) return null
@@ -277,14 +301,20 @@ export function composerKeyAction(key: KeyInfo, inputEmpty: boolean): ComposerAc
 
 export type MessageMark = 'streaming' | 'stopped' | 'interrupted' | 'partial' | 'failed' | null
 
-/** How a message that is not plainly complete is marked. */
+/** The error a stop leaves on a reply ("stopped", or "stopped: why"). */
+function isStopError(error: string): boolean {
+  return /^(stopped|cancel)/.test(error)
+}
+
+/** How a message that is not plainly complete is marked. A reply stopped before any text
+ * came (status `error`, error "stopped") is stopped, not failed. */
 export function messageMark(message: Pick<ChatMessage, 'status' | 'error'>): MessageMark {
-  const error = (message.error ?? '').toLowerCase()
+  const error = (message.error ?? '').trim().toLowerCase()
   switch (message.status) {
     case 'streaming':
       return 'streaming'
     case 'error':
-      return 'failed'
+      return isStopError(error) ? 'stopped' : 'failed'
     case 'partial':
       if (/stop|cancel/.test(error)) return 'stopped'
       if (error.includes('interrupt')) return 'interrupted'
@@ -292,6 +322,16 @@ export function messageMark(message: Pick<ChatMessage, 'status' | 'error'>): Mes
     default:
       return null
   }
+}
+
+/**
+ * What the turn reported about itself (`extra.problems`): malformed state updates and the
+ * like, which were skipped without losing the reply. Empty when there were none.
+ */
+export function messageProblems(message: Pick<ChatMessage, 'extra'>): string[] {
+  const problems = message.extra?.problems
+  if (!Array.isArray(problems)) return []
+  return problems.filter((p): p is string => typeof p === 'string' && p.trim() !== '')
 }
 
 /** A reply that ended early may be generated again (a new sibling). */

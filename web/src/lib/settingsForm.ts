@@ -1,8 +1,8 @@
 // The logic behind the Settings form, kept free of Vue so it can be unit-tested.
 //
 // A section of `PUT /api/settings` must be complete, so an update starts from the section as
-// the server last sent it (fields the form does not show, such as top_p or context_window,
-// pass through unchanged) and overrides what the form edits. The API key is write-only:
+// the server last sent it (fields the form does not show, such as top_p or
+// connect_timeout_s, pass through unchanged) and overrides what the form edits. The API key is write-only:
 // an empty key field leaves `api_key` out (the server keeps the stored key), "clear key"
 // sends "" (the server removes it), anything else is the new key.
 import type {
@@ -49,6 +49,8 @@ export interface ChatForm extends KeyFields {
   max_retries: NumberInput
   /** '' means "auto": the server picks the encoding from the model name. */
   token_encoding: string
+  /** The model's context size in tokens; '' leaves it unset (budgets use a default). */
+  context_window: NumberInput
 }
 
 export interface EmbeddingForm extends KeyFields {
@@ -69,6 +71,7 @@ export const CHAT_FIELDS = [
   'timeout_s',
   'max_retries',
   'token_encoding',
+  'context_window',
 ] as const
 export const EMBEDDING_FIELDS = [
   'provider',
@@ -98,6 +101,7 @@ export function chatFormFromView(view: ChatEndpointView): ChatForm {
     timeout_s: view.timeout_s,
     max_retries: view.max_retries,
     token_encoding: view.token_encoding ?? '',
+    context_window: view.context_window ?? '',
   }
 }
 
@@ -129,6 +133,12 @@ export function parseNumber(
   if (!Number.isFinite(value)) return { ok: false, error: 'settings.errors.number' }
   if (opts.integer && !Number.isInteger(value)) return { ok: false, error: 'settings.errors.integer' }
   return { ok: true, value }
+}
+
+/** A parsed number that must be above zero when given. */
+function positive(parsed: Parsed): Parsed {
+  if (parsed.ok && parsed.value !== null && parsed.value <= 0) return { ok: false, error: 'settings.errors.positive' }
+  return parsed
 }
 
 /** The api_key member of an update, following the write-only key rules. */
@@ -172,6 +182,7 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
   const errors: ClientErrors = {}
   const temperature = collect(errors, 'temperature', parseNumber(form.temperature))
   const maxTokens = collect(errors, 'max_tokens', parseNumber(form.max_tokens, { integer: true }))
+  const contextWindow = collect(errors, 'context_window', positive(parseNumber(form.context_window, { integer: true })))
   const { timeout, retries } = collectRequestLimits(errors, form)
   const { api_key_set: _keySet, ...rest } = base
   const update: ChatEndpointUpdate = {
@@ -182,6 +193,7 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
     timeout_s: timeout ?? base.timeout_s,
     max_retries: retries ?? base.max_retries,
     token_encoding: form.token_encoding || null,
+    context_window: contextWindow,
     ...keyUpdate(form),
   }
   return { update, errors }

@@ -1,0 +1,67 @@
+// A conversation's settings as the settings drawer edits them, without Vue: the form made
+// from a conversation, and the settings a form saves. Settings the form does not show
+// (keyframe_every, summaries, keys a newer server added) are kept as they were.
+import { type Conversation, type ConversationSettings, DEFAULT_PIPELINE, type RagScope } from '../api/chat'
+
+export type ScopeMode = RagScope['mode']
+
+export interface SettingsForm {
+  title: string
+  user_name: string
+  persona: string
+  authors_note: string
+  authors_note_depth: number
+  allow_regex_scripts: boolean
+  allow_html_scripts: boolean
+  /** The chat pipeline workflow's id. */
+  pipeline: string
+  director_enabled: boolean
+  /** Replies without plot progress before the director steers firmly. */
+  rag_fallback_threshold: number
+  rag_mode: ScopeMode
+  /** Ids of the conversations retrieval also searches (mode `related`). */
+  related: string[]
+}
+
+export function formFromConversation(c: Conversation): SettingsForm {
+  const s = c.settings
+  return {
+    title: c.title,
+    user_name: s.user_name ?? '',
+    persona: s.persona ?? '',
+    authors_note: s.authors_note ?? '',
+    authors_note_depth: s.authors_note_depth ?? 4,
+    allow_regex_scripts: Boolean(s.allow_regex_scripts),
+    allow_html_scripts: Boolean(s.allow_html_scripts),
+    pipeline: s.pipeline || DEFAULT_PIPELINE,
+    director_enabled: s.director_enabled !== false,
+    rag_fallback_threshold: s.rag_fallback_threshold ?? 3,
+    rag_mode: s.rag_scope?.mode === 'related' ? 'related' : 'self_only',
+    related: [...(s.rag_scope?.related_conversations ?? [])].sort(),
+  }
+}
+
+/** The form as a string that is equal for equal forms (what "changed" compares). */
+export function formKey(form: SettingsForm): string {
+  return JSON.stringify({ ...form, related: [...form.related].sort() })
+}
+
+/** A whole number of at least `min`, or `fallback` for anything else (an emptied field). */
+function whole(value: unknown, min: number, fallback: number): number {
+  if (value === '' || value === null || value === undefined) return fallback
+  const n = Number(value)
+  return Number.isFinite(n) && n >= min ? Math.floor(n) : fallback
+}
+
+/** The settings the form saves, keeping what it does not show. */
+export function settingsFromForm(form: SettingsForm, current: ConversationSettings): ConversationSettings {
+  const { title: _title, rag_mode, related, ...rest } = form
+  return {
+    ...current,
+    ...rest,
+    pipeline: rest.pipeline || DEFAULT_PIPELINE,
+    authors_note_depth: whole(rest.authors_note_depth, 0, 4),
+    rag_fallback_threshold: whole(rest.rag_fallback_threshold, 1, current.rag_fallback_threshold ?? 3),
+    rag_scope: { ...(current.rag_scope ?? {}), mode: rag_mode, related_conversations: [...related] },
+  }
+}
