@@ -452,3 +452,16 @@ async def test_an_mvu_card_starts_from_its_initvar_and_its_json_patches_change_t
     after = harness.tree.state_at(reply.id).variables["stat_data"]
     assert after["小穗"]["觉醒进度"] == 10
     assert after["系统"]["当前地点"] == "玄天宗"
+
+
+async def test_a_reply_stopped_before_any_text_can_be_retried(harness: Harness) -> None:
+    cid = harness.new_chat()
+    harness.llm.script(Reply(text="Never sent", hold_after_chunks=0), Reply(text="A second try."))
+    result = await harness.service.send(cid, "Go", expected_version=None)
+    await harness.until(lambda: len(harness.llm.chat_requests) == 1)
+    stopped = await harness.service.stop(cid)
+    assert stopped is not None and stopped.status == "error" and stopped.error == "stopped"
+    await harness.service.generate(cid, kind="swipe", message_id=result.assistant_message.id)
+    retried = await harness.finished(cid)
+    assert retried.status == "complete" and retried.content == "A second try."
+    assert harness.tree.message(retried.id).parent_id == result.user_message.id

@@ -479,3 +479,30 @@ async def test_display_only_scripts_change_what_is_shown_not_what_is_stored(
     shown = (await get_chat(api, created["id"]))["messages"][0]
     assert shown["content"] == "Status: *calm*"
     assert shown["display"] == "Status: <b>calm</b>"
+
+
+async def test_a_reply_stopped_before_its_first_word_is_retried_through_the_api(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    cid = (await new_chat(api))["id"]
+    llm.script(Reply(text="Never sent", hold_after_chunks=0), Reply(text="Second try."))
+    async with subscribed(server, cid) as ws:
+        sent = await api.post(f"/api/chats/{cid}/messages", json={"text": "Go"})
+        assert sent.status_code == 202
+        for _ in range(200):
+            if llm.chat_requests:
+                break
+            await asyncio.sleep(0.02)
+        stopped = await api.post(f"/api/chats/{cid}/stop")
+        kept = stopped.json()["message"]
+        assert kept["status"] == "error" and kept["error"] == "stopped"
+        await receive_until(ws, chat_done)
+        retried = await api.post(
+            f"/api/chats/{cid}/generate",
+            json={"kind": "swipe", "message_id": kept["id"],
+                  "expected_version": stopped.json()["version"]},
+        )  # fmt: skip
+        assert retried.status_code == 202, retried.text
+        done = await receive_until(ws, chat_done)
+    assert done[-1]["status"] == "complete"
+    assert (await get_chat(api, cid))["messages"][-1]["content"] == "Second try."
