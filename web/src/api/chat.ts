@@ -4,7 +4,7 @@
 //
 // Every write that changes a conversation sends `expected_version`; the server answers 409
 // when another tab (or a turn) changed it first: `isConflict()` tells the page to reload.
-import { ApiError, errorFromResponse, type Fetch, fetchJson, errorFromBody, requestJson } from './client'
+import { ApiError, type Fetch, fetchJson, errorFromBody, postForm, requestJson } from './client'
 import { listWorkflows } from './workflows'
 
 export type Role = 'user' | 'assistant' | 'system'
@@ -319,22 +319,8 @@ export function createChat(body: NewChat, fetchImpl?: Fetch): Promise<Conversati
 }
 
 /** A SillyTavern .jsonl chat or a character card (PNG/JSON/CHARX) → a new conversation. */
-export async function importChat(file: File, fetchImpl: Fetch = defaultFetch): Promise<ImportedChat> {
-  const form = new FormData()
-  form.append('file', file)
-  let res: Response
-  try {
-    res = await fetchImpl(`${BASE}/import`, {
-      method: 'POST',
-      credentials: 'same-origin',
-      headers: { Accept: 'application/json' },
-      body: form,
-    })
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  if (!res.ok) throw await errorFromResponse(res)
-  return (await res.json()) as ImportedChat
+export function importChat(file: File, fetchImpl: Fetch = defaultFetch): Promise<ImportedChat> {
+  return postForm<ImportedChat>(`${BASE}/import`, { file }, fetchImpl)
 }
 
 /** The conversation; `tail` asks for only the last messages of the path (see ChatView). */

@@ -124,3 +124,22 @@ export async function requestJson<T>(
   if (!res.ok) throw errorFromBody(res.status, res.statusText, data)
   return data as T
 }
+
+/** A multipart upload (a file and form fields) answered with JSON; an HTTP error is an
+ * ApiError with the server's message and problems. */
+export async function postForm<T>(
+  path: string,
+  fields: Record<string, string | Blob | undefined>,
+  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+): Promise<T> {
+  const form = new FormData()
+  for (const [name, value] of Object.entries(fields)) if (value !== undefined) form.append(name, value)
+  let res: Response
+  try {
+    res = await fetchImpl(path, { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  if (!res.ok) throw await errorFromResponse(res)
+  return (await res.json()) as T
+}

@@ -1,6 +1,6 @@
 // Typed calls for /api/knowledge: knowledge bases, references, activation test, search,
 // import and export.
-import { ApiError, errorFromResponse, type Fetch, requestJson } from './client'
+import { type Fetch, postForm, requestJson } from './client'
 import type {
   ActivationTestRequest,
   ActivationTestResponse,
@@ -93,25 +93,10 @@ export function exportUrl(kbId: string, format: ExportFormat): string {
 }
 
 /** Upload a SillyTavern file or a .ctkbz package (multipart, field `file`). */
-export async function importKnowledgeFile(
+export function importKnowledgeFile(
   file: File,
   scope: 'local' | 'global' = 'local',
   fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
 ): Promise<ImportReport> {
-  const form = new FormData()
-  form.append('file', file)
-  form.append('scope', scope)
-  let res: Response
-  try {
-    res = await fetchImpl(`${BASE}/import`, {
-      method: 'POST',
-      credentials: 'same-origin',
-      headers: { Accept: 'application/json' },
-      body: form,
-    })
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  if (!res.ok) throw await errorFromResponse(res)
-  return (await res.json()) as ImportReport
+  return postForm<ImportReport>(`${BASE}/import`, { file, scope }, fetchImpl)
 }

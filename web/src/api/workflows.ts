@@ -1,6 +1,6 @@
 // Typed calls for /api/workflows and /api/workflow-runs, and the shapes they carry
 // (the camelCase aliases of storyloom/workflow/*.py models).
-import { ApiError, errorFromBody, errorFromResponse, type Fetch, fetchJson, requestJson } from './client'
+import { ApiError, errorFromBody, type Fetch, fetchJson, postForm, requestJson } from './client'
 
 export interface Position {
   x: number
@@ -259,24 +259,12 @@ export async function importStPreset(
   options: PresetImportOptions = {},
   fetchImpl: Fetch = defaultFetch,
 ): Promise<Workflow> {
-  const form = new FormData()
-  form.append('file', file)
-  if (options.id) form.append('id', options.id)
-  if (options.name) form.append('name', options.name)
-  if (options.overwrite) form.append('overwrite', 'true')
-  let res: Response
-  try {
-    res = await fetchImpl(`${BASE}/import-st-preset`, {
-      method: 'POST',
-      credentials: 'same-origin',
-      headers: { Accept: 'application/json' },
-      body: form,
-    })
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  if (!res.ok) throw await errorFromResponse(res)
-  return completeWorkflow((await res.json()) as Workflow)
+  const workflow = await postForm<Workflow>(
+    `${BASE}/import-st-preset`,
+    { file, id: options.id || undefined, name: options.name || undefined, overwrite: options.overwrite ? 'true' : undefined },
+    fetchImpl,
+  )
+  return completeWorkflow(workflow)
 }
 
 /** The graph's problems and the slots of its dynamic-slot nodes, without saving. */
