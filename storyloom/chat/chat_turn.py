@@ -330,7 +330,7 @@ class ChatTurn:
                 self.message_id,
                 content=self._joined(self.reply),
                 thought=self._thought_text() or None,
-                extra={**self._extra, "raw": self.raw},
+                raw=self.raw,
             )
         except Exception:  # the next flush or the final write tries again
             logger.exception("flushing message %s failed", self.message_id)
@@ -398,14 +398,13 @@ class ChatTurn:
             if result is not None and result.status == "cancelled" and failure is None:
                 error = self.stop_reason or STOPPED
             status: MessageStatus = "partial" if reply or self.setup.prefix else "error"
-            extra = {**self._extra, "raw": self.raw} if self.raw else dict(self._extra)
             message = tree.update_message(
                 self.message_id,
                 content=self._joined(self.setup.clean_reply(reply) if reply else ""),
                 status=status,
                 thought=self._thought_text() or None,
                 error=error,
-                extra=extra,
+                raw=self.raw or None,
                 bump_version=True,
             )
         version = tree.conversation(self.setup.conversation_id).version
@@ -443,18 +442,14 @@ class ChatTurn:
         skein = outputs.get("skein")
         extra: dict[str, Any] = {
             **self._extra,
-            "raw": self.raw,
-            "prompt": inspector_record(
-                skein if isinstance(skein, Mapping) else None,
-                messages if isinstance(messages, list) else None,
-                self.snapshot,
-            ),
             "problems": [str(p) for p in problems] if isinstance(problems, list) else [],
             "generation": self.snapshot.generation,
         }
-        delta = outputs.get("delta")
-        if isinstance(delta, list):
-            extra["delta"] = delta
+        prompt = inspector_record(
+            skein if isinstance(skein, Mapping) else None,
+            messages if isinstance(messages, list) else None,
+            self.snapshot,
+        )
         # Only the new text: a continued reply's start was rewritten when it was saved.
         cleaned = self._joined(self.setup.clean_reply(reply))
         return self.setup.tree.update_message(
@@ -469,4 +464,6 @@ class ChatTurn:
             extra=extra,
             state=state,
             bump_version=True,
+            raw=self.raw,
+            prompt=prompt,
         )

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
@@ -106,6 +106,13 @@ class TreeNode(BaseModel):
     sibling_index: int
     depth: int
     on_path: bool = Field(description="On the path root → pointer")
+
+
+class TurnRecord(BaseModel):
+    """What a reply was made from, kept apart from the message (see migration 6)."""
+
+    prompt: dict[str, Any] | None = Field(default=None, description="Prompt inspector record")
+    raw: str | None = Field(default=None, description="The model's text as it came")
 
 
 class NewMessage(BaseModel):
@@ -262,8 +269,7 @@ SELECT {_MESSAGE_COLUMNS} FROM up
 """
 
 # The path root → ?1 (its last ?2 messages; ?2 < 0: all) as one JSON array (see
-# TurnTree.path_json); {extra} is the extra column
-# with the keys the view leaves out removed. Siblings are counted through the parent index.
+# TurnTree.path_json). Siblings are counted through the parent index.
 _PATH_JSON_SQL = """
 WITH RECURSIVE up(id, parent_id, n) AS (
     SELECT id, parent_id, 0 FROM chat_message WHERE id = ?1
@@ -280,7 +286,7 @@ SELECT json_group_array(json_object(
     'role', m.role, 'name', m.name, 'content', m.content, 'original', m.original,
     'thought', m.thought, 'status', m.status, 'error', m.error,
     'sibling_index', m.sibling_index, 'depth', m.depth, 'created_at', m.created_at,
-    'extra', {extra},
+    'extra', json(m.extra),
     'sibling_count', (
         SELECT COUNT(*) FROM chat_message AS s
         WHERE s.conversation_id = m.conversation_id AND s.parent_id IS m.parent_id
@@ -698,9 +704,12 @@ class TurnTree:
         extra: dict[str, Any] | None = None,
         state: ChatState | None = None,
         bump_version: bool = False,
+        raw: str | None = None,
+        prompt: Mapping[str, Any] | None = None,
     ) -> Message:
         """Change a message in place (None: unchanged; ``extra`` replaces the old one;
-        ``error=""`` clears the error).
+        ``error=""`` clears the error). ``raw`` and ``prompt`` go to the reply's
+        :meth:`turn_record`, in the same transaction.
 
         For streaming flushes and finalising a reply: no new sibling, and the version
         moves only with ``bump_version``. A new ``state`` leaves the children's states as
@@ -738,6 +747,17 @@ class TurnTree:
             every: int | None = None
             if bump_version:
                 every = self._bump(conn, message.conversation_id, None).keyframe_every
+            if raw is not None or prompt is not None:
+                conn.execute(
+                    "INSERT INTO chat_turn_record (message_id, prompt, raw) VALUES (?, ?, ?) "
+                    "ON CONFLICT (message_id) DO UPDATE SET "
+                    "prompt = coalesce(excluded.prompt, prompt), raw = coalesce(excluded.raw, raw)",
+                    (
+                        message.id,
+                        None if prompt is None else _dumps(prompt, f"prompt of {message.id}"),
+                        raw,
+                    ),
+                )
             if state is not None:
                 if every is None:
                     every = self._keyframe_every(conn, message.conversation_id)
@@ -745,6 +765,20 @@ class TurnTree:
         if state is not None:
             self._chain.remember(message.id, state.as_json())
         return message
+
+    def turn_record(self, message_id: str) -> TurnRecord:
+        """What a reply was made from: its prompt inspector record and the model's raw
+        text (each None when not recorded)."""
+        rows = _fetch(
+            self._db.connection(),
+            "SELECT m.id, r.prompt, r.raw FROM chat_message AS m "
+            "LEFT JOIN chat_turn_record AS r ON r.message_id = m.id WHERE m.id = ?",
+            (message_id,),
+        )
+        if not rows:
+            raise NotFound(f"message {message_id} not found")
+        _, prompt, raw = rows[0]
+        return TurnRecord(prompt=json.loads(prompt) if prompt else None, raw=raw)
 
     def edit_message(
         self, message_id: str, content: str, *, expected_version: int | None = None
@@ -931,28 +965,17 @@ class TurnTree:
         rows.reverse()
         return _messages(rows)
 
-    def path_json(
-        self,
-        message_id: str | None,
-        *,
-        leave_out_extra: Sequence[str] = (),
-        limit: int | None = None,
-    ) -> str:
+    def path_json(self, message_id: str | None, *, limit: int | None = None) -> str:
         """:meth:`path` (or its last ``limit`` messages) as a JSON array of messages, each
         with its ``sibling_count``, written by SQLite itself.
 
         Opening a long chat is this one query: turning 10,000 rows into models and the
         models into JSON costs several times more than SQLite writing the JSON in C.
-        ``leave_out_extra``: keys of ``extra`` not sent (the prompt inspector's data).
         """
         if message_id is None:
             return "[]"
-        removed = ", ".join("?" for _ in leave_out_extra)
-        extra = f"json_remove(m.extra, {removed})" if leave_out_extra else "json(m.extra)"
-        sql = _PATH_JSON_SQL.replace("{extra}", extra)
-        paths = [f"$.{json.dumps(key)}" for key in leave_out_extra]
         steps = limit if limit is not None and limit > 0 else -1
-        rows = _fetch(self._db.connection(), sql, (message_id, steps, *paths))
+        rows = _fetch(self._db.connection(), _PATH_JSON_SQL, (message_id, steps))
         text = rows[0][0] if rows else None
         if text is None or text == "[]":
             raise NotFound(f"message {message_id} not found")

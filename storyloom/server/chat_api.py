@@ -78,9 +78,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody},
     422: {"model": ErrorBody},
 }
-HIDDEN_EXTRA = ("prompt", "raw")
-"""``extra`` keys the chat view leaves out: the inspector's prompt (served by
-``/messages/{mid}/prompt``) and the model's raw text; the page never needs them at once."""
 
 
 def _state(request: Request) -> ServerState:
@@ -197,9 +194,6 @@ def message_view(
     """The view of a stored message, built without validating again (the store did): at
     10,000 messages, ``model_construct`` alone would cost more than reading them."""
     values = dict(message.__dict__)
-    extra = message.extra
-    if any(key in extra for key in HIDDEN_EXTRA):
-        values["extra"] = {k: v for k, v in extra.items() if k not in HIDDEN_EXTRA}
     values["sibling_count"] = sibling_count
     values["display"] = display
     view = object.__new__(MessageView)
@@ -259,7 +253,7 @@ def chat_view_json(
     if any(s.markdownOnly and not s.disabled for s in allowed_scripts(conversation)):
         return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     pointer = conversation.pointer
-    messages = tree.path_json(pointer, leave_out_extra=HIDDEN_EXTRA, limit=tail)
+    messages = tree.path_json(pointer, limit=tail)
     earlier = 0
     if tail is not None and pointer is not None:
         earlier = max(0, tree.message(pointer).depth + 1 - tail)
@@ -671,7 +665,7 @@ def message_prompt(request: Request, conversation_id: str, message_id: str) -> d
     lore activated and dropped with reasons, what the budget cut, the messages sent."""
     tree = _tree(request)
     message = _message_of(tree, conversation_id, message_id)
-    record = message.extra.get("prompt")
+    record = tree.turn_record(message_id).prompt
     if not isinstance(record, Mapping):
         raise NotFound(f"message {message_id} has no recorded prompt (only finished replies do)")
     wanted = message_ids(record)

@@ -203,6 +203,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) STRICT;
         """,
     ),
+    Migration(
+        6,
+        "chat_turn_records",
+        # What a reply was made from, kept beside the message rather than in its extra:
+        # the prompt inspector's record (tens of kB a reply) and the model's raw text.
+        # Reading a long chat never touches them; the inspector reads one row.
+        """
+        CREATE TABLE chat_turn_record (
+            message_id      TEXT PRIMARY KEY
+                REFERENCES chat_message (id) ON DELETE CASCADE,
+            prompt          TEXT,
+            raw             TEXT
+        ) STRICT;
+        """,
+    ),
 )
 
 

@@ -199,10 +199,12 @@ async def test_send_saves_the_users_message_first_and_streams_the_reply(harness:
     assert harness.streamed(reply.id) == "Hello there, traveller."
     sent = harness.llm.chat_requests[-1]["messages"]
     assert sent[-1] == {"role": "user", "content": "Hi"} or sent[-1]["content"].endswith("Hi")
-    prompt = reply.extra["prompt"]
+    record = harness.tree.turn_record(reply.id)
+    prompt = record.prompt
+    assert prompt is not None
     assert prompt["blocks"] and all("tokens" in b for b in prompt["blocks"])
     assert prompt["messages"]
-    assert reply.extra["raw"].startswith("<thought>")
+    assert record.raw is not None and record.raw.startswith("<thought>")
     done = [e for e in harness.events if isinstance(e, TurnDone)]
     assert [(d.message_id, d.status) for d in done] == [(reply.id, "complete")]
     assert done[0].version == harness.version(cid)
@@ -253,7 +255,8 @@ async def test_streamed_text_reaches_sqlite_before_the_reply_ends(harness: Harne
     stored = harness.tree.message(mid)
     assert stored.status == "streaming"
     assert "The quick brown".startswith(stored.content.strip())
-    assert stored.extra["raw"].startswith(stored.content.strip())
+    raw = harness.tree.turn_record(mid).raw
+    assert raw is not None and raw.startswith(stored.content.strip())
     await harness.service.stop(cid)
 
 

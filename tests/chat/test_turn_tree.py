@@ -19,6 +19,7 @@ from storyloom.chat.turn_tree import (
     ChatError,
     NewMessage,
     NotFound,
+    TurnRecord,
     TurnTree,
     VersionConflict,
     new_id,
@@ -887,16 +888,30 @@ def test_path_json_lists_the_path_root_first_with_sibling_counts(tree: TurnTree)
         parent_id=question.id,
         role="assistant",
         content="a",
-        extra={"prompt": {"blocks": []}, "model": "m"},
+        extra={"model": "m"},
     )
     tree.add_message(conversation.id, parent_id=question.id, role="assistant", content="b")
     tree.add_message(conversation.id, parent_id=question.id, role="assistant", content="c")
     tree.set_pointer(conversation.id, first.id)
-    rows = json.loads(tree.path_json(first.id, leave_out_extra=("prompt",)))
+    rows = json.loads(tree.path_json(first.id))
     assert [r["id"] for r in rows] == [m.id for m in tree.path(first.id)]
     assert [r["sibling_count"] for r in rows] == [2, 1, 3]
     assert rows[-1]["extra"] == {"model": "m"}
-    expected = tree.path(first.id)[-1].model_dump(mode="json")
-    assert {k: rows[-1][k] for k in expected if k != "extra"} == {
-        k: v for k, v in expected.items() if k != "extra"
-    }
+    assert {k: rows[-1][k] for k in Message.model_fields} == tree.path(first.id)[-1].model_dump(
+        mode="json"
+    )
+
+
+def test_a_replys_turn_record_is_kept_apart_and_goes_with_the_message(tree: TurnTree) -> None:
+    conversation = tree.create_conversation(project_id="p", title="t")
+    reply = tree.add_message(conversation.id, parent_id=None, role="assistant", content="")
+    assert tree.turn_record(reply.id) == TurnRecord()
+    tree.update_message(reply.id, content="Hel", raw="<thought>x</thought>Hel")
+    tree.update_message(reply.id, content="Hello", prompt={"blocks": [{"id": "main"}]})
+    record = tree.turn_record(reply.id)
+    assert record.raw == "<thought>x</thought>Hel"
+    assert record.prompt == {"blocks": [{"id": "main"}]}
+    assert "prompt" not in tree.message(reply.id).extra
+    tree.delete_message(reply.id)
+    with pytest.raises(NotFound):
+        tree.turn_record(reply.id)
