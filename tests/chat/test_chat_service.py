@@ -468,3 +468,15 @@ async def test_a_reply_stopped_before_any_text_can_be_retried(harness: Harness) 
     retried = await harness.finished(cid)
     assert retried.status == "complete" and retried.content == "A second try."
     assert harness.tree.message(retried.id).parent_id == result.user_message.id
+
+
+async def test_a_reply_stopped_before_the_model_is_asked_never_asks_it(harness: Harness) -> None:
+    cid = harness.new_chat()
+    harness.llm.script(Reply(text="Only the retry asks for this."))
+    result = await harness.service.send(cid, "Go", expected_version=None)
+    stopped = await harness.service.stop(cid)
+    assert stopped is not None and stopped.status == "error" and stopped.error == "stopped"
+    assert harness.llm.chat_requests == []
+    await harness.service.generate(cid, kind="swipe", message_id=result.assistant_message.id)
+    retried = await harness.finished(cid)
+    assert retried.status == "complete" and retried.content == "Only the retry asks for this."
