@@ -44,7 +44,7 @@ from storyloom.chat.director import initial_plot
 from storyloom.chat.macros import MacroContext, expand_macros
 from storyloom.chat.memory_update import MemoryProposal, propose_memory_update
 from storyloom.chat.message import Message, Role
-from storyloom.chat.mnemosyne import DEFAULT_HISTORY_TOKENS, build_snapshot, history_of
+from storyloom.chat.mnemosyne import build_snapshot, history_of
 from storyloom.chat.mvu import STAT_DATA, initial_variables
 from storyloom.chat.presets import (
     PresetLibrary,
@@ -569,7 +569,7 @@ class ChatService:
             presets=self.presets,
             generation=generation,
             turn=turn,
-            history_tokens=context_tokens or endpoint.context_window or DEFAULT_HISTORY_TOKENS,
+            history_tokens=context_tokens or endpoint.context_tokens,
             count_tokens=token_counter(endpoint.model).count,
         )
 

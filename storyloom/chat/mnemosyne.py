@@ -25,6 +25,7 @@ from storyloom.chat.regex_scripts import card_regex_scripts
 from storyloom.chat.skein import LoreRecord
 from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage, LoreHit, RagHit
 from storyloom.core.errors import StoryloomError
+from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.activation import (
     ActivationResult,
     CharacterContext,
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 
 RAG_TOP_K = 4
 """Memories retrieved per turn."""
-DEFAULT_HISTORY_TOKENS = 8192
-"""The history window when the model's context window is not configured."""
 FIRST_TAIL = 128
 """Messages read first when looking for the history window; read four times more until
 the window is full or the chain ends."""
@@ -260,7 +259,7 @@ async def build_snapshot(
     presets: PresetLibrary | None = None,
     generation: str = "normal",
     turn: str | None = None,
-    history_tokens: int = DEFAULT_HISTORY_TOKENS,
+    history_tokens: int = DEFAULT_CONTEXT_WINDOW,
     count_tokens: Callable[[str], int] | None = None,
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).

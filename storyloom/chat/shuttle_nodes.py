@@ -46,7 +46,7 @@ from storyloom.chat.token_budget import apply_budget
 from storyloom.chat.weaver import NAMES_BEHAVIORS, weave
 from storyloom.core.errors import StoryloomError, field_path
 from storyloom.core.plugin_markers import hookimpl
-from storyloom.core.settings import ChatEndpoint
+from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW, ChatEndpoint
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.tokens import token_counter
@@ -64,8 +64,6 @@ CATEGORY = "Chat"
 SKEIN = "SKEIN"
 MESSAGES = "MESSAGES"
 STATE_DELTA = "STATE_DELTA"
-DEFAULT_CONTEXT_TOKENS = 8192
-"""The budget when neither the node nor settings (``user_llm.context_window``) give one."""
 
 
 class ShuttleError(StoryloomError):
@@ -405,7 +403,7 @@ class TokenBudget(NodeType):
             default=0,
             minimum=0,
             description="The model's context size; 0: settings' user_llm.context_window, "
-            f"else {DEFAULT_CONTEXT_TOKENS}",
+            f"else {DEFAULT_CONTEXT_WINDOW}",
         ),
         ConfigField(
             name="reserve_tokens",
@@ -426,7 +424,7 @@ class TokenBudget(NodeType):
         skein = skein_input(inputs)
         llm = ctx.services.require_settings().user_llm
         context = int(config.get("max_context_tokens") or 0)
-        context = context or llm.context_window or DEFAULT_CONTEXT_TOKENS
+        context = context or llm.context_tokens
         budget = max(0, context - int(config.get("reserve_tokens") or 0))
         counter = token_counter(llm.model, llm.token_encoding)
         trimmed = await ctx.run_blocking(apply_budget, skein, budget, counter.count)

@@ -33,7 +33,6 @@ from storyloom.store.database import Database
 
 SeedOrder = Literal["summary_first", "last_n_first"]
 
-DEFAULT_CONTEXT_TOKENS = 8192
 ANSWER_RESERVE_TOKENS = 1536
 """Room left for the instructions and the answer when a transcript is cut to fit."""
 MIN_TRANSCRIPT_TOKENS = 512
@@ -71,7 +70,7 @@ def transcript_lines(
 
 def transcript_budget(endpoint: ChatEndpoint) -> int:
     """Tokens of transcript one request to ``endpoint`` can carry."""
-    window = endpoint.context_window or DEFAULT_CONTEXT_TOKENS
+    window = endpoint.context_tokens
     return max(MIN_TRANSCRIPT_TOKENS, window - ANSWER_RESERVE_TOKENS)
 
 

@@ -99,6 +99,10 @@ class _ChatEndpointFields(BaseModel):
         return value or None
 
 
+DEFAULT_CONTEXT_WINDOW = 8192
+"""Tokens assumed when an endpoint's ``context_window`` is not set."""
+
+
 class ChatEndpoint(_ChatEndpointFields):
     """A user or agent LLM: any OpenAI-compatible chat completions endpoint."""
 
@@ -109,6 +113,12 @@ class ChatEndpoint(_ChatEndpointFields):
     @property
     def configured(self) -> bool:
         return bool(self.base_url and self.model)
+
+    @property
+    def context_tokens(self) -> int:
+        """The context size budgets work with: ``context_window``, else a size every
+        current chat model has."""
+        return self.context_window or DEFAULT_CONTEXT_WINDOW
 
 
 class ChatEndpointView(_ChatEndpointFields):

@@ -78,7 +78,6 @@ from storyloom.project.project_knowledge import (
 from storyloom.store.database import Database
 
 Fingerprint = tuple[tuple[str, int, int], ...]
-DEFAULT_CONTEXT_TOKENS = 8192
 EMBED_AFTER_WRITE_S = 3.0
 EMBED_BATCH = 8
 
@@ -338,7 +337,7 @@ class KnowledgeService:
         return engine
 
     def max_context_tokens(self) -> int:
-        return self._settings().user_llm.context_window or DEFAULT_CONTEXT_TOKENS
+        return self._settings().user_llm.context_tokens
 
     async def activate(
         self,
