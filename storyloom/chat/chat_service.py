@@ -38,6 +38,7 @@ from storyloom.chat.conversation import (
     CharacterSnapshot,
     Conversation,
     ConversationSettings,
+    card_macros,
 )
 from storyloom.chat.default_pipeline import pipeline_for
 from storyloom.chat.director import initial_plot
@@ -90,28 +91,13 @@ class SendResult(BaseModel):
     version: int
 
 
-def _card_text(character: CharacterSnapshot, key: str) -> str:
-    value = character.card.get(key)
-    return value if isinstance(value, str) else ""
-
-
 def character_name(conversation: Conversation) -> str:
-    return _card_text(conversation.character, "name")
+    return conversation.character.text("name")
 
 
 def macro_context(conversation: Conversation, **extra: Any) -> MacroContext:
     """The card and persona as {{char}}, {{user}}, {{description}}... see them."""
-    character = conversation.character
-    settings = conversation.settings
-    return MacroContext(
-        char=character_name(conversation),
-        user=settings.user_name,
-        description=_card_text(character, "description"),
-        personality=_card_text(character, "personality"),
-        scenario=_card_text(character, "scenario"),
-        persona=settings.persona,
-        **extra,
-    )
+    return MacroContext(**card_macros(conversation.character, conversation.settings), **extra)
 
 
 def allowed_scripts(conversation: Conversation) -> list[RegexScript]:
@@ -283,7 +269,7 @@ class ChatService:
             chosen.user_name = user_name.strip()
         if persona is not None:
             chosen.persona = persona
-        name = _card_text(character, "name")
+        name = character.text("name")
         conversation = self.tree.create_conversation(
             project_id=self.project_id,
             title=(title or "").strip() or name or "New chat",
@@ -293,7 +279,7 @@ class ChatService:
             created_at=moment.timestamp(),
         )
         plot = initial_plot(background) if chosen.director_enabled else None
-        greetings = [_card_text(character, "first_mes")]
+        greetings = [character.text("first_mes")]
         alternates = character.card.get("alternate_greetings")
         if isinstance(alternates, list):
             greetings += [g for g in alternates if isinstance(g, str)]

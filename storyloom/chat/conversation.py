@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,11 @@ class CharacterSnapshot(BaseModel):
         "description, personality, scenario, first_mes, mes_example, system_prompt, "
         "post_history_instructions, extensions incl. regex_scripts and depth_prompt...)",
     )
+
+    def text(self, key: str) -> str:
+        """A text field of the card ("" when missing or not text: cards are loose)."""
+        value = self.card.get(key)
+        return value if isinstance(value, str) else ""
 
 
 class BackgroundSnapshot(BaseModel):
@@ -94,4 +99,26 @@ class Conversation(BaseModel):
     settings: ConversationSettings = Field(default_factory=ConversationSettings)
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Imported chat_metadata and other kept data"
+    )
+
+
+class CardMacros(TypedDict):
+    char: str
+    user: str
+    description: str
+    personality: str
+    scenario: str
+    persona: str
+
+
+def card_macros(character: CharacterSnapshot, settings: ConversationSettings) -> CardMacros:
+    """The values of ``{{char}}``, ``{{user}}``, ``{{description}}``, ``{{personality}}``,
+    ``{{scenario}}`` and ``{{persona}}`` for a conversation."""
+    return CardMacros(
+        char=character.text("name"),
+        user=settings.user_name,
+        description=character.text("description"),
+        personality=character.text("personality"),
+        scenario=character.text("scenario"),
+        persona=settings.persona,
     )

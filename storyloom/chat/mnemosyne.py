@@ -94,12 +94,9 @@ def history_of(path: Sequence[Message]) -> list[HistoryMessage]:
 
 def character_context(conversation: Conversation) -> CharacterContext:
     """The card and persona as the lore scan sees them (filters, ``also_scan`` texts)."""
-    card = conversation.character.card
-
-    def text(key: str) -> str:
-        value = card.get(key)
-        return value if isinstance(value, str) else ""
-
+    character = conversation.character
+    card = character.card
+    text = character.text
     depth = card.get("extensions", {}).get("depth_prompt") if isinstance(card, dict) else None
     tags = card.get("tags")
     return CharacterContext(

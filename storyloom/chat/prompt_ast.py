@@ -18,6 +18,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
+from storyloom.chat.conversation import card_macros
 from storyloom.chat.macros import MacroContext, expand_macros
 from storyloom.chat.prompt_conditions import ConditionError, evaluate_condition, render_conditionals
 from storyloom.chat.regex_scripts import (
@@ -40,11 +41,6 @@ def skein_extra(skein: Skein, key: str, default: Any = None) -> Any:
     return (skein.model_extra or {}).get(key, default)
 
 
-def _card_text(snapshot: ContextSnapshot, key: str) -> str:
-    value = snapshot.character.card.get(key)
-    return value if isinstance(value, str) else ""
-
-
 def _last_content(snapshot: ContextSnapshot, role: str | None) -> str:
     for message in reversed(snapshot.history):
         if role is None or message.role == role:
@@ -63,21 +59,20 @@ def _now(snapshot: ContextSnapshot) -> datetime | None:
 
 def macro_context(snapshot: ContextSnapshot, variables: dict[str, Any]) -> MacroContext:
     """The macro values of a turn; ``variables`` is used (and changed) in place."""
+    card = snapshot.character
+    values = card_macros(card, snapshot.settings)
+    values["char"] = values["char"] or "Character"
+    values["description"] = values["description"] or card.base_persona
     return MacroContext(
-        char=_card_text(snapshot, "name") or "Character",
-        user=snapshot.settings.user_name,
-        description=_card_text(snapshot, "description") or snapshot.character.base_persona,
-        personality=_card_text(snapshot, "personality"),
-        scenario=_card_text(snapshot, "scenario"),
-        persona=snapshot.settings.persona,
+        **values,
         variables=variables,
         now=_now(snapshot),
         seed=snapshot.seed,
         pick_seed=snapshot.chat_seed,
         extra={
-            "mesExamples": _card_text(snapshot, "mes_example"),
-            "charPrompt": _card_text(snapshot, "system_prompt"),
-            "charJailbreak": _card_text(snapshot, "post_history_instructions"),
+            "mesExamples": card.text("mes_example"),
+            "charPrompt": card.text("system_prompt"),
+            "charJailbreak": card.text("post_history_instructions"),
             "lastMessage": _last_content(snapshot, None),
             "lastUserMessage": _last_content(snapshot, "user"),
             "lastCharMessage": _last_content(snapshot, "assistant"),
