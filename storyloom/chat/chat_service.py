@@ -10,7 +10,7 @@ sees it. Replies run as background tasks (:class:`~storyloom.chat.chat_turn.Chat
 from __future__ import annotations
 
 import asyncio
-import json
+import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -289,7 +289,7 @@ class ChatService:
             if not greeting.strip():
                 continue
             # Each greeting starts the chat its own way: its {{setvar}}s are its own.
-            context.variables = json.loads(json.dumps(variables))
+            context.variables = copy.deepcopy(variables)
             text = expand_macros(greeting, context)
             root_state = ChatState(variables=context.variables, plot=plot)
             stored = stored_text(conversation, text, "assistant")

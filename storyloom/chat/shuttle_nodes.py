@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import jsonpatch
 from pydantic import BaseModel, ValidationError
 
 from storyloom.chat.chat_state import ChatState
@@ -41,6 +40,7 @@ from storyloom.chat.skein_builder import (
     build_skein,
 )
 from storyloom.chat.snapshot import ContextSnapshot
+from storyloom.chat.state_chain import state_delta
 from storyloom.chat.state_ops import StateOp, apply_ops, ops_from_json, ops_to_json
 from storyloom.chat.token_budget import apply_budget
 from storyloom.chat.weaver import NAMES_BEHAVIORS, weave
@@ -704,7 +704,7 @@ def next_state(
         update={"variables": outcome.variables, "timed_effects": timed, "plot": plot}
     )
     new = ChatState.model_validate(new.as_json())
-    delta: list[dict[str, Any]] = jsonpatch.make_patch(old.as_json(), new.as_json()).patch
+    delta = state_delta(old.as_json(), new.as_json())
     return StateUpdate(state=new, delta=delta, problems=problems)
 
 
