@@ -46,7 +46,7 @@ from storyloom.chat.token_budget import apply_budget
 from storyloom.chat.weaver import NAMES_BEHAVIORS, weave
 from storyloom.core.errors import StoryloomError, field_path
 from storyloom.core.plugin_markers import hookimpl
-from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW, ChatEndpoint
+from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.tokens import token_counter
@@ -58,6 +58,7 @@ from storyloom.workflow.node_type import (
     Suggestion,
     WorkflowServices,
 )
+from storyloom.workflow.nodes.llm_nodes import ROLE_FIELD, endpoint_for_role
 from storyloom.workflow.slot_types import ARRAY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
 
 CATEGORY = "Chat"
@@ -509,11 +510,6 @@ def sampling_overrides(config: Mapping[str, Any]) -> dict[str, Any]:
     return overrides
 
 
-def _endpoint(config: Mapping[str, Any], services: WorkflowServices) -> ChatEndpoint:
-    settings = services.require_settings()
-    return settings.agent_llm if config.get("role") == "agent" else settings.user_llm
-
-
 class LLMInvoker(NodeType):
     type: ClassVar[str] = "chat:LLMInvoker"
     display_name: ClassVar[str] = "LLM Invoker"
@@ -536,16 +532,7 @@ class LLMInvoker(NodeType):
         ),
     )
     config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="role",
-            default="user",
-            strict=True,
-            suggestions=(
-                Suggestion(value="user", label="User model"),
-                Suggestion(value="agent", label="Agent model"),
-            ),
-            description="Which configured model answers",
-        ),
+        ROLE_FIELD,
         ConfigField(name="model", description="Another model on the same endpoint (optional)"),
         ConfigField(
             name="temperature",
@@ -591,7 +578,7 @@ class LLMInvoker(NodeType):
         messages = inputs.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise ShuttleError(f"input messages: expected a list of messages, got {messages!r}")
-        endpoint = _endpoint(config, ctx.services)
+        endpoint = endpoint_for_role(config, ctx.services)
         overrides = sampling_overrides(config)
         request = [dict(m) for m in messages]
         # An LLMError propagates as is: the chat turn keeps its partial_text.

@@ -23,6 +23,20 @@ LLM_ROLES = ("user", "agent")
 _OVERRIDES = ("model", "temperature", "max_tokens")
 
 
+ROLE_FIELD = ConfigField(
+    name="role",
+    description="Which configured model answers: the user's (roleplay, writing) or "
+    "the agent's (tools, planning)",
+    default="user",
+    strict=True,
+    suggestions=(
+        Suggestion(value="user", label="User model"),
+        Suggestion(value="agent", label="Agent model"),
+    ),
+)
+"""The config field of every node that asks an LLM: which configured model."""
+
+
 class Chat(NodeType):
     """One chat completion against the user's or the agent's LLM (settings.json).
 
@@ -81,17 +95,7 @@ class Chat(NodeType):
             description="The system message, used when the system input is not connected",
             widget="textarea",
         ),
-        ConfigField(
-            name="role",
-            description="Which configured model answers: the user's (roleplay, writing) or "
-            "the agent's (tools, planning)",
-            default="user",
-            strict=True,
-            suggestions=(
-                Suggestion(value="user", label="User model"),
-                Suggestion(value="agent", label="Agent model"),
-            ),
-        ),
+        ROLE_FIELD,
         ConfigField(name="model", description="Another model on the same endpoint (optional)"),
         ConfigField(
             name="temperature",
@@ -109,14 +113,14 @@ class Chat(NodeType):
     )
 
     def fingerprint(self, config: Mapping[str, Any], services: WorkflowServices) -> str | None:
-        endpoint = _endpoint(config, services)
+        endpoint = endpoint_for_role(config, services)
         # The key is never part of it: it changes who pays, not what is answered.
         return endpoint.model_dump_json(include={"base_url", "model", "parameters"})
 
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
     ) -> dict[str, Any] | NodeExpansion:
-        endpoint = _endpoint(config, ctx.services)
+        endpoint = endpoint_for_role(config, ctx.services)
         prompt = inputs.get("prompt", config.get("prompt")) or ""
         system = inputs.get("system", config.get("system"))
         history = [dict(m) for m in inputs.get("history") or []]
@@ -133,7 +137,8 @@ class Chat(NodeType):
         return {"text": text, "messages": [*history, user, {"role": "assistant", "content": text}]}
 
 
-def _endpoint(config: Mapping[str, Any], services: WorkflowServices) -> ChatEndpoint:
+def endpoint_for_role(config: Mapping[str, Any], services: WorkflowServices) -> ChatEndpoint:
+    """The endpoint a node's ``role`` config names (see :data:`ROLE_FIELD`)."""
     settings = services.require_settings()
     return settings.agent_llm if config.get("role") == "agent" else settings.user_llm
 
