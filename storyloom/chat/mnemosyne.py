@@ -164,7 +164,7 @@ def for_character(kbs: Sequence[LoadedKB], conversation: Conversation) -> list[L
     """The knowledge bases a conversation scans: all of the project's but those tagged
     as another character's (``character:<name>``: a card's own book and definitions),
     as SillyTavern scans a character's book only in that character's chats."""
-    mine = character_tag(character_context(conversation).name)
+    mine = character_tag(conversation.character.text("name"))
     return [
         b
         for b in kbs
