@@ -42,19 +42,19 @@ from typing import Any
 import httpx
 import jsonpatch
 
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.state_chain import state_delta
-from storyloom.chat.turn_tree import NewMessage, TurnTree
+from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.state_chain import state_delta
+from storyloom.chat.store.turn_tree import NewMessage, TurnTree
 from storyloom.core.settings import ChatEndpoint, Settings
 from storyloom.knowledge.caiu import CAIU, ActivationCriteria, Content, UsageMetadata
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.llm.chat import ChatClient
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.project.project_file import init_project, load_project
 from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.server.state import ServerState
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 TURNS = 10_000
 BRANCHES = 50

@@ -31,7 +31,7 @@ MESSAGES = [{"role": "user", "content": "Tell me a long story."}]
 
 def start_server(text: str, chunks: int, burst: bool) -> tuple[subprocess.Popen[str], str]:
     command = [
-        sys.executable, "-m", "storyloom.llm.replay_server", "--port", "0",
+        sys.executable, "-m", "storyloom.testing.replay_server", "--port", "0",
         "--model", MODEL, "--reply", text, "--chunks", str(chunks),
     ]  # fmt: skip
     if burst:

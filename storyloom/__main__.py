@@ -1,3 +1,3 @@
-from storyloom.cli import main
+from storyloom.cli.main import main
 
 main()

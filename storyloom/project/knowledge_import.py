@@ -30,7 +30,8 @@ from storyloom.knowledge.knowledge_base import (
     save_knowledge_base,
 )
 from storyloom.knowledge.package import PACKAGE_SUFFIX, import_package
-from storyloom.knowledge.sillytavern import ChatLog, export_chat_jsonl, import_sillytavern
+from storyloom.knowledge.st_export import export_chat_jsonl
+from storyloom.knowledge.st_import import import_sillytavern
 from storyloom.project.project_file import folder_slug
 from storyloom.project.project_knowledge import (
     LOCAL_KB_DIR,
@@ -39,6 +40,7 @@ from storyloom.project.project_knowledge import (
     open_project_knowledge,
     register_local_folder,
 )
+from storyloom.sillytavern.chat_log import ChatLog
 from storyloom.store.database import Database
 
 MAX_PEEK_BYTES = 64 * 1024 * 1024

@@ -25,20 +25,8 @@ from fastapi import APIRouter, FastAPI, File, Query, Request, Response, UploadFi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from storyloom.chat.chat_service import (
-    ChatService,
-    allowed_scripts,
-    macro_context,
-    placement_of,
-)
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.chat_turn import inspector_view, message_ids
-from storyloom.chat.conversation import Conversation, ConversationSettings
-from storyloom.chat.macros import expand_macros
-from storyloom.chat.memory_update import MemoryProposal
-from storyloom.chat.message import Message
-from storyloom.chat.personalab_export import export_personalab
-from storyloom.chat.presets import (
+from storyloom.chat.personalab.export import export_personalab
+from storyloom.chat.personalab.library import (
     BackgroundPreset,
     CharacterListing,
     PresetLibrary,
@@ -46,10 +34,22 @@ from storyloom.chat.presets import (
     SummaryPreset,
     snapshot_by_name,
 )
-from storyloom.chat.regex_scripts import RegexScript, apply_regex_scripts
-from storyloom.chat.st_chat import export_st_chat, import_st_chat
-from storyloom.chat.summaries import SeedOrder
-from storyloom.chat.turn_tree import (
+from storyloom.chat.personalab.memory_update import MemoryProposal
+from storyloom.chat.personalab.summaries import SeedOrder
+from storyloom.chat.prompt.macros import expand_macros
+from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
+from storyloom.chat.service.conversations import (
+    ChatService,
+    allowed_scripts,
+    macro_context,
+    placement_of,
+)
+from storyloom.chat.service.reply_run import inspector_view, message_ids
+from storyloom.chat.store.conversation import Conversation, ConversationSettings
+from storyloom.chat.store.message import Message
+from storyloom.chat.store.st_chat import export_st_chat, import_st_chat
+from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.turn_tree import (
     ChatError,
     ConversationSummary,
     NotFound,
@@ -58,11 +58,11 @@ from storyloom.chat.turn_tree import (
     VersionConflict,
 )
 from storyloom.core.errors import FileFormatError, problems_from_validation
-from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
-from storyloom.knowledge.sillytavern.importer import import_sillytavern_bytes
+from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.llm.errors import LLMError
 from storyloom.server.api_errors import ErrorBody, ErrorDetail, error_response
 from storyloom.server.file_transfer import download, read_upload, too_large, upload_name
+from storyloom.sillytavern.character import CharacterDefinition
 
 if TYPE_CHECKING:
     from storyloom.server.state import ServerState
@@ -814,7 +814,7 @@ def save_character(
 ) -> SavedCharacter | JSONResponse:
     presets = _presets(request)
     try:
-        preset = CharacterPreset.model_validate(body)
+        preset = CharacterDefinition.model_validate(body)
     except ValidationError as exc:
         return _invalid("character", exc)
     if id is not None:

@@ -16,9 +16,9 @@ from typing import Any, Literal, cast
 from fastapi import WebSocket
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from storyloom.chat.chat_turn import ChatEvent, ConversationChanged, StreamDelta, TurnDone
-from storyloom.chat.message import MessageStatus
-from storyloom.chat.turn_tree import TurnTree
+from storyloom.chat.service.reply_run import ChatEvent, ConversationChanged, StreamDelta, TurnDone
+from storyloom.chat.store.message import MessageStatus
+from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.server.chat_api import single_view
 from storyloom.server.protocol import ServerMessage, StatusMessage
 from storyloom.server.ws_hub import WebSocketHub

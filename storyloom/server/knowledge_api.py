@@ -20,7 +20,7 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
-from storyloom.chat.st_chat import conversation_importer
+from storyloom.chat.store.st_chat import conversation_importer
 from storyloom.core.errors import (
     FieldProblem,
     FileFormatError,
@@ -31,7 +31,7 @@ from storyloom.knowledge.activation import Reason, ScanMessage
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_schema, now_iso
-from storyloom.knowledge.sillytavern import export_world_info
+from storyloom.knowledge.st_export import export_world_info
 from storyloom.project.knowledge_service import (
     EmbeddingState,
     KnowledgeBaseIsLocal,

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storyloom.chat.chat_service import ChatService
-from storyloom.chat.summaries import SummaryIndex
-from storyloom.chat.turn_tree import TurnTree
+from storyloom.chat.personalab.summaries import SummaryIndex
+from storyloom.chat.service.conversations import ChatService
+from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
 from storyloom.project.knowledge_service import KnowledgeService

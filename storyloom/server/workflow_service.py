@@ -7,7 +7,7 @@ The library the server shows is the project's ``workflows/`` folder plus the bui
 workflows of the layers above the workflow engine (today the chat pipeline,
 ``chat-default``). A built-in is listed, loaded, validated and run like a file; saving it
 writes the project's own copy, which then wins (the chat reads the same file through
-:func:`storyloom.chat.default_pipeline.pipeline_for`); deleting that copy brings the
+:func:`storyloom.chat.prompt.default_pipeline.pipeline_for`); deleting that copy brings the
 built-in back, and the built-in itself cannot be deleted.
 """
 
@@ -21,16 +21,17 @@ from typing import Any
 
 from pydantic import Field
 
-from storyloom.chat.conversation import DEFAULT_PIPELINE
-from storyloom.chat.default_pipeline import default_pipeline
-from storyloom.chat.st_preset import import_st_preset, workflow_id_for
+from storyloom.chat.prompt.default_pipeline import default_pipeline
+from storyloom.chat.prompt.preset_pipeline import import_st_preset, workflow_id_for
+from storyloom.chat.store.conversation import DEFAULT_PIPELINE
 from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
 from storyloom.core.settings import Settings
+from storyloom.plugins import default_registry
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.store.database import Database
 from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_history import NodeHistory
-from storyloom.workflow.node_registry import NodeRegistry, default_registry
+from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import NodeSlots, WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.validation import WorkflowProblem, graph_problems, validate_workflow

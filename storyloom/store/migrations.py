@@ -118,7 +118,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         4,
         "chat",
-        # Conversations as trees of messages (storyloom/chat/turn_tree.py). Every message
+        # Conversations as trees of messages (storyloom/chat/store/turn_tree.py). Every message
         # but a root has a parent in the same conversation; siblings are ordered by
         # sibling_index (0..n-1). active_child is the child a parent continues with, and
         # active_root the root a conversation starts from: the path root → pointer follows
@@ -129,7 +129,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         # would exceed SQLite's trigger depth, so the tree code deletes subtrees itself.
         # chat_state holds the state after each message: a keyframe (the whole ChatState
         # JSON) or a delta (RFC 6902 ops from the parent's state), see
-        # storyloom/chat/state_chain.py. JSON columns are TEXT.
+        # storyloom/chat/store/state_chain.py. JSON columns are TEXT.
         """
         CREATE TABLE chat_conversation (
             id          TEXT PRIMARY KEY,
@@ -183,7 +183,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         5,
         "chat_summaries",
         # Plot-point summaries of conversations with their embeddings, for retrieval
-        # scoped by conversation (storyloom/chat/summaries.py). source is the summary
+        # scoped by conversation (storyloom/chat/personalab/summaries.py). source is the summary
         # preset the points belong to; embedding is a unit-length float32 blob made by
         # model (rows of another model are embedded again when searched). Rows go with
         # their conversation.

@@ -1,12 +1,11 @@
 """Node types by name, collected through the ``storyloom_node_types`` hook.
 
-The built-in nodes are plugin modules registered like any other; installed packages add
-theirs through the ``storyloom`` setuptools entry point group.
+Which plugins there are is decided at start-up (:mod:`storyloom.plugins`): the built-in node
+modules are registered exactly as a third-party plugin is.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from types import ModuleType
 
@@ -16,7 +15,6 @@ from storyloom.core.errors import StoryloomError
 from storyloom.core.plugin_markers import PROJECT
 from storyloom.workflow import hookspecs
 from storyloom.workflow.node_type import NodeType, NodeTypeInfo
-from storyloom.workflow.nodes import BUILTIN_MODULES
 
 
 class NodeTypeConflict(StoryloomError):
@@ -55,12 +53,10 @@ class NodeRegistry:
     def from_plugins(
         cls, plugins: Iterable[ModuleType | object] = (), *, entry_points: bool = True
     ) -> NodeRegistry:
-        """Built-in nodes, the given plugin objects, and (unless disabled) every installed
-        package's ``storyloom`` entry point."""
+        """The node types of the given plugin objects (modules or instances) and, unless
+        disabled, of every installed package's ``storyloom`` entry point."""
         manager = pluggy.PluginManager(PROJECT)
         manager.add_hookspecs(hookspecs)
-        for name in BUILTIN_MODULES:
-            manager.register(importlib.import_module(name))
         for plugin in plugins:
             manager.register(plugin)
         if entry_points:
@@ -70,14 +66,3 @@ class NodeRegistry:
             for node_type in provided:
                 registry.register(node_type)
         return registry
-
-
-_default: NodeRegistry | None = None
-
-
-def default_registry() -> NodeRegistry:
-    """The registry of this process (built-ins and installed plugins), built once."""
-    global _default
-    if _default is None:
-        _default = NodeRegistry.from_plugins()
-    return _default

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.project.project_file import init_project
+from storyloom.sillytavern.character import CharacterDefinition
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 pytestmark = pytest.mark.browser
 
@@ -45,7 +45,7 @@ def with_llm_and_character(url: str) -> Callable[[Path], None]:
         init_project(project)
         folder = project / "presets" / "characters"
         folder.mkdir(parents=True, exist_ok=True)
-        preset = CharacterPreset(
+        preset = CharacterDefinition(
             name="Mira",
             description="The innkeeper of the Lantern Inn.",
             first_mes=GREETING,

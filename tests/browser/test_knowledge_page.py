@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from storyloom.knowledge.sillytavern import import_sillytavern
+from storyloom.knowledge.st_import import import_sillytavern
 from storyloom.project.project_file import init_project
 from storyloom.project.project_knowledge import add_local_knowledge_base
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, Response, expect
 
-from storyloom.llm.replay_server import ReplayLLMServer
+from storyloom.testing.replay_server import ReplayLLMServer
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "test-results" / "browser"

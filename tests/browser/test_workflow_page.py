@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.project.project_file import init_project
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "test-results" / "browser"

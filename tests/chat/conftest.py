@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storyloom.chat.turn_tree import TurnTree
+from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.store.database import Database
 
 

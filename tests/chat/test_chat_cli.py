@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.turn_tree import TurnTree
+from storyloom.chat.store.turn_tree import TurnTree
+from storyloom.plugins import node_registry
 from storyloom.project.project_file import init_project
 from storyloom.store.database import Database
-from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.validation import validate_workflow
 from storyloom.workflow.workflow_file import load_workflow_file
 
@@ -260,7 +260,7 @@ def test_import_preset_saves_a_pipeline_workflow_and_says_where(home: Path, tmp_
     workflow = json.loads(saved.read_text(encoding="utf-8"))
     assert workflow["id"] == "st-terse-storm" and workflow["name"] == "Terse Storm"
     assert invoker_config(saved)["temperature"] == 0.65
-    registry = NodeRegistry.from_plugins(entry_points=False)
+    registry = node_registry(entry_points=False)
     assert validate_workflow(load_workflow_file(saved), registry) == []
 
 

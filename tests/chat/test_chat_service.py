@@ -12,19 +12,18 @@ from typing import Any
 
 import pytest
 
-import storyloom.workflow.nodes as builtin_nodes
-from storyloom.chat import shuttle_nodes
-from storyloom.chat.chat_service import BUSY, ChatService
-from storyloom.chat.chat_turn import ChatEvent, MessageAdded, StreamDelta, TurnDone
-from storyloom.chat.conversation import ConversationSettings
-from storyloom.chat.default_pipeline import default_pipeline
-from storyloom.chat.message import Message
-from storyloom.chat.turn_tree import ChatError, TurnTree, VersionConflict
+from storyloom.chat.prompt.default_pipeline import default_pipeline
+from storyloom.chat.service.conversations import BUSY, ChatService
+from storyloom.chat.service.reply_run import ChatEvent, MessageAdded, StreamDelta, TurnDone
+from storyloom.chat.store.conversation import ConversationSettings
+from storyloom.chat.store.message import Message
+from storyloom.chat.store.turn_tree import ChatError, TurnTree, VersionConflict
 from storyloom.core.settings import ChatEndpoint, Settings
-from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.plugins import node_registry
 from storyloom.project.project_file import init_project
+from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
@@ -60,10 +59,7 @@ CARD: dict[str, Any] = {
 
 def chat_registry() -> NodeRegistry:
     """Built-in node types plus the chat's shuttle nodes (once they are built in, as is)."""
-    extra = (
-        [] if "storyloom.chat.shuttle_nodes" in builtin_nodes.BUILTIN_MODULES else [shuttle_nodes]
-    )
-    return NodeRegistry.from_plugins(extra, entry_points=False)
+    return node_registry(entry_points=False)
 
 
 @dataclass
@@ -436,7 +432,7 @@ async def test_an_mvu_card_starts_from_its_initvar_and_its_json_patches_change_t
 ) -> None:
     card = json.loads(MVU_CARD.read_text(encoding="utf-8"))
     (harness.project / "presets" / "characters" / "ai.json").write_text(
-        json.dumps(CharacterPreset.from_card(card).model_dump(mode="json")), encoding="utf-8"
+        json.dumps(CharacterDefinition.from_card(card).model_dump(mode="json")), encoding="utf-8"
     )
     conversation = harness.service.create_conversation(character_id="ai")
     start = harness.tree.state_at(conversation.pointer).variables

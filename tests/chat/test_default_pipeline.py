@@ -8,21 +8,25 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.conversation import DEFAULT_PIPELINE, CharacterSnapshot, ConversationSettings
-from storyloom.chat.default_pipeline import INVOKER_NODE, default_pipeline, pipeline_for
-from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage, LoreHit
+from storyloom.chat.prompt.default_pipeline import INVOKER_NODE, default_pipeline, pipeline_for
+from storyloom.chat.store.conversation import (
+    DEFAULT_PIPELINE,
+    CharacterSnapshot,
+    ConversationSettings,
+)
+from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage, LoreHit
+from storyloom.chat.store.state import ChatState
 from storyloom.core.errors import FileFormatError
 from storyloom.core.settings import Settings
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.plugins import node_registry
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.events import NodeStreaming, RunEvent
-from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.validation import validate_workflow
 from storyloom.workflow.workflow_file import WorkflowLibrary
 
-REGISTRY = NodeRegistry.from_plugins(entry_points=False)
+REGISTRY = node_registry(entry_points=False)
 
 REPLY = (
     "<thought>Finn looks tired; give him the attic.</thought>\n"

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from storyloom.chat.chat_state import ChatState, PlotState
-from storyloom.chat.conversation import BackgroundSnapshot
-from storyloom.chat.director import (
+from storyloom.chat.personalab.director import (
     PROGRESS_MARKER,
     advance_plot,
     director_guidance,
     initial_plot,
     outline_points,
 )
+from storyloom.chat.store.conversation import BackgroundSnapshot
+from storyloom.chat.store.state import ChatState, PlotState
 
 OUTLINE = ["Find the traitor's trail", "Sneak into the enemy hideout", "Face the old enemy"]
 THRESHOLD = 3

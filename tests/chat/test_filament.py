@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.filament import (
+from storyloom.chat.reply.filament import (
     MAX_TAG_LENGTH,
     FilamentEvent,
     FilamentParser,
@@ -18,7 +18,7 @@ from storyloom.chat.filament import (
     FilamentTags,
     parse_filament,
 )
-from storyloom.chat.state_ops import StateOp, apply_ops
+from storyloom.chat.reply.state_ops import StateOp, apply_ops
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 MVU_CARD = SAMPLES / "zh_card_ai_v3json_mvu_27entries.json"

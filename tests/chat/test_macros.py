@@ -6,7 +6,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from storyloom.chat.macros import MacroContext, expand_macros, macro_spans
+from storyloom.chat.prompt.macros import MacroContext, expand_macros, macro_spans
 
 NOW = datetime(2026, 5, 3, 15, 5, tzinfo=timezone(timedelta(hours=1)))
 

@@ -8,14 +8,18 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.conversation import CharacterSnapshot
-from storyloom.chat.memory_update import clean_persona_text, persona_diff, propose_memory_update
-from storyloom.chat.message import Role
-from storyloom.chat.snapshot import HistoryMessage
-from storyloom.chat.turn_tree import ChatError
+from storyloom.chat.personalab.memory_update import (
+    clean_persona_text,
+    persona_diff,
+    propose_memory_update,
+)
+from storyloom.chat.store.conversation import CharacterSnapshot
+from storyloom.chat.store.message import Role
+from storyloom.chat.store.snapshot import HistoryMessage
+from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.settings import ChatEndpoint
 from storyloom.llm.errors import LLMError
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 BASE = "Mira, a ferry pilot on the fog coast. Wry, loyal, afraid of deep water."
 

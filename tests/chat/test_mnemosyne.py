@@ -9,29 +9,29 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.conversation import (
+from storyloom.chat.personalab.library import PresetLibrary, SummaryPoint, SummaryPreset
+from storyloom.chat.personalab.summaries import SummaryIndex
+from storyloom.chat.service.mnemosyne import build_snapshot, snapshot_seed
+from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
     CharacterSnapshot,
     Conversation,
     ConversationSettings,
     RagScope,
 )
-from storyloom.chat.mnemosyne import build_snapshot, snapshot_seed
-from storyloom.chat.presets import PresetLibrary, SummaryPoint, SummaryPreset
-from storyloom.chat.summaries import SummaryIndex
-from storyloom.chat.turn_tree import TurnTree
+from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import EmbeddingEndpoint, Settings
 from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.card_knowledge import character_tag
 from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.knowledge.sillytavern.card_knowledge import character_tag
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.embeddings import OpenAIEmbeddings
-from storyloom.llm.replay_server import ReplayLLMServer
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import init_project
 from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer
 
 
 def keyed(entry_id: str, text: str, keys: list[str], **criteria: Any) -> CAIU:

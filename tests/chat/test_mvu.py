@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from storyloom.chat.mvu import initial_variables
+from storyloom.chat.reply.mvu import initial_variables
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 MVU_CARD = SAMPLES / "zh_card_ai_v3json_mvu_27entries.json"

@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from storyloom.chat.chat_state import ChatState, PlotState
-from storyloom.chat.conversation import (
+from storyloom.chat.personalab.export import export_personalab, number_turns
+from storyloom.chat.personalab.library import SummaryPoint, SummaryPreset
+from storyloom.chat.personalab.summaries import seed_messages
+from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
     CharacterSnapshot,
     Conversation,
     ConversationSettings,
     RagScope,
 )
-from storyloom.chat.message import Message, Role
-from storyloom.chat.personalab_export import export_personalab, number_turns
-from storyloom.chat.presets import SummaryPoint, SummaryPreset
-from storyloom.chat.summaries import seed_messages
+from storyloom.chat.store.message import Message, Role
+from storyloom.chat.store.state import ChatState, PlotState
 
 T0 = 1760608860.0  # 2025-10-16T10:01:00Z
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storyloom.chat.presets import (
+from storyloom.chat.personalab.library import (
     BackgroundPreset,
     OutlinePoint,
     PresetLibrary,
@@ -19,11 +19,11 @@ from storyloom.chat.presets import (
     character_snapshot,
     iso_utc,
 )
-from storyloom.chat.turn_tree import ChatError, NotFound
+from storyloom.chat.store.turn_tree import ChatError, NotFound
 from storyloom.core.errors import FileFormatError
-from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
 from storyloom.project.knowledge_import import import_knowledge_file
 from storyloom.project.project_file import init_project
+from storyloom.sillytavern.character import CharacterDefinition
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 NOW = datetime(2025, 10, 16, 10, 0, 0, tzinfo=UTC)
@@ -115,7 +115,9 @@ def test_imported_sillytavern_card_is_listed_and_snapshots_its_persona(
 def test_base_persona_joins_description_and_personality_without_an_explicit_one(
     library: PresetLibrary,
 ) -> None:
-    preset = CharacterPreset(name="Mira", description="A ferry pilot.", personality="Wry, loyal.")
+    preset = CharacterDefinition(
+        name="Mira", description="A ferry pilot.", personality="Wry, loyal."
+    )
     character_id = library.save_character(None, preset)
 
     snapshot = character_snapshot(character_id, library.character(character_id), NOW)
@@ -141,10 +143,10 @@ def test_personalab_character_file_reads_with_its_base_persona_and_keeps_its_key
 
 
 def test_editing_a_preset_leaves_an_earlier_snapshot_unchanged(library: PresetLibrary) -> None:
-    character_id = library.save_character("mira", CharacterPreset(name="Mira", description="A"))
+    character_id = library.save_character("mira", CharacterDefinition(name="Mira", description="A"))
     before = character_snapshot(character_id, library.character(character_id), NOW)
 
-    library.save_character(character_id, CharacterPreset(name="Mira", description="B"))
+    library.save_character(character_id, CharacterDefinition(name="Mira", description="B"))
 
     assert before.base_persona == "A"
     assert before.card["description"] == "A"
@@ -156,8 +158,8 @@ def test_editing_a_preset_leaves_an_earlier_snapshot_unchanged(library: PresetLi
 def test_new_character_ids_come_from_the_name_and_do_not_overwrite(
     library: PresetLibrary,
 ) -> None:
-    first = library.save_character(None, CharacterPreset(name="Mira Vale"))
-    second = library.save_character(None, CharacterPreset(name="Mira Vale"))
+    first = library.save_character(None, CharacterDefinition(name="Mira Vale"))
+    second = library.save_character(None, CharacterDefinition(name="Mira Vale"))
 
     assert first == "Mira_Vale"
     assert second == "Mira_Vale_2"
@@ -169,7 +171,7 @@ def test_ids_with_path_separators_are_refused_and_nothing_is_written(
     project: Path, library: PresetLibrary, bad_id: str
 ) -> None:
     with pytest.raises(ChatError, match="not allowed"):
-        library.save_character(bad_id, CharacterPreset(name="X"))
+        library.save_character(bad_id, CharacterDefinition(name="X"))
     with pytest.raises(ChatError, match="not allowed"):
         library.character(bad_id)
 

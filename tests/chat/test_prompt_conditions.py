@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.prompt_conditions import (
+from storyloom.chat.prompt.conditions import (
     ConditionError,
     evaluate_condition,
     render_conditionals,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.macros import MacroContext, expand_macros
-from storyloom.chat.regex_scripts import (
+from storyloom.chat.prompt.macros import MacroContext, expand_macros
+from storyloom.chat.prompt.regex_scripts import (
     RegexPlacement,
     RegexScript,
     apply_regex_scripts,
@@ -18,7 +18,7 @@ from storyloom.chat.regex_scripts import (
     parse_regex_scripts,
     run_regex_script,
 )
-from storyloom.knowledge.sillytavern.character_preset import CharacterPreset
+from storyloom.sillytavern.character import CharacterDefinition
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 MVU_CARD = SAMPLES / "zh_card_ai_v3json_mvu_27entries.json"
@@ -60,7 +60,7 @@ def test_every_script_of_the_sample_card_loads() -> None:
 
 def test_sample_card_scripts_load_from_the_preset_and_the_conversation_snapshot() -> None:
     card = load_card()
-    preset = CharacterPreset.from_card(card).model_dump(mode="json", exclude={"source_card"})
+    preset = CharacterDefinition.from_card(card).model_dump(mode="json", exclude={"source_card"})
     from_preset = card_regex_scripts(preset)
     from_snapshot = card_regex_scripts({"base_persona": "", "card": preset})
     assert [s.id for s in from_preset] == [s.id for s in card_regex_scripts(card)]

@@ -9,24 +9,28 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from storyloom.chat.chat_state import ChatState, PlotState
-from storyloom.chat.conversation import BackgroundSnapshot, CharacterSnapshot, ConversationSettings
-from storyloom.chat.prompt_ast import apply_prompt_regex, fill_outlets, run_prompt_ast
-from storyloom.chat.shuttle_nodes import SCRIPT_PENDING, next_state, sampling_overrides
-from storyloom.chat.skein import BlockKind, BlockSource, Skein, SkeinBlock
-from storyloom.chat.skein_builder import build_skein
-from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage, LoreHit
-from storyloom.chat.state_ops import StateOp
+from storyloom.chat.prompt.prompt_ast import apply_prompt_regex, fill_outlets, run_prompt_ast
+from storyloom.chat.prompt.shuttle_nodes import SCRIPT_PENDING, next_state, sampling_overrides
+from storyloom.chat.prompt.skein import BlockKind, BlockSource, Skein, SkeinBlock
+from storyloom.chat.prompt.skein_builder import build_skein
+from storyloom.chat.reply.state_ops import StateOp
+from storyloom.chat.store.conversation import (
+    BackgroundSnapshot,
+    CharacterSnapshot,
+    ConversationSettings,
+)
+from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage, LoreHit
+from storyloom.chat.store.state import ChatState, PlotState
 from storyloom.core.settings import Settings
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.plugins import node_registry
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.events import NodeStreaming, RunEvent
-from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
 from storyloom.workflow.workflow_tools import ToolRunFailed, run_node_tool
 
-REGISTRY = NodeRegistry.from_plugins(entry_points=False)
+REGISTRY = node_registry(entry_points=False)
 
 
 def make_snapshot(**changes: Any) -> ContextSnapshot:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from storyloom.chat.chat_state import ChatState, PlotState
-from storyloom.chat.conversation import BackgroundSnapshot, CharacterSnapshot, ConversationSettings
-from storyloom.chat.prompt_ast import run_prompt_ast
-from storyloom.chat.skein import BlockKind, LoreRecord, Skein, SkeinBlock
-from storyloom.chat.skein_builder import (
+from storyloom.chat.prompt.prompt_ast import run_prompt_ast
+from storyloom.chat.prompt.skein import BlockKind, Skein, SkeinBlock
+from storyloom.chat.prompt.skein_builder import (
     FULL,
     PresetPrompt,
     PromptOrderEntry,
@@ -16,7 +14,19 @@ from storyloom.chat.skein_builder import (
     build_skein,
     split_examples,
 )
-from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage, LoreHit, RagHit
+from storyloom.chat.store.conversation import (
+    BackgroundSnapshot,
+    CharacterSnapshot,
+    ConversationSettings,
+)
+from storyloom.chat.store.snapshot import (
+    ContextSnapshot,
+    HistoryMessage,
+    LoreHit,
+    LoreRecord,
+    RagHit,
+)
+from storyloom.chat.store.state import ChatState, PlotState
 
 CARD: dict[str, Any] = {
     "name": "Seraphina",

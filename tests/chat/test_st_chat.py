@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.st_chat import (
+from storyloom.chat.store.st_chat import (
     EXTRA_KEY,
     SWIPE_INFO_KEY,
     conversation_importer,
     export_st_chat,
     import_st_chat,
 )
-from storyloom.chat.turn_tree import TurnTree
+from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.errors import FileFormatError
-from storyloom.knowledge.sillytavern.chat_log import ChatLog, parse_chat_jsonl
 from storyloom.project.knowledge_import import CHATS_DIR, import_knowledge_file
 from storyloom.project.project_file import init_project
+from storyloom.sillytavern.chat_log import ChatLog, parse_chat_jsonl
 from storyloom.store.database import Database
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"

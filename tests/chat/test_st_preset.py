@@ -15,20 +15,20 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.conversation import CharacterSnapshot, ConversationSettings
-from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage
-from storyloom.chat.st_preset import import_st_preset, workflow_id_for
+from storyloom.chat.prompt.preset_pipeline import import_st_preset, workflow_id_for
+from storyloom.chat.store.conversation import CharacterSnapshot, ConversationSettings
+from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage
+from storyloom.chat.store.state import ChatState
 from storyloom.core.errors import FileFormatError
 from storyloom.core.settings import Settings
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
-from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.plugins import node_registry
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.validation import validate_workflow
 from storyloom.workflow.workflow_file import WorkflowLibrary
 
-REGISTRY = NodeRegistry.from_plugins(entry_points=False)
+REGISTRY = node_registry(entry_points=False)
 
 
 def preset() -> dict[str, Any]:

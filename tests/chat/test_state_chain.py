@@ -9,11 +9,11 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from storyloom.chat.chat_state import ChatState, PlotState
-from storyloom.chat.conversation import Conversation, ConversationSettings
-from storyloom.chat.message import Message
-from storyloom.chat.state_chain import StateChain, state_delta
-from storyloom.chat.turn_tree import NewMessage, NotFound, TurnTree
+from storyloom.chat.store.conversation import Conversation, ConversationSettings
+from storyloom.chat.store.message import Message
+from storyloom.chat.store.state import ChatState, PlotState
+from storyloom.chat.store.state_chain import StateChain, state_delta
+from storyloom.chat.store.turn_tree import NewMessage, NotFound, TurnTree
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.store.database import Database
 

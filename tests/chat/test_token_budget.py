@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.conversation import CharacterSnapshot, ConversationSettings
-from storyloom.chat.skein import BlockKind, LoreRecord, Skein
-from storyloom.chat.skein_builder import build_skein
-from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage, LoreHit
-from storyloom.chat.token_budget import apply_budget, measure, prompt_tokens
+from storyloom.chat.prompt.skein import BlockKind, Skein
+from storyloom.chat.prompt.skein_builder import build_skein
+from storyloom.chat.prompt.token_budget import apply_budget, measure, prompt_tokens
+from storyloom.chat.store.conversation import CharacterSnapshot, ConversationSettings
+from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage, LoreHit, LoreRecord
+from storyloom.chat.store.state import ChatState
 from storyloom.llm.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMER, token_counter
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.conversation import CharacterSnapshot, Conversation, ConversationSettings
-from storyloom.chat.message import Message, Role
-from storyloom.chat.turn_tree import (
+from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, ConversationSettings
+from storyloom.chat.store.message import Message, Role
+from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.turn_tree import (
     INTERRUPTED_ERROR,
     LADDER_STEP,
     ChatError,

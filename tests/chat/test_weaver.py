@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from storyloom.chat.skein import BlockKind, BlockSource, Skein, SkeinBlock
-from storyloom.chat.weaver import api_name, parse_example, weave
+from storyloom.chat.prompt.skein import BlockKind, BlockSource, Skein, SkeinBlock
+from storyloom.chat.prompt.weaver import api_name, parse_example, weave
 
 SOURCE = BlockSource(kind="preset", label="test")
 

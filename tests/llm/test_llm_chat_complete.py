@@ -16,8 +16,8 @@ from storyloom.llm.errors import (
     NotConfigured,
     RateLimited,
 )
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.llm.retry import RetryPolicy
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Hello?"}]
 

@@ -10,8 +10,8 @@ import pytest
 from storyloom.core.settings import ChatEndpoint
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.errors import LLMCancelled, LLMError, LLMTimeout, StreamCut
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.llm.retry import RetryPolicy
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Tell me a story."}]
 HANG_GUARD_S = 20  # only stops a hung test; never a timing assertion

@@ -6,7 +6,7 @@ from typing import Any
 
 from storyloom.core.settings import ChatEndpoint, EmbeddingEndpoint
 from storyloom.llm.connection_check import check_chat_endpoint, check_embedding_endpoint
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 
 async def test_chat_check_success_reports_latency_and_models(

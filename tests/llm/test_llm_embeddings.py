@@ -16,8 +16,8 @@ from storyloom.llm.embeddings import (
     embedding_provider,
 )
 from storyloom.llm.errors import AuthenticationFailed, ModelNotFound, NotConfigured
-from storyloom.llm.replay_server import ReplayLLMServer, Reply, fake_embedding
 from storyloom.llm.retry import RetryPolicy
+from storyloom.testing.replay_server import ReplayLLMServer, Reply, fake_embedding
 
 
 def _dot(a: list[float], b: list[float]) -> float:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storyloom.chat.turn_tree import TurnTree
+from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.knowledge.knowledge_base import load_knowledge_base
 from storyloom.project.project_file import init_project, load_project
 from storyloom.store.database import Database

@@ -17,10 +17,9 @@ import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-import storyloom.workflow.nodes as builtin_nodes
-from storyloom.chat import shuttle_nodes
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.plugins import node_registry
 from storyloom.project.project_file import init_project
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_registry import NodeRegistry
 
 TIMEOUT_S = 30
@@ -36,10 +35,7 @@ CARD: Json = {
 
 
 def chat_registry() -> NodeRegistry:
-    extra = (
-        [] if "storyloom.chat.shuttle_nodes" in builtin_nodes.BUILTIN_MODULES else [shuttle_nodes]
-    )
-    return NodeRegistry.from_plugins(extra, entry_points=False)
+    return node_registry(entry_points=False)
 
 
 @pytest.fixture

@@ -20,10 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-import storyloom.workflow.nodes as builtin_nodes
-from storyloom.chat import shuttle_nodes
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.plugins import node_registry
 from storyloom.project.project_file import init_project
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_registry import NodeRegistry
 
 TIMEOUT_S = 30.0
@@ -45,10 +44,7 @@ def prepare_home(home: Path, llm: ReplayLLMServer) -> None:
 
 
 def chat_registry() -> NodeRegistry:
-    extra = (
-        [] if "storyloom.chat.shuttle_nodes" in builtin_nodes.BUILTIN_MODULES else [shuttle_nodes]
-    )
-    return NodeRegistry.from_plugins(extra, entry_points=False)
+    return node_registry(entry_points=False)
 
 
 async def eventually(check: Callable[[], Any]) -> Any:

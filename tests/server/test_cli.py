@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from storyloom import __version__
-from storyloom.llm.replay_server import ReplayLLMServer
+from storyloom.testing.replay_server import ReplayLLMServer
 
 REPO = Path(__file__).resolve().parents[2]
 

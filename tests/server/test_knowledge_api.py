@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from storyloom.knowledge.sillytavern import parse_chat_jsonl
+from storyloom.sillytavern.chat_log import parse_chat_jsonl
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
 ELDORIA = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"

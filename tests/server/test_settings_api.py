@@ -4,7 +4,7 @@ from typing import Any
 
 import httpx
 
-from storyloom.llm.replay_server import ReplayLLMServer
+from storyloom.testing.replay_server import ReplayLLMServer
 
 
 def test_health_reports_version_data_dir_and_models(client: httpx.Client, live_server: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 
 @pytest.fixture

@@ -20,14 +20,13 @@ import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-import storyloom.workflow.nodes as builtin_nodes
-from storyloom.chat import shuttle_nodes
-from storyloom.chat.chat_state import ChatState
-from storyloom.chat.conversation import CharacterSnapshot, ConversationSettings
-from storyloom.chat.default_pipeline import default_pipeline, pipeline_for
-from storyloom.chat.snapshot import ContextSnapshot, HistoryMessage
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.chat.prompt.default_pipeline import default_pipeline, pipeline_for
+from storyloom.chat.store.conversation import CharacterSnapshot, ConversationSettings
+from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage
+from storyloom.chat.store.state import ChatState
+from storyloom.plugins import node_registry
 from storyloom.project.project_file import init_project
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.workflow_file import Workflow
 
@@ -37,10 +36,7 @@ CARD: Json = {"name": "Mara", "description": "An innkeeper.", "first_mes": "Come
 
 
 def chat_registry() -> NodeRegistry:
-    extra = (
-        [] if "storyloom.chat.shuttle_nodes" in builtin_nodes.BUILTIN_MODULES else [shuttle_nodes]
-    )
-    return NodeRegistry.from_plugins(extra, entry_points=False)
+    return node_registry(entry_points=False)
 
 
 def st_preset(temperature: Any = 0.65) -> Json:

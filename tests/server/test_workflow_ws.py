@@ -16,8 +16,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from storyloom.core.plugin_markers import hookimpl
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
-from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.plugins import node_registry
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_type import NodeContext, NodeExpansion, NodeType, Slot
 from storyloom.workflow.slot_types import STRING
 
@@ -58,7 +58,7 @@ def server(tmp_path: Path, llm: ReplayLLMServer, start_server: Callable[..., Any
     home.mkdir()
     settings = {"user_llm": {"base_url": llm.url, "model": "test-model"}}
     (home / "settings.json").write_text(json.dumps(settings))
-    registry = NodeRegistry.from_plugins([TestNodes()], entry_points=False)
+    registry = node_registry([TestNodes()], entry_points=False)
     return start_server(home, node_registry=registry)
 
 

@@ -2,12 +2,12 @@
 
 from typing import Any
 
+from storyloom.plugins import node_registry
 from storyloom.workflow.events import NodeStarted, RunEvent
-from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.runner import RunResult, WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
 
-REGISTRY = NodeRegistry.from_plugins(entry_points=False)
+REGISTRY = node_registry(entry_points=False)
 
 
 def edge(spec: str) -> dict[str, str]:

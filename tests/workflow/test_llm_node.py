@@ -6,14 +6,14 @@ from typing import Any
 import pytest
 
 from storyloom.core.settings import Settings
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
+from storyloom.plugins import node_registry
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.events import NodeCached, NodeStreaming, RunEvent
-from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import RunResult, WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
 
-REGISTRY = NodeRegistry.from_plugins(entry_points=False)
+REGISTRY = node_registry(entry_points=False)
 
 
 @pytest.fixture

@@ -2,13 +2,13 @@
 
 from typing import Any
 
-from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.plugins import node_registry
 from storyloom.workflow.nodes.text_nodes import find_json
 from storyloom.workflow.runner import RunResult, WorkflowRunner
 from storyloom.workflow.slot_types import ANY, ARRAY, OBJECT, STRING
 from storyloom.workflow.workflow_file import Workflow
 
-REGISTRY = NodeRegistry.from_plugins(entry_points=False)
+REGISTRY = node_registry(entry_points=False)
 
 
 async def run_node(

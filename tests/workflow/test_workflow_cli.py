@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_history import NodeHistory
 
 REPO = Path(__file__).resolve().parents[2]

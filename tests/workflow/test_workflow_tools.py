@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from storyloom.core.settings import Settings
-from storyloom.llm.replay_server import ReplayLLMServer, Reply
-from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.plugins import node_registry
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.nodes.llm_nodes import Chat
 from storyloom.workflow.nodes.text_nodes import RegexApplicator, TextTemplate
@@ -170,7 +170,7 @@ def summarizer() -> Workflow:
 
 
 def runner() -> WorkflowRunner:
-    return WorkflowRunner(NodeRegistry.from_plugins(entry_points=False))
+    return WorkflowRunner(node_registry(entry_points=False))
 
 
 async def test_a_workflow_tool_returns_its_single_output_unwrapped() -> None:
@@ -260,14 +260,14 @@ async def test_a_failing_run_is_reported_with_the_node_and_why() -> None:
 async def test_a_node_type_runs_as_a_tool() -> None:
     result = await run_node_tool(
         runner(),
-        NodeRegistry.from_plugins(entry_points=False),
+        node_registry(entry_points=False),
         "core:RegexApplicator",
         {"text": "a-b-c", "pattern": "/-/", "replacement": "+", "flags": "g"},
     )
     assert result == {"text": "a+b-c", "matches": 1}  # /-/ without g: the first match only
     template = await run_node_tool(
         runner(),
-        NodeRegistry.from_plugins(entry_points=False),
+        node_registry(entry_points=False),
         "core:TextTemplate",
         {"template": "Hi {{who.name}}", "variables": {"who": {"name": "Ann"}}},
     )
@@ -279,10 +279,10 @@ async def test_a_node_tool_with_an_llm_streams_through_the_runner(tmp_path: Path
         llm.script(Reply(text="Once upon a time"))
         settings = Settings.model_validate({"user_llm": {"base_url": llm.url, "model": "m"}})
         services = WorkflowServices(settings=lambda: settings)
-        tool_runner = WorkflowRunner(NodeRegistry.from_plugins(entry_points=False), services)
+        tool_runner = WorkflowRunner(node_registry(entry_points=False), services)
         result = await run_node_tool(
             tool_runner,
-            NodeRegistry.from_plugins(entry_points=False),
+            node_registry(entry_points=False),
             "llm:Chat",
             {"prompt": "Tell me a story", "system": "Be brief", "temperature": 0.5},
         )
@@ -297,7 +297,7 @@ async def test_a_node_tool_with_an_llm_streams_through_the_runner(tmp_path: Path
 
 
 async def test_unknown_or_dynamic_node_types_are_not_tools() -> None:
-    registry = NodeRegistry.from_plugins(entry_points=False)
+    registry = node_registry(entry_points=False)
     with pytest.raises(UnknownNodeType, match="no such node type"):
         await run_node_tool(runner(), registry, "core:Nope", {})
     with pytest.raises(UnknownNodeType, match="depend on its config"):

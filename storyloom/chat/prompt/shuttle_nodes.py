@@ -1,0 +1,774 @@
+"""The shuttle nodes of the chat pipeline (seed 001 §4-5): one workflow node per step.
+
+A chat turn is the workflow :func:`~storyloom.chat.prompt.default_pipeline.default_pipeline`
+(or the user's copy of it): the snapshot goes in, a ``SKEIN`` is built, rewritten,
+trimmed and woven into messages, the model answers, and the answer is parsed into the
+visible reply, the thought and the new state. The logic lives in
+:mod:`~storyloom.chat.prompt.skein_builder`, :mod:`~storyloom.chat.prompt.prompt_ast`,
+:mod:`~storyloom.chat.prompt.token_budget`, :mod:`~storyloom.chat.prompt.weaver` and
+:mod:`~storyloom.chat.reply.filament`; the nodes here check their inputs and config and call
+it, so the same steps can be rewired, replaced or inspected on the canvas.
+
+Every step but the LLM Invoker is a pure function of its inputs and config (the
+snapshot carries the seed and the time), so the runner may cache it; the invoker is not
+idempotent, because a swipe must get a new answer to the same prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+from storyloom.chat.personalab.director import advance_plot, outline_points
+from storyloom.chat.prompt.prompt_ast import apply_prompt_regex, run_prompt_ast
+from storyloom.chat.prompt.skein import Skein
+from storyloom.chat.prompt.skein_builder import (
+    DEFAULT_CONTINUE_NUDGE_PROMPT,
+    DEFAULT_IMPERSONATION_PROMPT,
+    DEFAULT_NEW_CHAT_PROMPT,
+    DEFAULT_NEW_EXAMPLE_CHAT_PROMPT,
+    DEFAULT_PROMPT_ORDER,
+    DEFAULT_PROMPTS,
+    PresetPrompt,
+    PromptOrderEntry,
+    SkeinOptions,
+    build_skein,
+)
+from storyloom.chat.prompt.token_budget import apply_budget
+from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, weave
+from storyloom.chat.reply.filament import FilamentTags, parse_filament
+from storyloom.chat.reply.state_ops import StateOp, apply_ops, ops_from_json, ops_to_json
+from storyloom.chat.store.snapshot import ContextSnapshot
+from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.state_chain import state_delta
+from storyloom.core.errors import StoryloomError, field_path
+from storyloom.core.plugin_markers import hookimpl
+from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
+from storyloom.knowledge.timed_effects import TimedEffectsState
+from storyloom.llm.chat import ChatClient
+from storyloom.llm.tokens import token_counter
+from storyloom.workflow.node_type import (
+    ConfigField,
+    NodeContext,
+    NodeType,
+    Slot,
+    Suggestion,
+    WorkflowServices,
+)
+from storyloom.workflow.nodes.llm_nodes import ROLE_FIELD, endpoint_for_role
+from storyloom.workflow.slot_types import ARRAY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
+
+CATEGORY = "Chat"
+SKEIN = "SKEIN"
+MESSAGES = "MESSAGES"
+STATE_DELTA = "STATE_DELTA"
+
+
+class ShuttleError(StoryloomError):
+    """A shuttle node got an input or config it cannot use; the message names it."""
+
+
+# -- inputs -------------------------------------------------------------------------------
+
+
+def _problem(exc: ValidationError, where: str) -> str:
+    first = exc.errors()[0]
+    path = field_path(tuple(first.get("loc", ())))
+    return f"{where}{'.' + path if path and not path.startswith('[') else path}: {first['msg']}"
+
+
+_last_snapshot: tuple[dict[str, Any], ContextSnapshot] | None = None
+
+
+def snapshot_input(inputs: Mapping[str, Any], name: str = "snapshot") -> ContextSnapshot:
+    """The snapshot of a turn. Four shuttles read the same snapshot value, the very same
+    dict the runner hands each of them, so the last one validated is kept (the model is
+    frozen) and the same dict is not validated again."""
+    global _last_snapshot
+    value = inputs.get(name)
+    if isinstance(value, ContextSnapshot):
+        return value
+    if not isinstance(value, dict):
+        raise ShuttleError(f"input {name}: expected a context snapshot object, got {value!r}")
+    last = _last_snapshot
+    if last is not None and last[0] is value:
+        return last[1]
+    try:
+        snapshot = ContextSnapshot.model_validate(value)
+    except ValidationError as exc:
+        raise ShuttleError(_problem(exc, f"input {name}")) from None
+    _last_snapshot = (value, snapshot)
+    return snapshot
+
+
+def skein_input(inputs: Mapping[str, Any], name: str = "skein") -> Skein:
+    value = inputs.get(name)
+    if isinstance(value, Skein):
+        return value.model_copy(deep=True)
+    if not isinstance(value, dict):
+        raise ShuttleError(f"input {name}: expected a Skein object, got {value!r}")
+    try:
+        return Skein.model_validate(value)
+    except ValidationError as exc:
+        raise ShuttleError(_problem(exc, f"input {name}")) from None
+
+
+def _models(config: Mapping[str, Any], name: str, model: type[BaseModel]) -> list[Any]:
+    value = config.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ShuttleError(f"config {name}: expected a list, got {value!r}")
+    out: list[Any] = []
+    for n, item in enumerate(value):
+        try:
+            out.append(model.model_validate(item))
+        except ValidationError as exc:
+            raise ShuttleError(_problem(exc, f"config {name}[{n}]")) from None
+    return out
+
+
+def _text(config: Mapping[str, Any], name: str, default: str) -> str:
+    value = config.get(name)
+    return value if isinstance(value, str) else default
+
+
+# -- the Skein Builder ---------------------------------------------------------------------
+
+SNAPSHOT_IN = Slot(name="snapshot", type=OBJECT, description="The turn's context snapshot")
+SKEIN_IN = Slot(name="skein", type=SKEIN, description="The prompt being built")
+SKEIN_OUT = Slot(name="skein", type=SKEIN, description="The prompt, rewritten")
+
+
+class SkeinBuilder(NodeType):
+    type: ClassVar[str] = "chat:SkeinBuilder"
+    display_name: ClassVar[str] = "Skein Builder"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "Lays the snapshot out as a SillyTavern chat-completion preset would: prompts in "
+        "prompt order, card, persona, lore at its placements, examples, history, "
+        "author's note, character note, summaries, memories and director guidance, each a "
+        "block with its source."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (SNAPSHOT_IN,)
+    outputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="skein", type=SKEIN, description="The prompt as typed blocks"),
+    )
+    config: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            name="prompt_order",
+            type=ARRAY,
+            default=[e.model_dump() for e in DEFAULT_PROMPT_ORDER],
+            description="[{identifier, enabled}] in prompt order (SillyTavern's prompt_order)",
+        ),
+        ConfigField(
+            name="prompts",
+            type=ARRAY,
+            default=[p.model_dump() for p in DEFAULT_PROMPTS],
+            description="SillyTavern prompts: {identifier, name, role, content, "
+            "system_prompt, marker, injection_position (0 in order, 1 in chat), "
+            "injection_depth, injection_order}",
+        ),
+        ConfigField(
+            name="new_chat_prompt",
+            default=DEFAULT_NEW_CHAT_PROMPT,
+            description="Sent before the chat history; empty: nothing",
+        ),
+        ConfigField(
+            name="new_example_chat_prompt",
+            default=DEFAULT_NEW_EXAMPLE_CHAT_PROMPT,
+            description="Sent before each example dialogue; empty: nothing",
+        ),
+        ConfigField(
+            name="continue_nudge_prompt",
+            default=DEFAULT_CONTINUE_NUDGE_PROMPT,
+            widget="textarea",
+            description="Added when continuing a reply",
+        ),
+        ConfigField(
+            name="impersonation_prompt",
+            default=DEFAULT_IMPERSONATION_PROMPT,
+            widget="textarea",
+            description="Added when writing as the user",
+        ),
+        ConfigField(
+            name="wi_format",
+            default="{0}",
+            description="World info text; {0} stands for the entries",
+        ),
+        ConfigField(
+            name="scenario_format",
+            default="{{scenario}}",
+            description="Scenario text; {{scenario}} stands for the card's",
+        ),
+        ConfigField(
+            name="personality_format",
+            default="{{personality}}",
+            description="Personality text; {{personality}} stands for the card's",
+        ),
+        ConfigField(
+            name="summary_format",
+            default="[Summary of the story so far:\n{0}]",
+            widget="textarea",
+            description="Summaries; {0} stands for the points",
+        ),
+        ConfigField(
+            name="rag_format",
+            default="[Memories that may be relevant:\n{0}]",
+            widget="textarea",
+            description="Retrieved memories; {0} stands for them",
+        ),
+        ConfigField(
+            name="director_depth",
+            type=INTEGER,
+            default=0,
+            minimum=0,
+            description="Messages from the end where director guidance goes",
+        ),
+        ConfigField(
+            name="pin_examples",
+            type=BOOLEAN,
+            default=False,
+            description="Keep example dialogues before the history under the budget",
+        ),
+        ConfigField(
+            name="prefer_character_prompt",
+            type=BOOLEAN,
+            default=True,
+            description="The card's system prompt replaces the main prompt",
+        ),
+        ConfigField(
+            name="prefer_character_jailbreak",
+            type=BOOLEAN,
+            default=True,
+            description="The card's post-history instructions replace the preset's",
+        ),
+    )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        snapshot = snapshot_input(inputs)
+        options = skein_options(config)
+        return {"skein": build_skein(snapshot, options).as_json()}
+
+
+def skein_options(config: Mapping[str, Any]) -> SkeinOptions:
+    """The builder's options from its node config (missing values: SillyTavern's)."""
+    base = SkeinOptions()
+    prompts = _models(config, "prompts", PresetPrompt) if "prompts" in config else None
+    order = _models(config, "prompt_order", PromptOrderEntry) if "prompt_order" in config else None
+    depth = config.get("director_depth", base.director_depth)
+    return SkeinOptions(
+        prompts=prompts if prompts is not None else base.prompts,
+        prompt_order=order if order is not None else base.prompt_order,
+        new_chat_prompt=_text(config, "new_chat_prompt", base.new_chat_prompt),
+        new_example_chat_prompt=_text(
+            config, "new_example_chat_prompt", base.new_example_chat_prompt
+        ),
+        continue_nudge_prompt=_text(config, "continue_nudge_prompt", base.continue_nudge_prompt),
+        impersonation_prompt=_text(config, "impersonation_prompt", base.impersonation_prompt),
+        wi_format=_text(config, "wi_format", base.wi_format),
+        scenario_format=_text(config, "scenario_format", base.scenario_format),
+        personality_format=_text(config, "personality_format", base.personality_format),
+        summary_format=_text(config, "summary_format", base.summary_format),
+        rag_format=_text(config, "rag_format", base.rag_format),
+        director_depth=depth if isinstance(depth, int) and depth >= 0 else 0,
+        pin_examples=bool(config.get("pin_examples", base.pin_examples)),
+        prefer_character_prompt=bool(
+            config.get("prefer_character_prompt", base.prefer_character_prompt)
+        ),
+        prefer_character_jailbreak=bool(
+            config.get("prefer_character_jailbreak", base.prefer_character_jailbreak)
+        ),
+    )
+
+
+# -- the rewriting steps ------------------------------------------------------------------
+
+
+class PromptAST(NodeType):
+    type: ClassVar[str] = "chat:PromptAST"
+    display_name: ClassVar[str] = "Prompt AST"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "Drops blocks whose condition is false, resolves {{#if}} sections and expands "
+        "SillyTavern macros ({{char}}, {{user}}, {{getvar}}/{{setvar}}, {{random}}...); "
+        "variables set by macros go into the Skein and on into the state."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN, SNAPSHOT_IN)
+    outputs: ClassVar[tuple[Slot, ...]] = (SKEIN_OUT,)
+    config: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            name="history_macros",
+            type=BOOLEAN,
+            default=True,
+            description="Expand macros in chat messages too (SillyTavern does)",
+        ),
+    )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        skein = skein_input(inputs)
+        snapshot = snapshot_input(inputs)
+        history_macros = bool(config.get("history_macros", True))
+        return {"skein": run_prompt_ast(skein, snapshot, history_macros=history_macros).as_json()}
+
+
+class RegexCleaner(NodeType):
+    type: ClassVar[str] = "chat:RegexCleaner"
+    display_name: ClassVar[str] = "Regex Cleaner"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "Applies the card's allowed regex scripts that act on the prompt: promptOnly "
+        "scripts on chat messages (depth along the branch) and on lore, and the plain "
+        "scripts on lore."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN, SNAPSHOT_IN)
+    outputs: ClassVar[tuple[Slot, ...]] = (SKEIN_OUT,)
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        raw = inputs.get("snapshot")
+        if (
+            isinstance(raw, dict)
+            and not raw.get("regex_scripts")
+            and isinstance(inputs.get("skein"), dict)
+        ):
+            return {"skein": inputs["skein"]}  # no script allowed: nothing to do
+        skein = skein_input(inputs)
+        snapshot = snapshot_input(inputs)
+        return {"skein": apply_prompt_regex(skein, snapshot).as_json()}
+
+
+SCRIPT_PENDING = "scripts run once the sandbox lands; this script was not run"
+
+
+class Script(NodeType):
+    type: ClassVar[str] = "chat:Script"
+    display_name: ClassVar[str] = "Script"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "A user script over the Skein (JavaScript or Lua in a sandbox). Until the sandbox "
+        "lands it passes the Skein on unchanged and warns when code is set."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN,)
+    outputs: ClassVar[tuple[Slot, ...]] = (SKEIN_OUT,)
+    config: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            name="language",
+            default="javascript",
+            strict=True,
+            suggestions=(
+                Suggestion(value="javascript", label="JavaScript"),
+                Suggestion(value="lua", label="Lua"),
+            ),
+            description="The script's language",
+        ),
+        ConfigField(name="code", default="", widget="textarea", description="The script"),
+    )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        if not str(config.get("code") or "").strip() and isinstance(inputs.get("skein"), dict):
+            return {"skein": inputs["skein"]}
+        skein = skein_input(inputs)
+        if str(config.get("code") or "").strip():
+            skein.warnings.append(SCRIPT_PENDING)
+        return {"skein": skein.as_json()}
+
+
+class TokenBudget(NodeType):
+    type: ClassVar[str] = "chat:TokenBudget"
+    display_name: ClassVar[str] = "Token Budget"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "Counts the tokens of every block and cuts the lowest priority first (examples, "
+        "then the oldest history, then the least important lore) until the prompt fits; "
+        "records what it cut."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN,)
+    outputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="skein", type=SKEIN, description="Measured and trimmed to the budget"),
+    )
+    config: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            name="max_context_tokens",
+            type=INTEGER,
+            default=0,
+            minimum=0,
+            description="The model's context size; 0: settings' user_llm.context_window, "
+            f"else {DEFAULT_CONTEXT_WINDOW}",
+        ),
+        ConfigField(
+            name="reserve_tokens",
+            type=INTEGER,
+            default=1024,
+            minimum=0,
+            description="Kept free for the reply (SillyTavern's max response length)",
+        ),
+    )
+
+    def fingerprint(self, config: Mapping[str, Any], services: WorkflowServices) -> str | None:
+        llm = services.require_settings().user_llm
+        return f"{llm.model}|{llm.token_encoding}|{llm.context_window}"
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        skein = skein_input(inputs)
+        llm = ctx.services.require_settings().user_llm
+        context = int(config.get("max_context_tokens") or 0)
+        context = context or llm.context_tokens
+        budget = max(0, context - int(config.get("reserve_tokens") or 0))
+        counter = token_counter(llm.model, llm.token_encoding)
+        trimmed = await ctx.run_blocking(apply_budget, skein, budget, counter.count)
+        return {"skein": trimmed.as_json()}
+
+
+class Weaver(NodeType):
+    type: ClassVar[str] = "chat:Weaver"
+    display_name: ClassVar[str] = "Weaver"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "Renders the Skein as chat messages: groups joined, example dialogues split into "
+        "turns, in-chat blocks woven into the history at their depth, speakers named as "
+        "configured."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN,)
+    outputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="messages", type=MESSAGES, description="[{role, content, name?}]"),
+    )
+    config: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            name="names_behavior",
+            default="none",
+            strict=True,
+            suggestions=tuple(
+                Suggestion(value=value, label=label)
+                for value, label in zip(
+                    NAMES_BEHAVIORS,
+                    (
+                        "None",
+                        "Default (only other speakers)",
+                        "Completion object (name field)",
+                        "Message content (Name: prefix)",
+                    ),
+                    strict=True,
+                )
+            ),
+            description="How speakers are named (SillyTavern's character names behavior)",
+        ),
+        ConfigField(
+            name="squash_system",
+            type=BOOLEAN,
+            default=False,
+            description="Merge consecutive system messages into one",
+        ),
+    )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        skein = skein_input(inputs)
+        behavior = config.get("names_behavior") or "none"
+        if behavior not in NAMES_BEHAVIORS:
+            raise ShuttleError(
+                f"config names_behavior: {behavior!r} is not one of {', '.join(NAMES_BEHAVIORS)}"
+            )
+        messages = weave(
+            skein, names_behavior=behavior, squash_system=bool(config.get("squash_system"))
+        )
+        return {"messages": messages}
+
+
+# -- the model ------------------------------------------------------------------------------
+
+_SAMPLING = (
+    "model",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+)
+
+
+def sampling_overrides(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config values an LLM call sends instead of the endpoint's (unset ones omitted)."""
+    overrides = {k: config[k] for k in _SAMPLING if config.get(k) not in (None, "")}
+    stop = config.get("stop")
+    if isinstance(stop, list) and stop:
+        overrides["stop"] = [str(s) for s in stop]
+    return overrides
+
+
+class LLMInvoker(NodeType):
+    type: ClassVar[str] = "chat:LLMInvoker"
+    display_name: ClassVar[str] = "LLM Invoker"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "Sends the messages to the user's (or agent's) model and streams the answer. "
+        "Never cached: a swipe asks again."
+    )
+    idempotent: ClassVar[bool] = False
+    streaming: ClassVar[bool] = True
+    inputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="messages", type=MESSAGES, description="The prompt as chat messages"),
+    )
+    outputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="text", type=STRING, description="The model's answer, raw"),
+        Slot(
+            name="reasoning",
+            type=STRING,
+            description="Reasoning the endpoint sent apart from the answer (may be empty)",
+        ),
+    )
+    config: ClassVar[tuple[ConfigField, ...]] = (
+        ROLE_FIELD,
+        ConfigField(name="model", description="Another model on the same endpoint (optional)"),
+        ConfigField(
+            name="temperature",
+            type=FLOAT,
+            minimum=0,
+            maximum=2,
+            description="Sampling temperature (optional)",
+        ),
+        ConfigField(name="top_p", type=FLOAT, minimum=0, maximum=1, description="Top P (optional)"),
+        ConfigField(
+            name="max_tokens",
+            type=INTEGER,
+            minimum=1,
+            description="Longest reply in tokens (optional)",
+        ),
+        ConfigField(
+            name="frequency_penalty",
+            type=FLOAT,
+            minimum=-2,
+            maximum=2,
+            description="Frequency penalty (optional)",
+        ),
+        ConfigField(
+            name="presence_penalty",
+            type=FLOAT,
+            minimum=-2,
+            maximum=2,
+            description="Presence penalty (optional)",
+        ),
+        ConfigField(
+            name="stop", type=ARRAY, default=[], description="Strings that end the reply (optional)"
+        ),
+        ConfigField(
+            name="seed",
+            type=INTEGER,
+            description="Fixed seed, where the endpoint honours it (optional)",
+        ),
+    )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        messages = inputs.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ShuttleError(f"input messages: expected a list of messages, got {messages!r}")
+        endpoint = endpoint_for_role(config, ctx.services)
+        overrides = sampling_overrides(config)
+        request = [dict(m) for m in messages]
+        # An LLMError propagates as is: the chat turn keeps its partial_text.
+        async with ChatClient(endpoint) as client, client.stream(request, **overrides) as stream:
+            async for delta in stream:
+                await ctx.emit(delta)
+            return {"text": stream.text, "reasoning": stream.reasoning_text}
+
+
+# -- the answer -----------------------------------------------------------------------------
+
+
+class FilamentParser(NodeType):
+    type: ClassVar[str] = "chat:FilamentParser"
+    display_name: ClassVar[str] = "Filament Parser"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "Splits the answer into the visible reply, the folded thought and the state "
+        "updates (<state_update>, MVU <UpdateVariable><JSONPatch>); [PROGRESS] is noted."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="text", type=STRING, description="The model's raw answer"),
+        Slot(
+            name="reasoning",
+            type=STRING,
+            required=False,
+            default="",
+            description="Reasoning sent apart from the answer; joins the thought",
+        ),
+    )
+    outputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="reply", type=STRING, description="What the chat shows"),
+        Slot(name="thought", type=STRING, description="<thought> text (and reasoning)"),
+        Slot(name="updates", type=STATE_DELTA, description="The state operations, in order"),
+        Slot(name="progress", type=BOOLEAN, description="A [PROGRESS] marker was seen"),
+        Slot(name="problems", type=ARRAY, description="Malformed updates and the like"),
+        Slot(name="tags", type=OBJECT, description="Text of the extra tags, by name"),
+    )
+    config: ClassVar[tuple[ConfigField, ...]] = (
+        ConfigField(
+            name="extra_tags",
+            type=ARRAY,
+            default=[],
+            description="More tag names whose text is captured (e.g. status)",
+        ),
+    )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        text = inputs.get("text")
+        if not isinstance(text, str):
+            raise ShuttleError(f"input text: expected text, got {text!r}")
+        extra = config.get("extra_tags") or []
+        if not isinstance(extra, list) or not all(isinstance(t, str) and t for t in extra):
+            raise ShuttleError(f"config extra_tags: expected a list of tag names, got {extra!r}")
+        try:
+            tags = FilamentTags(extra=tuple(extra))
+        except ValueError as exc:
+            raise ShuttleError(f"config extra_tags: {exc}") from None
+        result = parse_filament(text, tags)
+        reasoning = inputs.get("reasoning")
+        thought = result.thought
+        if isinstance(reasoning, str) and reasoning.strip():
+            thought = "\n\n".join(part for part in (reasoning.strip(), thought) if part)
+        return {
+            "reply": result.reply,
+            "thought": thought,
+            "updates": ops_to_json(result.ops),
+            "progress": result.progress,
+            "problems": list(result.problems),
+            "tags": dict(result.tags),
+        }
+
+
+@dataclass(frozen=True)
+class StateUpdate:
+    """A turn's new state, the RFC 6902 patch old → new, and what could not be applied."""
+
+    state: ChatState
+    delta: list[dict[str, Any]]
+    problems: list[str] = field(default_factory=list)
+
+
+def next_state(
+    snapshot: ContextSnapshot,
+    ops: Sequence[StateOp],
+    *,
+    variables: Mapping[str, Any] | None = None,
+    progressed: bool = False,
+) -> StateUpdate:
+    """The state after a turn: the snapshot's, with ``variables`` (what the prompt's
+    macros left; default the snapshot's) and then ``ops`` applied, the lore timers of
+    this turn's activation, and the plot moved on by the director."""
+    old = snapshot.state
+    problems: list[str] = []
+    base = dict(variables) if variables is not None else dict(old.variables)
+    outcome = apply_ops(base, ops)
+    problems.extend(outcome.problems)
+    timed = old.timed_effects
+    if snapshot.lore_timed_effects:
+        try:
+            timed = TimedEffectsState.model_validate(snapshot.lore_timed_effects)
+        except ValidationError as exc:
+            problems.append(_problem(exc, "snapshot lore_timed_effects") + "; timers kept")
+    plot = old.plot
+    if plot is not None and snapshot.settings.director_enabled:
+        plot = advance_plot(plot, len(outline_points(snapshot.background)), progressed)
+    new = old.model_copy(
+        update={"variables": outcome.variables, "timed_effects": timed, "plot": plot}
+    )
+    new = ChatState.model_validate(new.as_json())
+    delta = state_delta(old.as_json(), new.as_json())
+    return StateUpdate(state=new, delta=delta, problems=problems)
+
+
+class StateUpdater(NodeType):
+    type: ClassVar[str] = "chat:StateUpdater"
+    display_name: ClassVar[str] = "State Updater"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "The state after this turn: variables set by macros, then the reply's updates; "
+        "this turn's lore timers; the director's plot moved on. Gives the new state, the "
+        "JSON Patch from the old one and the problems."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (
+        SNAPSHOT_IN,
+        Slot(name="updates", type=STATE_DELTA, description="State operations of the reply"),
+        Slot(
+            name="skein",
+            type=SKEIN,
+            required=False,
+            description="The prompt; its variables (set by macros) are the starting point",
+        ),
+        Slot(
+            name="progress",
+            type=BOOLEAN,
+            required=False,
+            default=False,
+            description="The reply reached the current outline point",
+        ),
+        Slot(
+            name="parse_problems",
+            type=ARRAY,
+            required=False,
+            default=[],
+            description="Problems found earlier (the parser's), reported first",
+        ),
+    )
+    outputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(name="state", type=OBJECT, description="The chat state after this turn"),
+        Slot(name="delta", type=ARRAY, description="RFC 6902 operations, old state → new"),
+        Slot(name="problems", type=ARRAY, description="Parse problems, then update problems"),
+    )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        snapshot = snapshot_input(inputs)
+        decode_problems: list[str] = []
+        raw = inputs.get("updates")
+        ops = ops_from_json([] if raw is None else raw, decode_problems)
+        variables = None
+        if inputs.get("skein") is not None:
+            variables = skein_input(inputs).variables
+        update = next_state(
+            snapshot, ops, variables=variables, progressed=bool(inputs.get("progress"))
+        )
+        earlier = inputs.get("parse_problems") or []
+        problems = [str(p) for p in earlier] if isinstance(earlier, list) else [str(earlier)]
+        return {
+            "state": update.state.as_json(),
+            "delta": update.delta,
+            "problems": [*problems, *decode_problems, *update.problems],
+        }
+
+
+NODE_TYPES: tuple[type[NodeType], ...] = (
+    SkeinBuilder,
+    PromptAST,
+    RegexCleaner,
+    Script,
+    TokenBudget,
+    Weaver,
+    LLMInvoker,
+    FilamentParser,
+    StateUpdater,
+)
+
+
+@hookimpl
+def storyloom_node_types() -> list[type[NodeType]]:
+    return list(NODE_TYPES)

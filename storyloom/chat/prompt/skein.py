@@ -1,0 +1,114 @@
+"""The Skein (seed 001 4.2): the prompt as a list of typed blocks, each with its source.
+
+The shuttle nodes of the chat pipeline pass a Skein along (slot type ``SKEIN``): the
+Skein Builder makes it from the context snapshot, later shuttles rewrite, drop or trim
+blocks, and the Weaver renders it to chat messages. Because each block keeps where it
+came from, the prompt inspector shows exactly which card field, lore entry or message
+every part of a prompt is, how many tokens it took and what the budget cut.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storyloom.chat.store.snapshot import LoreRecord
+
+
+class BlockKind(StrEnum):
+    SYSTEM = "system"  # the main prompt / system prompt
+    PERSONA = "persona"  # the user's persona
+    CHARACTER = "character"  # description, personality
+    SCENARIO = "scenario"
+    LORE = "lore"  # an activated lore entry (at its placement)
+    EXAMPLES = "examples"  # example dialogue
+    HISTORY = "history"  # one chat message
+    AUTHORS_NOTE = "authors_note"
+    POST_HISTORY = "post_history"  # post-history instructions ("jailbreak")
+    RAG = "rag"  # retrieved summaries / memories
+    SUMMARY = "summary"  # plot-point summaries the conversation started from
+    DIRECTOR = "director"  # director guidance
+    CUSTOM = "custom"  # a preset's own prompt
+
+
+BlockRole = Literal["system", "user", "assistant"]
+
+
+class BlockSource(BaseModel):
+    """Where a block came from, for the prompt inspector."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Literal[
+        "character",
+        "persona",
+        "preset",
+        "lore",
+        "message",
+        "summary",
+        "rag",
+        "director",
+        "background",
+        "conversation",
+        "workflow",
+    ]
+    id: str | None = Field(default=None, description="Message id, 'kb_id/entry_id', preset id")
+    field: str | None = Field(default=None, description="Card or preset field, prompt id")
+    label: str = Field(default="", description="Words for a person: 'Card: description'")
+
+
+class SkeinBlock(BaseModel):
+    """One piece of the prompt."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="Unique in the Skein: 'main', 'charDescription', 'msg:<id>'")
+    kind: BlockKind
+    role: BlockRole = "system"
+    content: str
+    source: BlockSource
+    priority: int = Field(
+        default=50, description="The budget cuts the lowest priority first (0-100)"
+    )
+    depth: int | None = Field(
+        default=None,
+        description="In-chat injection: this many messages from the end of the history "
+        "(0 = after the last message); None: where the block stands in the list",
+    )
+    message_id: str | None = Field(default=None, description="History blocks: the message")
+    name: str | None = Field(default=None, description="Speaker name, for history blocks")
+    condition: str | None = Field(
+        default=None, description="Prompt AST condition; the block is dropped when false"
+    )
+    enabled: bool = True
+    tokens: int | None = Field(default=None, description="Token count, once measured")
+
+
+class CutBlock(BaseModel):
+    """A block the Token Budget removed or shortened, and why."""
+
+    id: str
+    kind: BlockKind
+    tokens: int = Field(description="Tokens removed")
+    reason: str
+
+
+class Skein(BaseModel):
+    """The prompt being built. Blocks are in prompt order; history blocks are contiguous."""
+
+    model_config = ConfigDict(extra="allow")
+
+    blocks: list[SkeinBlock] = Field(default_factory=list)
+    variables: dict[str, Any] = Field(
+        default_factory=dict, description="Chat variables as changed by macros so far"
+    )
+    lore: list[LoreRecord] = Field(default_factory=list)
+    cut: list[CutBlock] = Field(default_factory=list)
+    budget: int | None = Field(default=None, description="Tokens the prompt may use")
+    warnings: list[str] = Field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.model_dump(mode="json")
+        return data

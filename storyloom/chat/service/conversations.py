@@ -1,0 +1,676 @@
+"""The chat service: every change to a conversation goes through here.
+
+It keeps the house rules of a chat in one place: the user's words are saved before
+anything is asked of a model; one reply at a time per conversation; every write is
+versioned (a stale ``expected_version`` is refused, so two tabs cannot overwrite each
+other) and is announced (:data:`~storyloom.chat.service.reply_run.Publish`) so every open tab
+sees it. Replies run as background tasks (:class:`~storyloom.chat.service.reply_run.ChatTurn`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from storyloom.chat.personalab.director import initial_plot
+from storyloom.chat.personalab.library import (
+    PresetLibrary,
+    SummaryPreset,
+    background_snapshot,
+    character_snapshot,
+)
+from storyloom.chat.personalab.memory_update import MemoryProposal, propose_memory_update
+from storyloom.chat.personalab.summaries import SeedOrder, SummaryIndex, seed_messages, summarise
+from storyloom.chat.prompt.default_pipeline import pipeline_for
+from storyloom.chat.prompt.macros import MacroContext, expand_macros
+from storyloom.chat.prompt.regex_scripts import (
+    RegexPlacement,
+    RegexScript,
+    apply_regex_scripts,
+    card_regex_scripts,
+)
+from storyloom.chat.reply.mvu import STAT_DATA, initial_variables
+from storyloom.chat.service.mnemosyne import build_snapshot, history_of
+from storyloom.chat.service.reply_run import (
+    GENERATION_OF,
+    INTERRUPTED,
+    STOPPED,
+    ChatEvent,
+    ChatTurn,
+    ConversationChanged,
+    MessageAdded,
+    Publish,
+    TurnKind,
+    TurnSetup,
+)
+from storyloom.chat.store.conversation import (
+    BackgroundSnapshot,
+    CharacterSnapshot,
+    Conversation,
+    ConversationSettings,
+    card_macros,
+)
+from storyloom.chat.store.message import Message, Role
+from storyloom.chat.store.snapshot import ContextSnapshot
+from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.turn_tree import (
+    ChatError,
+    NewMessage,
+    NotFound,
+    TurnTree,
+    VersionConflict,
+    new_id,
+)
+from storyloom.core.errors import StoryloomError
+from storyloom.llm.tokens import token_counter
+from storyloom.workflow.node_type import WorkflowServices
+from storyloom.workflow.runner import WorkflowRunner
+from storyloom.workflow.workflow_file import Workflow
+
+logger = logging.getLogger(__name__)
+
+BUSY = "a reply is being written"
+STOP_WAIT_S = 10.0
+"""Longest wait for a stopped reply to be written down."""
+DEFAULT_LAST_N_TURNS = 3
+
+
+class SendResult(BaseModel):
+    """The user's message as saved, the reply being written under it, and the version."""
+
+    user_message: Message
+    assistant_message: Message
+    version: int
+
+
+def character_name(conversation: Conversation) -> str:
+    return conversation.character.text("name")
+
+
+def macro_context(conversation: Conversation, **extra: Any) -> MacroContext:
+    """The card and persona as {{char}}, {{user}}, {{description}}... see them."""
+    return MacroContext(**card_macros(conversation.character, conversation.settings), **extra)
+
+
+def allowed_scripts(conversation: Conversation) -> list[RegexScript]:
+    """The card's regex scripts, when the user allowed them for this conversation."""
+    if not conversation.settings.allow_regex_scripts:
+        return []
+    return card_regex_scripts(conversation.character.card)
+
+
+def placement_of(role: Role) -> RegexPlacement:
+    return RegexPlacement.USER_INPUT if role == "user" else RegexPlacement.AI_OUTPUT
+
+
+def stored_text(
+    conversation: Conversation,
+    text: str,
+    role: Role,
+    scripts: Sequence[RegexScript] | None = None,
+    *,
+    editing: bool = False,
+    placement: RegexPlacement | None = None,
+) -> str:
+    """``text`` after the stored-phase scripts of its placement (the role's; a reply's
+    thought passes ``REASONING``), at depth 0: it is the newest message. An edit runs
+    only the scripts marked ``runOnEdit``."""
+    scripts = allowed_scripts(conversation) if scripts is None else scripts
+    if editing:
+        scripts = [s for s in scripts if s.runOnEdit]
+    if not scripts:
+        return text
+    context = macro_context(conversation)
+    return apply_regex_scripts(
+        text,
+        scripts,
+        placement=placement or placement_of(role),
+        phase="stored",
+        depth=0,
+        macros=lambda t: expand_macros(t, context),
+    )
+
+
+class ChatService:
+    """Conversations of one project; one instance per server."""
+
+    def __init__(
+        self,
+        tree: TurnTree,
+        runner: WorkflowRunner,
+        services: WorkflowServices,
+        *,
+        project_id: str,
+        publish: Publish | None = None,
+        summaries: Callable[[], SummaryIndex | None] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.runner = runner
+        self.services = services
+        self.project_id = project_id
+        self.project_dir: Path | None = services.project_dir
+        self.presets = PresetLibrary(self.project_dir) if self.project_dir is not None else None
+        self._publish = publish
+        self._summaries = summaries
+        self._turns: dict[str, ChatTurn] = {}
+
+    # -- events -----------------------------------------------------------------------
+
+    def publish(self, event: ChatEvent) -> None:
+        if self._publish is None:
+            return
+        try:
+            self._publish(event)
+        except Exception:
+            logger.exception("publishing a chat event failed")
+
+    def _changed(self, conversation: Conversation, *, listed: bool = False) -> Conversation:
+        self.publish(ConversationChanged(conversation.id, conversation.version, listed=listed))
+        return conversation
+
+    def announce(self, conversation_id: str) -> Conversation:
+        """Tell every tab about a conversation made elsewhere (an import)."""
+        return self._changed(self.tree.conversation(conversation_id), listed=True)
+
+    def _added(self, message: Message) -> Message:
+        version = self.tree.conversation(message.conversation_id).version
+        self.publish(MessageAdded(message.conversation_id, message, version))
+        return message
+
+    # -- what is running --------------------------------------------------------------
+
+    def running(self, conversation_id: str) -> bool:
+        return conversation_id in self._turns
+
+    def turn(self, conversation_id: str) -> ChatTurn | None:
+        return self._turns.get(conversation_id)
+
+    def _check_idle(self, conversation_id: str, expected_version: int | None = None) -> None:
+        """Refuse a write while a reply is being written; a tab that has not seen the
+        latest version hears that first (it must reload before anything else)."""
+        if conversation_id not in self._turns:
+            return
+        if expected_version is not None:
+            actual = self.tree.conversation(conversation_id).version
+            if actual != expected_version:
+                raise VersionConflict(conversation_id, expected_version, actual)
+        raise ChatError(f"conversation {conversation_id}: {BUSY}; stop it or wait")
+
+    async def wait(self, conversation_id: str) -> Message | None:
+        """The reply being written in the conversation, once it is finished (None: none)."""
+        turn = self._turns.get(conversation_id)
+        if turn is None or turn.task is None:
+            return None
+        return await asyncio.shield(turn.task)
+
+    async def stop(self, conversation_id: str, reason: str = STOPPED) -> Message | None:
+        """Stop the reply being written; the text so far is kept, marked partial.
+
+        Returns the message as finalised (None when nothing was running).
+        """
+        turn = self._turns.get(conversation_id)
+        if turn is None or turn.task is None:
+            return None
+        turn.stop(reason)
+        done, _ = await asyncio.wait({turn.task}, timeout=STOP_WAIT_S)
+        return turn.task.result() if done else None
+
+    async def aclose(self) -> None:
+        """Stop every reply (the server is going down); each keeps its text."""
+        turns = list(self._turns.values())
+        for turn in turns:
+            turn.stop(INTERRUPTED)
+        tasks = [t.task for t in turns if t.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+
+    # -- conversations ----------------------------------------------------------------
+
+    def create_conversation(
+        self,
+        *,
+        character_id: str | None = None,
+        background_id: str | None = None,
+        title: str | None = None,
+        user_name: str | None = None,
+        persona: str | None = None,
+        settings: ConversationSettings | None = None,
+        now: datetime | None = None,
+    ) -> Conversation:
+        """A new conversation from a character preset (and a background): the card's
+        greetings become sibling first messages, ``first_mes`` active; a story outline
+        starts the director at its first point."""
+        moment = now or datetime.now(UTC)
+        character = CharacterSnapshot()
+        background: BackgroundSnapshot | None = None
+        variables: dict[str, Any] = {}
+        if character_id is not None or background_id is not None:
+            presets = self._require_presets()
+            if character_id is not None:
+                preset = presets.character(character_id)
+                character = character_snapshot(character_id, preset, moment)
+                stat_data, problems = initial_variables(preset.source_card or {})
+                for problem in problems:
+                    logger.warning("character %s: %s", character_id, problem)
+                if stat_data:
+                    variables[STAT_DATA] = stat_data
+            if background_id is not None:
+                background = background_snapshot(presets.background(background_id))
+        chosen = (settings or ConversationSettings()).model_copy()
+        if user_name is not None and user_name.strip():
+            chosen.user_name = user_name.strip()
+        if persona is not None:
+            chosen.persona = persona
+        name = character.text("name")
+        conversation = self.tree.create_conversation(
+            project_id=self.project_id,
+            title=(title or "").strip() or name or "New chat",
+            character=character,
+            background=background,
+            settings=chosen,
+            created_at=moment.timestamp(),
+        )
+        plot = initial_plot(background) if chosen.director_enabled else None
+        greetings = [character.text("first_mes")]
+        alternates = character.card.get("alternate_greetings")
+        if isinstance(alternates, list):
+            greetings += [g for g in alternates if isinstance(g, str)]
+        context = macro_context(conversation, now=moment)
+        added: list[Message] = []
+        for greeting in greetings:
+            if not greeting.strip():
+                continue
+            # Each greeting starts the chat its own way: its {{setvar}}s are its own.
+            context.variables = copy.deepcopy(variables)
+            text = expand_macros(greeting, context)
+            root_state = ChatState(variables=context.variables, plot=plot)
+            stored = stored_text(conversation, text, "assistant")
+            added.append(
+                self.tree.add_message(
+                    conversation.id,
+                    parent_id=None,
+                    role="assistant",
+                    name=name,
+                    content=stored,
+                    original=text if stored != text else None,
+                    state=root_state,
+                    move_pointer=not added,
+                    created_at=moment.timestamp(),
+                )
+            )
+        if len(added) > 1:
+            # The last greeting added is the active root; the chat opens on first_mes.
+            self.tree.set_pointer(conversation.id, added[0].id)
+        return self._changed(self.tree.conversation(conversation.id), listed=True)
+
+    def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        expected_version: int | None,
+        title: str | None = None,
+        settings: ConversationSettings | None = None,
+        character: CharacterSnapshot | None = None,
+        background: BackgroundSnapshot | None = None,
+    ) -> Conversation:
+        conversation = self.tree.update_conversation(
+            conversation_id,
+            expected_version=expected_version,
+            title=title,
+            settings=settings,
+            character=character,
+            background=background,
+        )
+        return self._changed(conversation, listed=title is not None)
+
+    async def delete_conversation(self, conversation_id: str) -> None:
+        self.tree.conversation(conversation_id)  # NotFound first
+        await self.stop(conversation_id)
+        self.tree.delete_conversation(conversation_id)
+        self.publish(ConversationChanged(conversation_id, 0, listed=True, deleted=True))
+
+    # -- the tree ---------------------------------------------------------------------
+
+    def set_pointer(
+        self, conversation_id: str, message_id: str | None, *, expected_version: int | None
+    ) -> Conversation:
+        """Time travel / branch from here: nothing is lost, the future stays reachable."""
+        self._check_idle(conversation_id, expected_version)
+        conversation = self.tree.set_pointer(
+            conversation_id, message_id, expected_version=expected_version
+        )
+        return self._changed(conversation)
+
+    def swipe(
+        self, conversation_id: str, message_id: str, to_index: int, *, expected_version: int | None
+    ) -> Conversation:
+        self._check_idle(conversation_id, expected_version)
+        self._in_conversation(conversation_id, message_id)
+        conversation = self.tree.swipe(message_id, to_index, expected_version=expected_version)
+        return self._changed(conversation)
+
+    def edit_message(
+        self, conversation_id: str, message_id: str, content: str, *, expected_version: int | None
+    ) -> Message:
+        """A new sibling with the new text; the old message stays a sibling."""
+        self._check_idle(conversation_id, expected_version)
+        old = self._in_conversation(conversation_id, message_id)
+        conversation = self.tree.conversation(conversation_id)
+        stored = stored_text(conversation, content, old.role, editing=True)
+        message = self.tree.edit_message(message_id, stored, expected_version=expected_version)
+        self._added(message)
+        self._changed(self.tree.conversation(conversation_id))
+        return message
+
+    def delete_message(
+        self, conversation_id: str, message_id: str, *, expected_version: int | None
+    ) -> Conversation:
+        self._check_idle(conversation_id, expected_version)
+        self._in_conversation(conversation_id, message_id)
+        conversation = self.tree.delete_message(message_id, expected_version=expected_version)
+        return self._changed(conversation)
+
+    def _in_conversation(self, conversation_id: str, message_id: str) -> Message:
+        message = self.tree.message(message_id)
+        if message.conversation_id != conversation_id:
+            raise NotFound(f"no message {message_id!r} in conversation {conversation_id!r}")
+        return message
+
+    # -- turns ------------------------------------------------------------------------
+
+    async def send(
+        self, conversation_id: str, text: str, *, expected_version: int | None
+    ) -> SendResult:
+        """Save the user's message (stored-phase scripts applied, the original kept), then
+        start the reply in the background; the reply's message exists when this returns."""
+        self._check_idle(conversation_id, expected_version)
+        if not text.strip():
+            raise ChatError("text: the message is empty")
+        conversation = self.tree.conversation(conversation_id)
+        stored = stored_text(conversation, text, "user")
+        user = self.tree.add_message(
+            conversation_id,
+            parent_id=conversation.pointer,
+            role="user",
+            name=conversation.settings.user_name,
+            content=stored,
+            original=text if stored != text else None,
+            expected_version=expected_version,
+        )
+        self._added(user)
+        assistant = self._start(self.tree.conversation(conversation_id), user.id, "reply")
+        version = self.tree.conversation(conversation_id).version
+        return SendResult(user_message=user, assistant_message=assistant, version=version)
+
+    async def generate(
+        self,
+        conversation_id: str,
+        *,
+        parent_id: str | None = None,
+        message_id: str | None = None,
+        kind: TurnKind = "reply",
+        expected_version: int | None = None,
+    ) -> Message:
+        """Start a reply; returns its message (status ``streaming``).
+
+        ``reply``: a new assistant message under ``parent_id`` (default: the pointer).
+        ``swipe`` (and retry): a new sibling of the assistant message ``message_id``
+        (``parent_id`` naming an assistant message means the same; default: the pointer's
+        reply). ``continue``: more text appended to ``message_id`` (default: the pointer).
+        """
+        self._check_idle(conversation_id, expected_version)
+        conversation = self.tree.conversation(conversation_id)
+        if expected_version is not None and conversation.version != expected_version:
+            raise VersionConflict(conversation_id, expected_version, conversation.version)
+        if kind == "continue":
+            target_id = message_id or parent_id or conversation.pointer
+            if target_id is None:
+                raise ChatError("continue: the conversation has no message to continue")
+            target = self._in_conversation(conversation_id, target_id)
+            if target.role != "assistant":
+                raise ChatError(f"continue: message {target_id} is not the character's")
+            if conversation.pointer != target.id:
+                conversation = self.tree.set_pointer(conversation_id, target.id)
+            return self._start(conversation, target.id, "continue", target=target)
+        parent = self._parent_for(conversation, kind, parent_id, message_id)
+        return self._start(conversation, parent, kind)
+
+    def _parent_for(
+        self,
+        conversation: Conversation,
+        kind: TurnKind,
+        parent_id: str | None,
+        message_id: str | None,
+    ) -> str | None:
+        if kind == "reply":
+            if parent_id is not None:
+                self._in_conversation(conversation.id, parent_id)
+                return parent_id
+            return conversation.pointer
+        named = message_id or parent_id or conversation.pointer
+        if named is None:
+            return None
+        message = self._in_conversation(conversation.id, named)
+        # Swiping an assistant message makes a sibling of it; naming any other message
+        # (the user's) asks for one more reply under it.
+        return message.parent_id if message.role == "assistant" else message.id
+
+    def _start(
+        self,
+        conversation: Conversation,
+        parent_id: str | None,
+        kind: TurnKind,
+        *,
+        target: Message | None = None,
+    ) -> Message:
+        tree = self.tree
+        if target is not None:
+            message = tree.update_message(target.id, status="streaming")
+            pointer: str | None = target.id
+        else:
+            message = tree.add_message(
+                conversation.id,
+                parent_id=parent_id,
+                role="assistant",
+                name=character_name(conversation),
+                content="",
+                status="streaming",
+            )
+            pointer = parent_id
+        self._added(message)
+        scripts = allowed_scripts(conversation)
+
+        async def snapshot(context_tokens: int | None) -> ContextSnapshot:
+            return await self.snapshot(
+                conversation,
+                pointer,
+                generation=GENERATION_OF[kind],
+                context_tokens=context_tokens,
+                turn=message.id,
+            )
+
+        def clean(text: str) -> str:
+            return stored_text(conversation, text, "assistant", scripts)
+
+        def clean_thought(text: str) -> str:
+            return stored_text(
+                conversation, text, "assistant", scripts, placement=RegexPlacement.REASONING
+            )
+
+        setup = TurnSetup(
+            tree=tree,
+            runner=self.runner,
+            conversation_id=conversation.id,
+            message=message,
+            kind=kind,
+            snapshot=snapshot,
+            workflow=lambda: self.pipeline(conversation),
+            clean_reply=clean,
+            clean_thought=clean_thought,
+            publish=self.publish,
+            prefix=target.content if target is not None else "",
+            thought_prefix=(target.thought or "") if target is not None else "",
+        )
+        turn = ChatTurn(setup)
+        self._turns[conversation.id] = turn
+        task = turn.start()
+
+        def forget(_: asyncio.Task[Message]) -> None:
+            if self._turns.get(conversation.id) is turn:
+                del self._turns[conversation.id]
+
+        task.add_done_callback(forget)
+        return message
+
+    def pipeline(self, conversation: Conversation) -> Workflow:
+        """The conversation's pipeline workflow (the project's copy, else the built-in)."""
+        return pipeline_for(self.project_dir, conversation.settings.pipeline)
+
+    async def snapshot(
+        self,
+        conversation: Conversation,
+        pointer: str | None,
+        *,
+        generation: str = "normal",
+        context_tokens: int | None = None,
+        turn: str | None = None,
+    ) -> ContextSnapshot:
+        """The snapshot of the reply ``turn``; its history fills ``context_tokens``
+        (None: the model's context window from the settings)."""
+        endpoint = self.services.require_settings().user_llm
+        return await build_snapshot(
+            self.tree,
+            conversation,
+            pointer,
+            knowledge=self.services.knowledge,
+            summaries=self._summary_index(),
+            presets=self.presets,
+            generation=generation,
+            turn=turn,
+            history_tokens=context_tokens or endpoint.context_tokens,
+            count_tokens=token_counter(endpoint.model).count,
+        )
+
+    def _summary_index(self) -> SummaryIndex | None:
+        if self._summaries is None:
+            return None
+        try:
+            return self._summaries()
+        except StoryloomError as exc:  # no usable embedding model: no memories, still a reply
+            logger.info("summary retrieval is off: %s", exc)
+            return None
+
+    # -- memory, summaries ------------------------------------------------------------
+
+    def _require_presets(self) -> PresetLibrary:
+        if self.presets is None:
+            raise ChatError("presets need a project; start the server with a project")
+        return self.presets
+
+    async def propose_memory(self, conversation_id: str) -> MemoryProposal:
+        """The agent model's new evolved persona, as a proposal (nothing is written)."""
+        conversation = self.tree.conversation(conversation_id)
+        history = history_of(self.tree.active_path(conversation_id))
+        endpoint = self.services.require_settings().agent_llm
+        return await propose_memory_update(endpoint, conversation.character, history)
+
+    def accept_memory(
+        self, conversation_id: str, evolved_persona: str, *, expected_version: int | None
+    ) -> Conversation:
+        conversation = self.tree.conversation(conversation_id)
+        character = conversation.character.model_copy(update={"evolved_persona": evolved_persona})
+        return self.update_conversation(
+            conversation_id, expected_version=expected_version, character=character
+        )
+
+    async def summarise(self, conversation_id: str) -> SummaryPreset:
+        """Plot points of the active branch, saved as a summary preset and indexed for
+        retrieval (indexing is skipped without an embedding model)."""
+        presets = self._require_presets()
+        conversation = self.tree.conversation(conversation_id)
+        history = history_of(self.tree.active_path(conversation_id))
+        points = await summarise(
+            self.services.require_settings().agent_llm,
+            history,
+            character_name=character_name(conversation) or "Character",
+            user_name=conversation.settings.user_name,
+        )
+        preset = await asyncio.to_thread(
+            presets.save_summary,
+            SummaryPreset(source_conversation=conversation_id, summaries=points),
+        )
+        await self._index_summary(conversation_id, preset)
+        return preset
+
+    async def _index_summary(self, conversation_id: str, preset: SummaryPreset) -> None:
+        index = self._summary_index()
+        if index is None:
+            return
+        try:
+            await index.index(conversation_id, preset.summaries, preset.summary_id)
+        except Exception as exc:  # retrieval is a help, not a requirement
+            logger.warning("indexing summary %s failed: %s", preset.summary_id, exc)
+
+    async def continue_from_summary(
+        self,
+        conversation_id: str,
+        *,
+        summary_id: str | None = None,
+        order: SeedOrder = "summary_first",
+        last_n_turns: int = DEFAULT_LAST_N_TURNS,
+        title: str | None = None,
+    ) -> Conversation:
+        """A new conversation with the same character and background, opened by the
+        summary's plot points and the last turns of the active branch."""
+        presets = self._require_presets()
+        old = self.tree.conversation(conversation_id)
+        if summary_id is None:
+            made = [s for s in presets.summaries() if s.source_conversation == conversation_id]
+            if not made:
+                raise ChatError(f"conversation {conversation_id} has no summary yet: summarise it")
+            summary = max(made, key=lambda s: (s.created_at, s.summary_id))
+        else:
+            summary = presets.summary(summary_id)
+        path = self.tree.active_path(conversation_id)
+        specs = seed_messages(summary, path, order, last_n_turns)
+        settings = old.settings.model_copy(update={"summaries": [summary.summary_id]})
+        state = self.tree.state_at(old.pointer)
+        start_state = ChatState(variables=dict(state.variables), plot=state.plot)
+        conversation = self.tree.create_conversation(
+            project_id=self.project_id,
+            title=title or f"{old.title} (continued)",
+            character=old.character,
+            background=old.background,
+            settings=settings,
+            metadata={"continued_from": conversation_id, "summary_id": summary.summary_id},
+        )
+        now = time.time()
+        rows: list[NewMessage] = []
+        parent: str | None = None
+        for n, spec in enumerate(specs):
+            message_id = new_id()
+            rows.append(
+                NewMessage(
+                    parent_id=parent,
+                    role=spec.role,
+                    name=spec.name,
+                    content=spec.content,
+                    extra=dict(spec.extra),
+                    message_id=message_id,
+                    state=start_state if n == 0 else None,
+                    created_at=now,
+                )
+            )
+            parent = message_id
+        if rows:
+            self.tree.add_messages(conversation.id, rows)
+        await self._index_summary(conversation.id, summary)
+        return self._changed(self.tree.conversation(conversation.id), listed=True)

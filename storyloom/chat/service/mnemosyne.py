@@ -1,0 +1,330 @@
+"""Mnemosyne (seed 001 §3): the context snapshot a chat turn reads.
+
+For a pointer it gathers the history chain (root → pointer), the state at the pointer
+(variables, lore timers, plot), the lore the chain activates, the memories retrieved for
+it, the regex scripts the user allowed and the presets, into one immutable
+:class:`~storyloom.chat.store.snapshot.ContextSnapshot`. Nothing in it depends on the clock or
+on chance: the seed is a hash of the pointer and "now" is the pointer message's time, so
+the same stored data gives the same snapshot (and the same fingerprint), which is what
+makes a turn reproducible and a swipe comparable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from storyloom.chat.personalab.director import initial_plot
+from storyloom.chat.prompt.regex_scripts import card_regex_scripts
+from storyloom.chat.store.conversation import Conversation
+from storyloom.chat.store.message import Message
+from storyloom.chat.store.snapshot import (
+    ContextSnapshot,
+    HistoryMessage,
+    LoreHit,
+    LoreRecord,
+    RagHit,
+)
+from storyloom.chat.store.state import ChatState
+from storyloom.core.errors import StoryloomError
+from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
+from storyloom.knowledge.activation import (
+    ActivationResult,
+    CharacterContext,
+    Reason,
+    ScanMessage,
+)
+from storyloom.knowledge.caiu import Placement
+from storyloom.knowledge.card_knowledge import CHARACTER_TAG_PREFIX, character_tag
+from storyloom.llm.tokens import TOKENS_PER_MESSAGE
+
+if TYPE_CHECKING:
+    from storyloom.chat.personalab.library import PresetLibrary
+    from storyloom.chat.personalab.summaries import SummaryIndex
+    from storyloom.chat.store.turn_tree import TurnTree
+    from storyloom.knowledge.catalog import LoadedKB
+    from storyloom.project.knowledge_service import KnowledgeService
+
+RAG_TOP_K = 4
+"""Memories retrieved per turn."""
+FIRST_TAIL = 128
+"""Messages read first when looking for the history window; read four times more until
+the window is full or the chain ends."""
+
+
+def history_window(
+    tree: TurnTree, pointer: str | None, tokens: int, count: Callable[[str], int]
+) -> list[Message]:
+    """The newest messages of the chain root → ``pointer`` that a context window of
+    ``tokens`` can hold, plus the first one it cannot (so the token budget makes the
+    exact cut and reports it). SillyTavern likewise never looks further back than the
+    context: a 10,000-message chat costs a turn no more than a 100-message one."""
+    limit = FIRST_TAIL
+    while True:
+        tail = tree.path_tail(pointer, limit)
+        used = 0
+        for index in range(len(tail) - 1, -1, -1):
+            used += count(tail[index].content) + TOKENS_PER_MESSAGE
+            if used > tokens:
+                return tail[index:]
+        if len(tail) < limit:
+            return tail
+        limit *= 4
+
+
+def snapshot_seed(conversation_id: str, pointer: str | None, turn: str | None = None) -> int:
+    """A stable 31-bit seed for the reply ``turn`` written after ``pointer``
+    ({{random}}, {{roll}}, lore probability): a swipe is another reply, so it rolls
+    again, while the same reply rebuilt from the same data gets the same seed."""
+    text = f"{conversation_id}:{pointer or ''}" + (f":{turn}" if turn else "")
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def history_of(path: Sequence[Message]) -> list[HistoryMessage]:
+    """The chain as the prompt sees it: a failed reply that left no text is not part of it."""
+    return [
+        HistoryMessage(id=m.id, role=m.role, name=m.name, content=m.content)
+        for m in path
+        if not (m.status == "error" and not m.content)
+    ]
+
+
+def character_context(conversation: Conversation) -> CharacterContext:
+    """The card and persona as the lore scan sees them (filters, ``also_scan`` texts)."""
+    character = conversation.character
+    card = character.card
+    text = character.text
+    depth = card.get("extensions", {}).get("depth_prompt") if isinstance(card, dict) else None
+    tags = card.get("tags")
+    return CharacterContext(
+        name=text("name"),
+        description=text("description"),
+        personality=text("personality"),
+        scenario=text("scenario"),
+        depth_prompt=str(depth.get("prompt") or "") if isinstance(depth, dict) else "",
+        creator_notes=text("creator_notes"),
+        persona_description=conversation.settings.persona,
+        tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+    )
+
+
+def _reasons(reasons: Sequence[Reason]) -> list[dict[str, Any]]:
+    return [{"rule": r.rule, "detail": r.detail, "outcome": r.outcome} for r in reasons]
+
+
+def lore_of(result: ActivationResult) -> tuple[list[LoreHit], list[LoreRecord]]:
+    """The activated entries as hits (in insertion order), and the whole report: every
+    activated entry, then every dropped one, each with the engine's reasons."""
+    hits: list[LoreHit] = []
+    report: list[LoreRecord] = []
+    for active in result.activated:
+        at_depth = active.placement is Placement.AT_DEPTH
+        hits.append(
+            LoreHit(
+                kb_id=active.kb_id,
+                entry_id=active.entry_id,
+                title=active.display_name or active.entry_id,
+                content=active.text,
+                placement=active.placement.value,
+                depth=active.depth if at_depth else None,
+                role=active.role if at_depth else None,
+                priority=active.priority,
+                tokens=active.tokens,
+                outlet_name=active.outlet_name,
+            )
+        )
+        report.append(
+            LoreRecord(
+                kb_id=active.kb_id,
+                entry_id=active.entry_id,
+                title=active.display_name or active.entry_id,
+                activated=True,
+                placement=active.placement.value,
+                tokens=active.tokens,
+                reasons=_reasons(active.reasons),
+            )
+        )
+    for dropped in result.dropped:
+        report.append(
+            LoreRecord(
+                kb_id=dropped.kb_id,
+                entry_id=dropped.entry_id,
+                title=dropped.display_name or dropped.entry_id,
+                activated=False,
+                reasons=_reasons(dropped.reasons),
+            )
+        )
+    return hits, report
+
+
+def for_character(kbs: Sequence[LoadedKB], conversation: Conversation) -> list[LoadedKB]:
+    """The knowledge bases a conversation scans: all of the project's but those tagged
+    as another character's (``character:<name>``: a card's own book and definitions),
+    as SillyTavern scans a character's book only in that character's chats."""
+    mine = character_tag(conversation.character.text("name"))
+    return [
+        b
+        for b in kbs
+        if not any(t.startswith(CHARACTER_TAG_PREFIX) and t != mine for t in b.kb.tags)
+    ]
+
+
+async def activate_lore(
+    knowledge: KnowledgeService,
+    conversation: Conversation,
+    history: Sequence[HistoryMessage],
+    state: ChatState,
+    *,
+    seed: int,
+    generation: str,
+    chat_length: int | None = None,
+) -> tuple[ActivationResult | None, list[str]]:
+    """One lore scan over the project's knowledge bases (the card's own book is one of
+    them once imported), from the timers stored with the state at the pointer.
+
+    None when the project has no knowledge base. The scan is the one
+    ``KnowledgeService.activate`` runs, with the chat's timed state and length added.
+    """
+    kbs = for_character(await asyncio.to_thread(knowledge.project_kbs, None), conversation)
+    if not kbs:
+        return None, []
+    settings = await asyncio.to_thread(knowledge.activation_settings, {})
+    variables = dict(state.variables)
+    messages = [ScanMessage(m.name or m.role, m.content, is_user=m.role == "user") for m in history]
+    if messages:
+        await knowledge.embed_semantic(kbs)
+    _engine, result, problems = await knowledge.activate(
+        kbs,
+        settings,
+        messages,
+        variables=variables,
+        max_context_tokens=None,
+        seed=seed,
+        character=character_context(conversation),
+        chat_length=len(history) if chat_length is None else chat_length,
+        timed_state=state.timed_effects,
+        generation_type=generation,
+    )
+    return result, problems
+
+
+async def retrieve_memories(
+    summaries: SummaryIndex, conversation: Conversation, history: Sequence[HistoryMessage]
+) -> list[RagHit]:
+    """Event summaries related to the newest user message, within the conversation's
+    ``rag_scope``."""
+    query = next((m.content for m in reversed(history) if m.role == "user" and m.content), "")
+    if not query.strip():
+        return []
+    scope = conversation.settings.rag_scope
+    ids = [conversation.id]
+    if scope.mode == "related":
+        ids += [c for c in scope.related_conversations if c not in ids]
+    return list(await summaries.search(query, ids, RAG_TOP_K))
+
+
+def summary_texts(
+    presets: PresetLibrary, conversation: Conversation, path: Sequence[Message] = ()
+) -> list[str]:
+    """The plot points of the summary presets the conversation started from, except those
+    its history already opens with (a continued conversation's seed messages hold them,
+    and the prompt must not carry them twice); a preset that is gone or broken is left
+    out."""
+    seeded = {m.extra.get("summary_id") for m in path if m.extra.get("type") == "summary"}
+    texts: list[str] = []
+    for summary_id in conversation.settings.summaries:
+        if summary_id in seeded:
+            continue
+        try:
+            preset = presets.summary(summary_id)
+        except StoryloomError:
+            continue
+        texts += [p.content for p in preset.summaries]
+    return texts
+
+
+async def build_snapshot(
+    tree: TurnTree,
+    conversation: Conversation,
+    pointer: str | None,
+    *,
+    knowledge: KnowledgeService | None,
+    summaries: SummaryIndex | None = None,
+    presets: PresetLibrary | None = None,
+    generation: str = "normal",
+    turn: str | None = None,
+    history_tokens: int = DEFAULT_CONTEXT_WINDOW,
+    count_tokens: Callable[[str], int] | None = None,
+) -> ContextSnapshot:
+    """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
+
+    ``knowledge`` None (no project) gives no lore; ``summaries`` None no memories;
+    ``presets`` None no summary texts. ``turn``: the reply being written (its id
+    seeds the turn's rolls, so a swipe rolls again). The history holds the chain back as far as
+    ``history_tokens`` (the model's context window) reaches; ``count_tokens`` None
+    reads the whole chain.
+    """
+    if count_tokens is None:
+        path = tree.path(pointer)
+    else:
+        path = history_window(tree, pointer, history_tokens, count_tokens)
+    chain_length = path[-1].depth + 1 if path else 0
+    history = history_of(path)
+    state = tree.state_at(pointer)
+    background = conversation.background
+    if state.plot is None and conversation.settings.director_enabled:
+        plot = initial_plot(background)
+        if plot is not None:
+            state = state.model_copy(update={"plot": plot})
+    seed = snapshot_seed(conversation.id, pointer, turn)
+    lore: list[LoreHit] = []
+    report: list[LoreRecord] = []
+    timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
+    if knowledge is not None:
+        result, _ = await activate_lore(
+            knowledge,
+            conversation,
+            history,
+            state,
+            seed=seed,
+            generation=generation,
+            chat_length=chain_length,
+        )
+        if result is not None:
+            lore, report = lore_of(result)
+            timed = result.timed_state.model_dump(mode="json")
+    rag = await retrieve_memories(summaries, conversation, history) if summaries else []
+    scripts: list[dict[str, Any]] = []
+    if conversation.settings.allow_regex_scripts:
+        scripts = [
+            s.model_dump(mode="json") for s in card_regex_scripts(conversation.character.card)
+        ]
+    now = path[-1].created_at if path else conversation.created_at
+    return ContextSnapshot(
+        conversation_id=conversation.id,
+        pointer=pointer,
+        history=history,
+        history_omitted=chain_length - len(path),
+        state=state,
+        character=conversation.character,
+        background=background,
+        settings=conversation.settings,
+        lore=lore,
+        lore_report=report,
+        lore_timed_effects=timed,
+        rag=rag,
+        summaries=summary_texts(presets, conversation, path) if presets is not None else [],
+        regex_scripts=scripts,
+        generation=generation,
+        seed=seed,
+        chat_seed=snapshot_seed(conversation.id, None),
+        now=_iso(now),
+    )

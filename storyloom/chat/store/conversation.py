@@ -1,0 +1,124 @@
+"""A conversation: its tree of messages lives in SQLite; this is its header row."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_PIPELINE = "chat-default"
+"""Id of the built-in chat pipeline workflow (see :mod:`storyloom.chat.prompt.default_pipeline`)."""
+
+
+class CharacterSnapshot(BaseModel):
+    """PersonaLab's ``character_snapshot.json`` (seed 004) plus the card it came from.
+
+    Copied from the character preset when the conversation is created; editing the preset
+    later does not change it. ``base_persona`` never changes; ``evolved_persona`` grows
+    when the user accepts an "update memory".
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    source_preset: str | None = None
+    snapshot_created_at: str = ""
+    base_persona: str = ""
+    evolved_persona: str = ""
+    card: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The character preset as it was (CharacterDefinition JSON: name, "
+        "description, personality, scenario, first_mes, mes_example, system_prompt, "
+        "post_history_instructions, extensions incl. regex_scripts and depth_prompt...)",
+    )
+
+    def text(self, key: str) -> str:
+        """A text field of the card ("" when missing or not text: cards are loose)."""
+        value = self.card.get(key)
+        return value if isinstance(value, str) else ""
+
+
+class BackgroundSnapshot(BaseModel):
+    """A copy of the background preset (world setting and optional story outline)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    source_preset: str | None = None
+    name: str = ""
+    world_setting: str = ""
+    story_outline: list[dict[str, Any]] = Field(
+        default_factory=list, description="[{index, content}] 1-based; empty: no director"
+    )
+
+
+class RagScope(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    mode: Literal["self_only", "related"] = "self_only"
+    related_conversations: list[str] = Field(default_factory=list)
+
+
+class ConversationSettings(BaseModel):
+    """What a conversation is run with. Unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    pipeline: str = Field(default=DEFAULT_PIPELINE, description="Chat pipeline workflow id")
+    user_name: str = "User"
+    persona: str = Field(default="", description="The user's persona description")
+    authors_note: str = ""
+    authors_note_depth: int = Field(default=4, ge=0)
+    allow_regex_scripts: bool = Field(
+        default=False, description="The user allowed the character card's regex scripts"
+    )
+    allow_html_scripts: bool = Field(
+        default=False, description="Scripts may run in the HTML the chat renders (iframe)"
+    )
+    director_enabled: bool = True
+    rag_fallback_threshold: int = Field(default=3, ge=1)
+    rag_scope: RagScope = Field(default_factory=RagScope)
+    summaries: list[str] = Field(
+        default_factory=list, description="Summary preset ids this conversation starts from"
+    )
+    keyframe_every: int = Field(default=32, ge=1, description="State keyframe interval")
+
+
+class Conversation(BaseModel):
+    """A conversation's header; ``version`` grows with every write (versioned writes)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    project_id: str
+    title: str
+    created_at: float
+    updated_at: float
+    pointer: str | None = Field(description="The message the user is at (None: empty chat)")
+    version: int = Field(ge=0)
+    character: CharacterSnapshot = Field(default_factory=CharacterSnapshot)
+    background: BackgroundSnapshot | None = None
+    settings: ConversationSettings = Field(default_factory=ConversationSettings)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Imported chat_metadata and other kept data"
+    )
+
+
+class CardMacros(TypedDict):
+    char: str
+    user: str
+    description: str
+    personality: str
+    scenario: str
+    persona: str
+
+
+def card_macros(character: CharacterSnapshot, settings: ConversationSettings) -> CardMacros:
+    """The values of ``{{char}}``, ``{{user}}``, ``{{description}}``, ``{{personality}}``,
+    ``{{scenario}}`` and ``{{persona}}`` for a conversation."""
+    return CardMacros(
+        char=character.text("name"),
+        user=settings.user_name,
+        description=character.text("description"),
+        personality=character.text("personality"),
+        scenario=character.text("scenario"),
+        persona=settings.persona,
+    )

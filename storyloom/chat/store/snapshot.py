@@ -1,0 +1,120 @@
+"""The context snapshot (seed 001 3.3, "Punchcards"): what one turn may read.
+
+Mnemosyne (:mod:`storyloom.chat.service.mnemosyne`) builds it for a pointer: the history chain
+(root → pointer), the state at the pointer, the lore and RAG hits, the character,
+background, persona and presets. It is immutable and plain JSON (it enters the chat
+pipeline workflow as its ``snapshot`` input), and the same stored data gives the same
+snapshot, down to its ``fingerprint``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storyloom.chat.store.conversation import (
+    BackgroundSnapshot,
+    CharacterSnapshot,
+    ConversationSettings,
+)
+from storyloom.chat.store.message import Role
+from storyloom.chat.store.state import ChatState
+
+
+class LoreRecord(BaseModel):
+    """An activated (or dropped) lore entry, with the activation's reasons."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kb_id: str
+    entry_id: str
+    title: str = ""
+    activated: bool = True
+    placement: str | None = None
+    tokens: int = 0
+    reasons: list[dict[str, Any]] = Field(
+        default_factory=list, description="[{rule, detail, outcome}]"
+    )
+
+
+class HistoryMessage(BaseModel):
+    """One message of the history chain as the prompt sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    role: Role
+    name: str = ""
+    content: str
+
+
+class LoreHit(BaseModel):
+    """An activated lore entry with its injected text and placement."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    kb_id: str
+    entry_id: str
+    title: str = ""
+    content: str
+    placement: str = Field(description="The CAIU placement (before_char, at_depth, ...)")
+    depth: int | None = None
+    role: str | None = None
+    priority: int = 0
+    tokens: int = 0
+
+
+class RagHit(BaseModel):
+    """A retrieved memory (an event summary of this or a related conversation)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    content: str
+    score: float
+    source: str = Field(description="Conversation or summary preset it came from")
+
+
+class ContextSnapshot(BaseModel):
+    """Everything a chat turn reads; nodes never reach into storage themselves."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str
+    pointer: str | None
+    history: list[HistoryMessage]
+    history_omitted: int = Field(
+        default=0, description="Older messages of the chain beyond the context window"
+    )
+    state: ChatState
+    character: CharacterSnapshot
+    background: BackgroundSnapshot | None = None
+    settings: ConversationSettings
+    lore: list[LoreHit] = Field(default_factory=list)
+    lore_report: list[LoreRecord] = Field(
+        default_factory=list, description="Activated and dropped entries with reasons"
+    )
+    lore_timed_effects: dict[str, Any] = Field(
+        default_factory=dict,
+        description="TimedEffectsState after this turn's activation (goes into the state)",
+    )
+    rag: list[RagHit] = Field(default_factory=list)
+    summaries: list[str] = Field(default_factory=list, description="Plot-point summaries")
+    regex_scripts: list[dict[str, Any]] = Field(
+        default_factory=list, description="SillyTavern regex scripts in force (allowed only)"
+    )
+    generation: str = Field(default="normal", description="normal, swipe, continue, impersonate")
+    seed: int = Field(
+        default=0, description="This reply's: {{random}}, {{roll}}, lore probability rolls"
+    )
+    chat_seed: int = Field(default=0, description="The conversation's: {{pick}}")
+    now: str = Field(default="", description="ISO time of the turn, for {{time}}/{{date}}")
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the whole snapshot: equal stored data gives an equal fingerprint."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]

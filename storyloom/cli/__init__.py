@@ -1,0 +1,1 @@
+"""The ``storyloom`` command: one module per command group, shared options below them."""
