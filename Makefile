@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 WEB_BUILT := storyloom/server/static/index.html
 WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig*.json web/package.json web/src/api/openapi.json -type f 2>/dev/null)
 
-.PHONY: run test bench setup setup-dev web lint typecheck test-web test-python chromium lock clean
+.PHONY: run test test-corpus bench setup setup-dev web lint typecheck test-web test-python chromium lock clean
 
 ## Start storyloom (sets up the venv and the web app first).
 run: setup web
@@ -18,6 +18,17 @@ run: setup web
 
 ## Run every test: lint and types, web unit tests, Python and browser tests.
 test: setup-dev web chromium lint typecheck test-web test-python
+
+# Real SillyTavern files from users, kept outside the repository.
+CORPUS ?= $(or $(STORYLOOM_CORPUS),../shared/st-samples)
+
+## Import and export every file of the corpus (CORPUS=DIR or STORYLOOM_CORPUS=DIR).
+test-corpus: setup-dev
+	@if [ -d "$(CORPUS)" ]; then \
+		STORYLOOM_CORPUS="$(abspath $(CORPUS))" $(BIN)/pytest tests/corpus; \
+	else \
+		echo "corpus folder $(CORPUS) not found: set STORYLOOM_CORPUS=DIR"; \
+	fi
 
 BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/runner.py bench/chat.py
 

@@ -2,14 +2,19 @@
 
 Three scenarios, the same inputs for both (probability 1, so outcomes are fixed):
 
-(a) a 250-entry book built from the shapes of the real sample books in
-    ``../shared/st-samples`` (their contents, positions, orders), with synthetic names as
-    keys, regex keys, secondary keys of all four logics, inclusion groups and per-entry
-    scan depths, over a 2,000-message chat, scan depth 10, recursion on;
+(a) a 250-entry book built from the shapes of three real books (their contents,
+    positions, orders), with synthetic names as keys, regex keys, secondary keys of all
+    four logics, inclusion groups and per-entry scan depths, over a 2,000-message chat,
+    scan depth 10, recursion on;
 (b) a synthetic 10,000-entry book over the same kind of chat (the baseline scans fewer
     times: it is slow);
 (c) a 100-entry Chinese book whose entries name each other, budget unbounded: the
     recursion cascades through most of the book.
+
+The books and the chat the filler text comes from are the real-user corpus when it is
+there (``$STORYLOOM_CORPUS``, else ``../shared/st-samples``), else the test fixtures of
+the same shapes (``tests/fixtures/sillytavern``); the first line says which. Figures are
+comparable only between runs on the same source.
 
 Prints the engine's compile time, ms per scan (median of rounds) for the baseline
 (``st_baseline_scan.py``) and for storyloom, whether both activated the same entries,
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -53,11 +59,20 @@ from storyloom.knowledge.caiu import (
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.llm.tokens import token_counter
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "st-samples"
-BOOKS = (
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("STORYLOOM_CORPUS") or REPO.parent / "shared" / "st-samples")
+CORPUS_FILES = (
     "st-default_Eldoria_worldinfo_v1.18.0.json",
     "zh_worldinfo_chujuyiqinzhi_19entries.json",
     "worldinfo_EU4_imported_with_originalData_20entries.json",
+    "chat_legacy_header_Seraphina_2024.jsonl",
+)
+FIXTURES = REPO / "tests" / "fixtures" / "sillytavern"
+FIXTURE_FILES = (
+    "world_info_lanternfall_v1.18.json",
+    "world_info_tea_road_zh_original_data.json",
+    "world_info_star_port_imported_original_data.json",
+    "chat_maren_legacy_header.jsonl",
 )
 POSITIONS = list(Placement)[4:]  # before_character ... outlet, SillyTavern's 0..7
 ROLES: dict[int, Literal["system", "user", "assistant"]] = {0: "system", 1: "user", 2: "assistant"}
@@ -75,16 +90,24 @@ SURNAMES = (
 GIVEN = "青云明轩子墨雨涵浩然若曦天佑思远嘉懿语嫣晨阳紫萱俊杰梓琪宇航欣怡一鸣婉清"
 
 
+def source_files() -> list[Path]:
+    """Three books and a chat: the corpus's when it has them all, else the fixtures'."""
+    corpus = [CORPUS / name for name in CORPUS_FILES]
+    if all(path.is_file() for path in corpus):
+        return corpus
+    return [FIXTURES / name for name in FIXTURE_FILES]
+
+
 def sample_entries() -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
-    for name in BOOKS:
-        data = json.loads((SAMPLES / name).read_text(encoding="utf-8"))
+    for path in source_files()[:3]:
+        data = json.loads(path.read_text(encoding="utf-8"))
         entries.extend(data["entries"].values())
     return entries
 
 
 def filler_sentences() -> list[str]:
-    path = SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
+    path = source_files()[3]
     sentences: list[str] = []
     for line in path.read_text(encoding="utf-8").splitlines()[1:]:
         message = json.loads(line).get("mes", "")
@@ -310,6 +333,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    print(f"books and chat from {source_files()[0].parent}")
     positions = list(range(200, 2001, 90))
     base_a, ours_a = run_scenario("a", scenario_a(), positions, args.rounds, positions)
     run_scenario("b", scenario_b(), positions, args.rounds, positions[-3:])

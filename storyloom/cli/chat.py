@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from storyloom.cli.options import HomeOption, ProjectOption, fail
+from storyloom.cli.context import project_id, project_or_default
+from storyloom.cli.options import HomeOption, JsonOption, ProjectOption, fail
 from storyloom.core.errors import StoryloomError
 from storyloom.core.home import ensure_home, resolve_home
 
@@ -31,30 +32,7 @@ chat_app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-DEFAULT_PROJECT = Path("projects") / "default"
 UNSAFE_FILE_CHARS = re.compile(r'[\x00-\x1f<>:"/\\|?*]+')
-
-
-def project_dir(project: Path | None, data_dir: Path) -> Path:
-    """``--project``; else the current folder when it is a project; else the default
-    project of the data directory (made when missing, as ``storyloom serve`` does)."""
-    from storyloom.project.project_file import PROJECT_FILE, init_project
-
-    if project is not None:
-        return project
-    if (Path.cwd() / PROJECT_FILE).is_file():
-        return Path.cwd()
-    default = data_dir / DEFAULT_PROJECT
-    if not (default / PROJECT_FILE).is_file():
-        init_project(default)
-    return default
-
-
-def project_id(folder: Path) -> str:
-    from storyloom.project.project_file import load_project
-
-    return load_project(folder).id
 
 
 def _open(home: Path | None) -> tuple[Path, Database, TurnTree]:
@@ -103,7 +81,7 @@ def import_(
         raise fail(exc) from None
     data_dir, database, tree = _open(home)
     try:
-        folder = project_dir(project, data_dir)
+        folder = project_or_default(project, data_dir)
         imported = import_st_chat(
             tree,
             chat,
@@ -194,7 +172,7 @@ def list_(
     """List the conversations of the project."""
     data_dir, database, tree = _open(home)
     try:
-        wanted = None if all_projects else project_id(project_dir(project, data_dir))
+        wanted = None if all_projects else project_id(project_or_default(project, data_dir))
         summaries = tree.conversations(wanted)
     except StoryloomError as exc:
         raise fail(exc) from None
@@ -249,7 +227,7 @@ def import_preset(
         raise fail(exc) from None
     data_dir = ensure_home(resolve_home(home))
     try:
-        library = ProjectWorkflows(project_dir(project, data_dir))
+        library = ProjectWorkflows(project_or_default(project, data_dir))
         workflow, path = library.import_st_preset(
             data, file_name=str(file), workflow_id=workflow_id, name=name, overwrite=overwrite
         )

@@ -1,6 +1,8 @@
 """``storyloom doctor``: check the data directory, the database, the models and endpoints.
 
-Every check says what it found and, when something is wrong, how to fix it.
+Every check says what it found and, when something is wrong, how to fix it. The
+endpoint checks load the openai SDK (over a second), so they import it when they run,
+not when the command line starts.
 """
 
 from __future__ import annotations
@@ -11,16 +13,18 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+import typer
+
+from storyloom.cli.options import HomeOption
 from storyloom.core.errors import StoryloomError
+from storyloom.core.home import resolve_home
 from storyloom.core.settings import ROLES, ChatEndpoint, EmbeddingEndpoint, Settings, SettingsStore
-from storyloom.llm.connection_check import (
-    ConnectionReport,
-    check_chat_endpoint,
-    check_embedding_endpoint,
-)
 from storyloom.store.database import Database
+
+if TYPE_CHECKING:
+    from storyloom.llm.connection_check import ConnectionReport
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -96,6 +100,8 @@ def check_database(home: Path) -> Check:
 
 
 def _chat_check(role: str, endpoint: ChatEndpoint) -> Check:
+    from storyloom.llm.connection_check import check_chat_endpoint
+
     if not endpoint.configured:
         env = f"STORYLOOM_{role.upper()}__BASE_URL and STORYLOOM_{role.upper()}__MODEL"
         return Check(
@@ -108,6 +114,8 @@ def _chat_check(role: str, endpoint: ChatEndpoint) -> Check:
 
 
 def _embedding_check(endpoint: EmbeddingEndpoint) -> Check:
+    from storyloom.llm.connection_check import check_embedding_endpoint
+
     return _from_report("embedding", asyncio.run(check_embedding_endpoint(endpoint)))
 
 
@@ -139,3 +147,14 @@ def run_checks(home: Path, environ: Mapping[str, str] | None = None) -> list[Che
         if role != "embedding":
             checks.append(_chat_check(role, getattr(settings, role)))
     return checks
+
+
+def doctor(home: HomeOption = None) -> None:
+    """Check the data directory, SQLite with sqlite-vec, the embedding model and endpoints."""
+    checks = run_checks(resolve_home(home))
+    for check in checks:
+        typer.echo(check.render())
+    failed = [c for c in checks if c.status == "fail"]
+    typer.echo(f"\n{len(checks) - len(failed)} ok or warnings, {len(failed)} failing")
+    if failed:
+        raise typer.Exit(1)

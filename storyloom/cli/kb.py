@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from storyloom.cli.context import project_id, project_or_cwd, project_or_default
 from storyloom.cli.options import HomeOption, ProjectOption, fail
 from storyloom.core.errors import StoryloomError
 from storyloom.core.home import ensure_home, resolve_home
@@ -24,14 +25,6 @@ if TYPE_CHECKING:
     from storyloom.store.database import Database
 
 kb_app = typer.Typer(help="Knowledge bases: schema, import, export, search.", no_args_is_help=True)
-
-
-def _project_dir(project: Path | None) -> Path | None:
-    from storyloom.project.project_file import PROJECT_FILE
-
-    if project is not None:
-        return project
-    return Path.cwd() if (Path.cwd() / PROJECT_FILE).is_file() else None
 
 
 @kb_app.command("schema")
@@ -61,10 +54,9 @@ def _chat_importer(database: Database, project: Path | None, data_dir: Path) -> 
     without a project must not make the default project."""
     from storyloom.chat.store.st_chat import conversation_importer
     from storyloom.chat.store.turn_tree import TurnTree
-    from storyloom.cli.chat import project_dir, project_id
 
     def run(chat: ChatLog, title: str) -> str:
-        folder = project_dir(project, data_dir)
+        folder = project_or_default(project, data_dir)
         importer = conversation_importer(TurnTree(database), project_id=project_id(folder))
         return importer(chat, title)
 
@@ -93,7 +85,7 @@ def import_(
     try:
         summary = import_knowledge_file(
             file,
-            project_dir=_project_dir(project),
+            project_dir=project_or_cwd(project),
             global_folder=data_dir / GLOBAL_DIR,
             database=database,
             available_model_ids=_available_model_ids(file, settings),
@@ -135,7 +127,7 @@ def list_(project: ProjectOption = None, home: HomeOption = None) -> None:
     data_dir = ensure_home(resolve_home(home))
     settings = SettingsStore(data_dir).load().effective
     folders = global_folders(data_dir, settings.knowledge.global_folders)
-    root = _project_dir(project)
+    root = project_or_cwd(project)
     try:
         if root is not None:
             knowledge = open_project_knowledge(root, folders)
@@ -166,7 +158,7 @@ def _open_catalog(
     data_dir = ensure_home(resolve_home(home))
     settings = SettingsStore(data_dir).load().effective
     folders = global_folders(data_dir, settings.knowledge.global_folders)
-    root = _project_dir(project)
+    root = project_or_cwd(project)
     if root is None:
         return data_dir, KnowledgeCatalog(scan_global_folders(folders).bases), None
     knowledge = open_project_knowledge(root, folders)

@@ -25,6 +25,7 @@ ProjectOption = Annotated[
         show_default=False,
     ),
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
 def fail(problem: Exception | str) -> typer.Exit:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic_core import to_jsonable_python
 
-from storyloom.cli.options import HomeOption, ProjectOption, fail
+from storyloom.cli.context import project_or_cwd
+from storyloom.cli.options import HomeOption, JsonOption, ProjectOption, fail
 from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
 
 if TYPE_CHECKING:
@@ -26,10 +27,9 @@ workflow_app = typer.Typer(
 )
 
 FileArgument = Annotated[Path, typer.Argument(help="A workflow file (workflows/<id>.json).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
-def _project_dir(project: Path | None, file: Path) -> Path | None:
+def _workflow_project(project: Path | None, file: Path) -> Path | None:
     """``--project``; else the project the file sits in (``<project>/workflows/x.json``);
     else the current folder when it is a project."""
     from storyloom.project.project_file import PROJECT_FILE
@@ -40,7 +40,7 @@ def _project_dir(project: Path | None, file: Path) -> Path | None:
     parent = file.resolve().parent
     if parent.name == WORKFLOWS_DIR and (parent.parent / PROJECT_FILE).is_file():
         return parent.parent
-    return Path.cwd() if (Path.cwd() / PROJECT_FILE).is_file() else None
+    return project_or_cwd(None)
 
 
 def _load(file: Path) -> Workflow:
@@ -191,7 +191,7 @@ def run(
     if loaded.error:
         typer.echo(f"storyloom: {loaded.error}\n  defaults are in use", err=True)
     settings = loaded.effective
-    root = _project_dir(project, file)
+    root = _workflow_project(project, file)
     database = Database.in_home(data_dir)
     try:
         services = WorkflowServices(
@@ -249,7 +249,7 @@ def validate(
         fields = [{"field": p.field, "message": p.reason} for p in exc.problems]
         typer.echo(json.dumps({"file": str(file), "valid": False, "problems": fields}, indent=2))
         raise typer.Exit(1) from None
-    root = _project_dir(project, file)
+    root = _workflow_project(project, file)
     loader = WorkflowLibrary(root).load if root is not None else None
     problems = validate_workflow(workflow, default_registry(), loader)
     if as_json:
@@ -290,6 +290,7 @@ def nodes(as_json: JsonOption = False) -> None:
 @workflow_app.command("schema")
 def schema() -> None:
     """Print the JSON Schema of workflow files."""
-    from storyloom.workflow.workflow_file import workflow_schema
+    from storyloom.plugins import default_registry
 
-    typer.echo(json.dumps(workflow_schema(), indent=2, ensure_ascii=False))
+    data = default_registry().workflow_schema()
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))

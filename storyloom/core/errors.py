@@ -1,11 +1,24 @@
-"""Errors shared by every layer.
+"""Errors shared by every layer, and the four kinds a domain error is one of.
 
 Each error says what went wrong in words a user can act on. Errors about a file name
 the file, the JSON path of the field and the reason, so the user can fix it by hand.
+
+A domain error subclasses the kind it is, so a caller (the server, the CLI) can answer
+it without knowing the module that raised it:
+
+- :class:`NotFound`: what was asked for does not exist;
+- :class:`Conflict`: the request clashes with what is there now (it exists already, it
+  changed since it was read, it is in a state that forbids this);
+- :class:`InvalidInput`: what the user gave does not fit, each problem naming a field;
+- :class:`Unavailable`: something the request needs cannot be reached or is not set up
+  (a model endpoint down, a service not configured); the same request may work later.
+
+Any other :class:`StoryloomError` is a request refused as asked; its message says why.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +26,26 @@ from typing import Any
 
 class StoryloomError(Exception):
     """Base class of every error storyloom raises on purpose."""
+
+
+class NotFound(StoryloomError, LookupError):
+    """What was asked for (a conversation, a knowledge base, a run...) does not exist."""
+
+
+class Conflict(StoryloomError):
+    """The request clashes with what is there now.
+
+    ``version``, when the thing is versioned, is its version now: the caller reloads
+    and tries again.
+    """
+
+    def __init__(self, message: str, *, version: int | None = None) -> None:
+        self.version = version
+        super().__init__(message)
+
+
+class Unavailable(StoryloomError):
+    """Something the request needs cannot be reached or is not set up; it may work later."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +91,26 @@ def clean_reason(err: Any) -> str:
     return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
-class FileFormatError(StoryloomError):
+class InvalidInput(StoryloomError):
+    """What the user gave does not fit; ``problems`` names each field and why."""
+
+    def __init__(self, message: str, problems: Sequence[FieldProblem] = ()) -> None:
+        self.problems = list(problems)
+        super().__init__(message)
+
+    @classmethod
+    def of(cls, what: str, problems: Sequence[FieldProblem]) -> InvalidInput:
+        """``invalid <what>: <every problem>``."""
+        summary = "; ".join(str(p) for p in problems)
+        return cls(f"invalid {what}: {summary}" if summary else f"invalid {what}", problems)
+
+    @classmethod
+    def from_validation(cls, what: str, exc: Any, prefix: str = "") -> InvalidInput:
+        """A ``pydantic.ValidationError`` of ``what``, each field path under ``prefix``."""
+        return cls.of(what, problems_from_validation(exc, prefix))
+
+
+class FileFormatError(InvalidInput):
     """A user file that does not parse or does not match its model.
 
     Raised before anything is written, so the file on disk is left as it was.
@@ -66,10 +118,9 @@ class FileFormatError(StoryloomError):
 
     def __init__(self, path: Path | str, problems: list[FieldProblem]) -> None:
         self.path = Path(path)
-        self.problems = problems
         lines = "; ".join(str(p) for p in problems) or "unreadable"
-        super().__init__(f"{self.path}: {lines}")
+        super().__init__(f"{self.path}: {lines}", problems)
 
 
-class ConfigurationError(StoryloomError):
+class ConfigurationError(Unavailable):
     """Something the user must configure is missing or wrong."""

@@ -5,7 +5,7 @@ Decision: a card gives two knowledge bases, not one. The character's own fields
 post-history instructions, creator notes, character note, greetings) become a
 "<name> · character" KB of ``character_definition`` entries; the embedded
 ``character_book`` becomes a second KB converted exactly like a world-info book
-(:func:`.world_info.character_book_to_kb`). Kept apart, the book still exports back
+(:func:`.st_world_info.character_book_to_kb`). Kept apart, the book still exports back
 into the card (and as a world-info file) entry for entry, and the definition entries
 never leak into it; the definition KB is derived from the :class:`CharacterDefinition`,
 which stays the source of truth for the card's fields.
@@ -27,13 +27,13 @@ from storyloom.knowledge.caiu import (
     UsageMetadata,
 )
 from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.sillytavern.character import CharacterDefinition
-from storyloom.sillytavern.world_info_entry import (
+from storyloom.knowledge.st_world_info_entry import (
     EXTENSION_KEY,
     IMPORT_SOURCE,
     ST_TAG,
     display_name_from_comment,
 )
+from storyloom.sillytavern.character import CharacterDefinition
 
 CHARACTER_DEFINITION = "character_definition"
 CARD_FIELD_KEY = "character_card"

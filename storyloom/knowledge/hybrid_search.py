@@ -3,7 +3,7 @@
 Embeddings alone rank same-language noise above cross-language answers, and keywords
 alone miss paraphrases, so both run and their rankings are fused by reciprocal rank
 (score = sum of ``1 / (60 + rank)`` over the lists an entry is in). Vector candidates come
-per KB (exact top-k inside the KB's partition), then merge by similarity; keyword
+per KB (exact top-k among the KB's vectors), then merge by similarity; keyword
 candidates come from one FTS5 query over all requested KBs. Filters (KB, tags, entry type,
 disabled entries) apply to both sides. An entry's ``semantic_threshold`` applies to the
 vector side: a vector match below it is not a vector hit.
@@ -26,7 +26,6 @@ import numpy.typing as npt
 from storyloom.knowledge.search_index import EntryFilter
 from storyloom.knowledge.text_index import keyword_search
 from storyloom.knowledge.vector_index import (
-    SQLITE_VEC_MAX_K,
     VectorIndex,
     as_unit_vector,
     default_vector_index,
@@ -123,10 +122,10 @@ def _vector_candidates(
                     continue
                 kept.append((similarity, kb_id, entry_id))
             # Widen only when filters (not thresholds) removed candidates.
-            if len(allowed) >= depth or len(nearest) < k or k >= SQLITE_VEC_MAX_K:
+            if len(allowed) >= depth or len(nearest) < k:
                 found.extend(kept[:depth])
                 break
-            k = min(k * 4, SQLITE_VEC_MAX_K)
+            k *= 4
     found.sort(key=lambda hit: (-hit[0], hit[1], hit[2]))
     return found[:depth]
 

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import NotFound
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import KnowledgeCatalog, LoadedKB
 from storyloom.knowledge.entry_text import injected_text
@@ -157,10 +157,6 @@ class RefTarget:
     kinds: tuple[str, ...]
     tagged: bool
     preview: str
-
-
-class EntryNotFoundError(StoryloomError, LookupError):
-    """An entry asked for by id does not exist."""
 
 
 @dataclass
@@ -441,7 +437,7 @@ class ReferenceResolver:
         index = self._by_kb_id.get(kb_id)
         entry = index.by_id.get(entry_id) if index is not None else None
         if index is None or entry is None:
-            raise EntryNotFoundError(f"no entry '{entry_id}' in knowledge base '{kb_id}'")
+            raise NotFound(f"no entry '{entry_id}' in knowledge base '{kb_id}'")
         run = _Run(dict(variables or {}), frozenset(active))
         out = self._entry_text(run, index, entry, (), -1)
         return ResolvedText(out, run.problems)

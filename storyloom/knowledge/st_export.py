@@ -6,7 +6,7 @@ is compared with the preset now, field by field, and only changed fields are wri
 untouched import therefore comes back equal to the file it came from; the only additions
 are the spec fields SillyTavern always writes when they are missing (the V2 ones and
 ``group_only_greetings``), with their empty defaults. The embedded book is the given KB
-exported with :func:`.world_info.export_character_book`.
+exported with :func:`.st_world_info.export_character_book`.
 
 A PNG gets the card twice, like SillyTavern writes it: ``chara`` with spec
 ``chara_card_v2`` and ``ccv3`` with the same data and spec ``chara_card_v3``.
@@ -18,6 +18,7 @@ import copy
 from typing import Any, Literal
 
 from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.knowledge.st_world_info import export_character_book, export_world_info
 from storyloom.sillytavern.character import (
     CARD_PATHS,
     CharacterDefinition,
@@ -34,10 +35,6 @@ from storyloom.sillytavern.character_card import (
 from storyloom.sillytavern.chat_log import export_chat_jsonl
 from storyloom.sillytavern.dotted_path import set_dotted
 from storyloom.sillytavern.png_chunks import replace_text_chunks
-from storyloom.sillytavern.world_info import (
-    export_character_book,
-    export_world_info,
-)
 
 __all__ = ["export_card_json", "export_card_png", "export_chat_jsonl", "export_world_info"]
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from storyloom.core.errors import FieldProblem, FileFormatError
 from storyloom.knowledge.card_knowledge import card_knowledge_base, character_tag
 from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.knowledge.st_world_info import character_book_to_kb, world_info_to_kb
 from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.character_card import (
     ParsedCard,
@@ -27,7 +28,6 @@ from storyloom.sillytavern.character_card import (
 from storyloom.sillytavern.charx import is_zip, read_charx
 from storyloom.sillytavern.chat_log import ChatLog, parse_chat_jsonl
 from storyloom.sillytavern.png_chunks import is_png
-from storyloom.sillytavern.world_info import character_book_to_kb, world_info_to_kb
 
 ImportKind = Literal["world_info", "character_png", "character_json", "character_charx", "chat"]
 # Larger than any real card, book or chat; a guard against reading a disk image by mistake.

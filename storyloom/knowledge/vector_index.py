@@ -1,20 +1,21 @@
-"""Entry vectors in SQLite, and nearest-neighbour search over them.
+"""Entry vectors in SQLite, and exact nearest-neighbour search over them in memory.
 
 ``kb_embedding`` holds every vector as a float32 blob, keyed by (KB, entry, model) and
 stamped with the content hash of the text it was made from. Vectors are stored
 unit-length, so cosine similarity is a dot product wherever it is computed.
 
-Search goes through a :class:`VectorIndex`. :class:`SqliteVecIndex` asks a per-model
-``vec0`` table (``kb_id`` partition key, cosine distance) that mirrors ``kb_embedding``
-row for row (same rowid); :class:`NumpyVectorIndex` keeps each KB's matrix in memory and
-is used where ``sqlite-vec`` cannot be loaded. Both give exact top-k. Writes always go to
-``kb_embedding`` and, when ``sqlite-vec`` is loaded, to the mirror; a write made without it
-marks the mirror stale, and the next search with it rebuilds the mirror first.
+Search goes through a :class:`VectorIndex`; the one storyloom uses is
+:class:`NumpyVectorIndex`, which keeps each KB's vectors in memory as one matrix and
+ranks them by brute force (exact top-k). Every store and delete bumps the KB's vector
+generation, and the index reloads a matrix whose generation has moved on. Measured here
+(``bench/vector_index.py``), numpy's search is two to three times faster than sqlite-vec's
+``vec0`` (partitioned by KB, also exact) at 100k vectors of one KB and as fast or faster at
+10k, while keeping ``vec0`` mirror tables in step doubled the cost of storing vectors; so
+there are none (migration 7 drops those of older databases).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections.abc import Iterable, Sequence
@@ -26,9 +27,6 @@ import numpy as np
 import numpy.typing as npt
 
 Vector = npt.NDArray[np.float32]
-
-# sqlite-vec refuses larger k in one KNN query.
-SQLITE_VEC_MAX_K = 4096
 
 
 def as_unit_vector(values: Sequence[float] | npt.NDArray[np.floating]) -> Vector:
@@ -44,19 +42,6 @@ def vector_from_blob(blob: bytes) -> Vector:
     return np.frombuffer(blob, dtype=np.float32)
 
 
-def has_sqlite_vec(conn: apsw.Connection) -> bool:
-    try:
-        conn.execute("SELECT vec_version()").fetchall()
-    except apsw.SQLError:
-        return False
-    return True
-
-
-def vec_table_name(model_id: str, dim: int) -> str:
-    digest = hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:16]
-    return f"vec_{digest}_{dim}"
-
-
 @dataclass(frozen=True)
 class StoredVector:
     """A vector to store for one entry, with the hash of the text it was made from."""
@@ -64,45 +49,6 @@ class StoredVector:
     entry_id: str
     content_hash: str
     vector: Sequence[float] | npt.NDArray[np.floating]
-
-
-def _mirror(conn: apsw.Connection, model_id: str, dim: int, *, create: bool) -> str | None:
-    """The vec0 table mirroring (model, dim), rebuilt if stale; None without sqlite-vec."""
-    row = conn.execute(
-        "SELECT table_name, stale FROM kb_vec_table WHERE model_id = ? AND dim = ?",
-        (model_id, dim),
-    ).fetchone()
-    if not has_sqlite_vec(conn):
-        if row is not None:
-            conn.execute(
-                "UPDATE kb_vec_table SET stale = 1 WHERE model_id = ? AND dim = ?", (model_id, dim)
-            )
-        return None
-    if row is None and not create:
-        return None
-    if row is not None and not row[1]:
-        return str(row[0])
-    name = vec_table_name(model_id, dim)
-    with conn:
-        if row is None:
-            conn.execute(
-                "INSERT INTO kb_vec_table(model_id, dim, table_name) VALUES (?, ?, ?)",
-                (model_id, dim, name),
-            )
-        conn.execute(f"DROP TABLE IF EXISTS {name}")
-        conn.execute(
-            f"CREATE VIRTUAL TABLE {name} USING vec0("
-            f"kb_id text partition key, embedding float[{dim}] distance_metric=cosine)"
-        )
-        conn.execute(
-            f"INSERT INTO {name}(rowid, kb_id, embedding)"
-            " SELECT id, kb_id, vector FROM kb_embedding WHERE model_id = ? AND dim = ?",
-            (model_id, dim),
-        )
-        conn.execute(
-            "UPDATE kb_vec_table SET stale = 0 WHERE model_id = ? AND dim = ?", (model_id, dim)
-        )
-    return name
 
 
 def store_vectors(
@@ -119,7 +65,6 @@ def store_vectors(
     changed while it was being embedded), so a late answer cannot store a stale vector.
     """
     stored = 0
-    mirrors: dict[int, str | None] = {}
     with conn:
         for item in vectors:
             if only_current:
@@ -133,25 +78,13 @@ def store_vectors(
             dim = int(vector.shape[0])
             if dim == 0:
                 raise ValueError(f"empty vector for entry {item.entry_id!r}")
-            if dim not in mirrors:
-                # Before the insert: a new mirror is back-filled from kb_embedding.
-                mirrors[dim] = _mirror(conn, model_id, dim, create=True)
-            _delete_rows(
-                conn,
-                "kb_id = ? AND entry_id = ? AND model_id = ?",
-                (kb_id, item.entry_id, model_id),
-            )
-            ((row_id,),) = conn.execute(
+            conn.execute(
                 "INSERT INTO kb_embedding(kb_id, entry_id, model_id, content_hash, dim, vector)"
-                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kb_id, entry_id, model_id) DO UPDATE"
+                " SET content_hash = excluded.content_hash, dim = excluded.dim,"
+                " vector = excluded.vector",
                 (kb_id, item.entry_id, model_id, item.content_hash, dim, vector.tobytes()),
-            ).fetchall()
-            table = mirrors[dim]
-            if table is not None:
-                conn.execute(
-                    f"INSERT INTO {table}(rowid, kb_id, embedding) VALUES (?, ?, ?)",
-                    (row_id, kb_id, vector.tobytes()),
-                )
+            )
             stored += 1
         if stored:
             _bump_generation(conn, kb_id)
@@ -172,19 +105,6 @@ def vector_generation(conn: apsw.Connection, kb_id: str) -> int:
         "SELECT generation FROM kb_vector_generation WHERE kb_id = ?", (kb_id,)
     ).fetchone()
     return cast(int, row[0]) if row else 0
-
-
-def _delete_rows(conn: apsw.Connection, where: str, args: Sequence[object]) -> int:
-    rows = conn.execute(f"SELECT id, model_id, dim FROM kb_embedding WHERE {where}", args)
-    by_table: dict[tuple[str, int], list[int]] = {}
-    for row_id, model_id, dim in rows.fetchall():
-        by_table.setdefault((str(model_id), cast(int, dim)), []).append(cast(int, row_id))
-    for (model_id, dim), ids in by_table.items():
-        table = _mirror(conn, model_id, dim, create=False)
-        if table is not None:
-            conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
-        conn.executemany("DELETE FROM kb_embedding WHERE id = ?", [(i,) for i in ids])
-    return sum(len(ids) for ids in by_table.values())
 
 
 def delete_vectors(
@@ -211,7 +131,8 @@ def delete_vectors(
         where.append("content_hash != ?")
         args.append(keep_hash)
     with conn:
-        deleted = _delete_rows(conn, " AND ".join(where), args)
+        conn.execute(f"DELETE FROM kb_embedding WHERE {' AND '.join(where)}", args)
+        deleted = conn.changes()
         if deleted:
             _bump_generation(conn, kb_id)
     return deleted
@@ -272,25 +193,6 @@ class VectorIndex(Protocol):
         ...
 
 
-class SqliteVecIndex:
-    """KNN on the per-model ``vec0`` table, restricted to one KB by its partition key."""
-
-    name = "sqlite-vec"
-
-    def nearest(
-        self, conn: apsw.Connection, *, model_id: str, kb_id: str, query: Vector, k: int
-    ) -> list[tuple[int, float]]:
-        table = _mirror(conn, model_id, int(query.shape[0]), create=False)
-        if table is None or k <= 0:
-            return []
-        rows = conn.execute(
-            f"SELECT rowid, distance FROM {table}"
-            " WHERE embedding MATCH ? AND k = ? AND kb_id = ? ORDER BY distance",
-            (query.tobytes(), min(k, SQLITE_VEC_MAX_K), kb_id),
-        )
-        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
-
-
 @dataclass
 class _Matrix:
     signature: int
@@ -344,12 +246,10 @@ class NumpyVectorIndex:
 
 
 _NUMPY_INDEX = NumpyVectorIndex()
-_SQLITE_VEC_INDEX = SqliteVecIndex()
 
 
 def default_vector_index(conn: apsw.Connection) -> VectorIndex:
-    """The in-memory numpy index: exact like sqlite-vec 0.1.9 and, measured here, about
-    five times faster at 100k vectors of one KB (11 ms against 58-86 ms per query; see
-    docs/decisions.md). sqlite-vec stays available behind the same interface."""
+    """The index search uses when none is given: the in-memory numpy index, shared by
+    every connection (its matrices are keyed by database file)."""
     del conn
     return _NUMPY_INDEX

@@ -7,6 +7,10 @@ turns any SDK or transport exception into an :class:`LLMError`.
 
 ``LLMError(message, kind="auth")`` builds the subclass for that kind, so both
 ``except AuthenticationFailed`` and ``if err.kind == "auth"`` work.
+
+The kinds that may go away on their own or once the endpoint is set up (unreachable,
+rate limited, timeout, not configured) are also :class:`~storyloom.core.errors.Unavailable`;
+the others are failures of the endpoint's answer.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import httpx
 import httpx2
 import openai
 
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import StoryloomError, Unavailable
 
 ErrorKind = Literal[
     "unreachable",
@@ -117,7 +121,7 @@ def _rebuild(cls: type[LLMError], message: str, state: dict[str, Any]) -> LLMErr
     return error
 
 
-class EndpointUnreachable(LLMError):
+class EndpointUnreachable(LLMError, Unavailable):
     """No connection could be made (refused, unknown host, TLS, connect timeout)."""
 
     default_kind = "unreachable"
@@ -135,13 +139,13 @@ class ModelNotFound(LLMError):
     default_kind = "model_not_found"
 
 
-class RateLimited(LLMError):
+class RateLimited(LLMError, Unavailable):
     """429: too many requests, or the account is out of quota."""
 
     default_kind = "rate_limited"
 
 
-class LLMTimeout(LLMError):
+class LLMTimeout(LLMError, Unavailable):
     """The server accepted the connection but did not answer in time."""
 
     default_kind = "timeout"
@@ -171,7 +175,7 @@ class LLMCancelled(LLMError):
     default_kind = "cancelled"
 
 
-class NotConfigured(LLMError):
+class NotConfigured(LLMError, Unavailable):
     """The endpoint lacks a base URL or model name."""
 
     default_kind = "not_configured"

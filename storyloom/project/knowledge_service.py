@@ -28,6 +28,7 @@ from typing import Any
 
 from storyloom.core.errors import (
     ConfigurationError,
+    Conflict,
     FieldProblem,
     FileFormatError,
     StoryloomError,
@@ -82,15 +83,7 @@ EMBED_AFTER_WRITE_S = 3.0
 EMBED_BATCH = 8
 
 
-class KnowledgeBaseMissing(StoryloomError, LookupError):
-    """No KB of the project has this ``kb_id``."""
-
-    def __init__(self, kb_id: str) -> None:
-        self.kb_id = kb_id
-        super().__init__(f"no knowledge base with kb_id {kb_id}")
-
-
-class KnowledgeBaseIsLocal(StoryloomError):
+class KnowledgeBaseIsLocal(Conflict):
     """A global reference was asked for a KB that lives in the project's own folder."""
 
     def __init__(self, kb_id: str) -> None:
@@ -110,10 +103,8 @@ class Snapshot:
     derived: dict[Any, Any] = field(default_factory=dict)
 
     def require(self, kb_id: str) -> LoadedKB:
-        loaded = self.knowledge.catalog.get(kb_id)
-        if loaded is None:
-            raise KnowledgeBaseMissing(kb_id)
-        return loaded
+        """The KB ``kb_id``; :class:`KnowledgeBaseMissing` when the project has none."""
+        return self.knowledge.require(kb_id)
 
 
 @dataclass

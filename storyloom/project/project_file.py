@@ -22,6 +22,8 @@ from storyloom.knowledge.caiu import _Open
 from storyloom.knowledge.knowledge_base import now_iso, read_json_file
 
 PROJECT_FILE = "project.json"
+# A data directory's own project, used when no other is named (chats belong to a project).
+DEFAULT_PROJECT = Path("projects") / "default"
 SCHEMA_VERSION = "2.0"
 LAYOUT_DIRS = (
     "workflows",

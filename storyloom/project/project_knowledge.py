@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storyloom.core.errors import FileFormatError, StoryloomError
+from storyloom.core.errors import FileFormatError, NotFound
 from storyloom.knowledge.catalog import KnowledgeCatalog, LoadedKB
 from storyloom.knowledge.global_library import GlobalLibrary, scan_global_folders
 from storyloom.knowledge.knowledge_base import (
@@ -33,8 +33,12 @@ from storyloom.project.project_file import (
 LOCAL_KB_DIR = "knowledgebases"
 
 
-class KnowledgeBaseNotFound(StoryloomError):
-    pass
+class KnowledgeBaseMissing(NotFound):
+    """No KB of the project has this ``kb_id``."""
+
+    def __init__(self, kb_id: str) -> None:
+        self.kb_id = kb_id
+        super().__init__(f"no knowledge base with kb_id {kb_id}")
 
 
 @dataclass
@@ -48,7 +52,7 @@ class ProjectKnowledge:
     def require(self, kb_id: str) -> LoadedKB:
         loaded = self.catalog.get(kb_id)
         if loaded is None:
-            raise KnowledgeBaseNotFound(f"no knowledge base with kb_id {kb_id} in {self.root}")
+            raise KnowledgeBaseMissing(kb_id)
         return loaded
 
 

@@ -1,17 +1,52 @@
-"""One error envelope for every failed request: ``{"error": {"message", "problems"}}``."""
+"""Errors as answers: every failed request gets ``{"error": {"message", "problems"}}``.
+
+Routes raise; they do not catch. The handlers installed here turn each kind of
+:mod:`storyloom.core.errors` into its status, in one place:
+
+=====================  ======  ============================================================
+error                  status  envelope
+=====================  ======  ============================================================
+``NotFound``           404     message
+``Conflict``           409     message, and ``version`` (top level) when it has one
+``InvalidInput``       422     message and ``problems``: ``{field, reason}`` each
+``WorkflowInvalid``    422     message, ``problems``, and every graph problem in full
+``Unavailable``        503     message (a model endpoint down, something not set up)
+``LLMError``           502     message (the model endpoint answered with a failure)
+other StoryloomError   400     message (the request cannot be done as asked)
+=====================  ======  ============================================================
+
+An LLM error that is also ``Unavailable`` (unreachable, rate limited, timed out, not
+configured) is a 503; FastAPI's own request validation is a 422 like ``InvalidInput``.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import Scope, Send
 
-from storyloom.core.errors import FieldProblem, FileFormatError, clean_reason, field_path
+from storyloom.core.errors import (
+    Conflict,
+    FieldProblem,
+    FileFormatError,
+    InvalidInput,
+    NotFound,
+    StoryloomError,
+    Unavailable,
+    clean_reason,
+    field_path,
+)
+from storyloom.llm.errors import LLMError
+from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
 
 
 class Problem(BaseModel):
@@ -28,16 +63,110 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class ConflictBody(ErrorBody):
+    """409 of a stale write: ``version`` is the conversation's version now."""
+
+    version: int
+
+
+class WorkflowInvalidBody(ErrorBody):
+    """422 of a refused run: the error envelope, and every graph problem in full."""
+
+    problems: list[WorkflowProblem]
+
+
+# Checked in order: the first kind an error is decides its status. ``Unavailable`` comes
+# before ``LLMError`` so an unreachable endpoint is a 503, not a 502.
+STATUS_OF_KIND: tuple[tuple[type[StoryloomError], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (InvalidInput, 422),
+    (WorkflowInvalid, 422),
+    (Unavailable, 503),
+    (LLMError, 502),
+    (StoryloomError, 400),
+)
+
+
+def status_of(exc: StoryloomError) -> int:
+    return next(status for kind, status in STATUS_OF_KIND if isinstance(exc, kind))
+
+
 def error_response(
     status: int, message: str, problems: list[FieldProblem] | None = None
 ) -> JSONResponse:
-    body = ErrorBody(
-        error=ErrorDetail(
-            message=message,
-            problems=[Problem(field=p.field, reason=p.reason) for p in problems or []],
-        )
-    )
+    body = ErrorBody(error=_detail(message, problems or []))
     return JSONResponse(status_code=status, content=body.model_dump())
+
+
+def _detail(message: str, problems: list[FieldProblem]) -> ErrorDetail:
+    return ErrorDetail(
+        message=message, problems=[Problem(field=p.field, reason=p.reason) for p in problems]
+    )
+
+
+def problem_field(problem: WorkflowProblem) -> str:
+    """Where a graph problem sits, as the error envelope's ``field``: ``node.slot``."""
+    if problem.node_id is None:
+        return problem.field or problem.slot or ""
+    return ".".join(p for p in (problem.node_id, problem.slot, problem.field) if p)
+
+
+def storyloom_error_response(exc: StoryloomError) -> JSONResponse:
+    """The answer to a domain error: its status and envelope (see the module's table)."""
+    status = status_of(exc)
+    body: ErrorBody
+    if isinstance(exc, WorkflowInvalid):
+        problems = [FieldProblem(problem_field(p), p.message) for p in exc.problems]
+        message = f"workflow {exc.workflow_id!r} cannot run: {len(exc.problems)} problem(s)"
+        body = WorkflowInvalidBody(error=_detail(message, problems), problems=exc.problems)
+    elif isinstance(exc, Conflict) and exc.version is not None:
+        body = ConflictBody(error=_detail(str(exc), []), version=exc.version)
+    elif isinstance(exc, InvalidInput):
+        body = ErrorBody(error=_detail(str(exc), exc.problems))
+    else:
+        body = ErrorBody(error=_detail(str(exc), []))
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json", by_alias=True))
+
+
+def describe(exc: Exception) -> str:
+    """One line saying what was wrong with a message, for a WebSocket ``status: error``."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "message"
+        return f"{where}: {first.get('msg')}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON: {exc}"
+    return str(exc)
+
+
+@contextmanager
+def field_errors(what: str, field: str) -> Iterator[None]:
+    """What is read inside comes from request field ``field``: a pydantic validation error
+    or a :class:`NotFound` there is that field's problem, a 422 naming it."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise InvalidInput.from_validation(what, exc, field) from None
+    except NotFound as exc:
+        raise InvalidInput.of(what, [FieldProblem(field, str(exc))]) from None
+
+
+@contextmanager
+def upload_errors(filename: str, saved_as: Path | None = None) -> Iterator[None]:
+    """Anything wrong with an uploaded file is a 422 that names the file as the user
+    knows it: the temporary copy it was saved as (``saved_as``) means nothing to them."""
+    try:
+        yield
+    except FileFormatError as exc:
+        message = "; ".join(str(p) for p in exc.problems) or "unreadable"
+        raise InvalidInput(f"{filename}: {message}", exc.problems) from None
+    except StoryloomError as exc:
+        # Already imported, a package that breaks the rules: the message says which.
+        message = str(exc)
+        if saved_as is not None:
+            message = message.replace(str(saved_as), filename)
+        raise InvalidInput(message if filename in message else f"{filename}: {message}") from None
 
 
 def request_headers(scope: Scope) -> dict[str, str]:
@@ -74,6 +203,8 @@ def _request_problems(exc: RequestValidationError) -> list[FieldProblem]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """The app's one set of error handlers; anything else is a 500."""
+
     async def on_validation(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         problems = _request_problems(exc)
@@ -84,10 +215,10 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, HTTPException)
         return error_response(exc.status_code, str(exc.detail))
 
-    async def on_file_format(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, FileFormatError)
-        return error_response(422, str(exc), exc.problems)
+    async def on_storyloom_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StoryloomError)
+        return storyloom_error_response(exc)
 
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(HTTPException, on_http)
-    app.add_exception_handler(FileFormatError, on_file_format)
+    app.add_exception_handler(StoryloomError, on_storyloom_error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -15,6 +16,7 @@ from storyloom.server.origin_guard import OriginGuard
 from storyloom.server.state import ServerState
 from storyloom.server.token_auth import TokenAuth
 from storyloom.server.web_app import STATIC_DIR, mount_web_app
+from storyloom.server.ws_schema import openapi_with_ws_messages
 from storyloom.workflow.node_registry import NodeRegistry
 
 
@@ -50,8 +52,9 @@ def create_app(
 
     app = FastAPI(title="storyloom", version=__version__, lifespan=lifespan)
     app.state.storyloom = state
+    # FastAPI's documented way to extend the document: replace the app's openapi().
+    app.openapi = partial(openapi_with_ws_messages, app)  # type: ignore[method-assign]
     install_error_handlers(app)
-    chat_api.install_chat_errors(app)
     app.include_router(health.router)
     app.include_router(settings_api.router)
     app.include_router(knowledge_api.router)

@@ -3,11 +3,8 @@
 Every write takes the ``expected_version`` the page last saw; a stale one is answered 409
 with the current ``version`` (nothing changed), so two tabs never overwrite each other:
 the second reloads and sees the first's turn. A reply is written in the background; its
-text streams over the WebSocket (``chat:*`` messages, see :mod:`.chat_ws`).
-
-Opening a conversation must stay fast at 10,000 messages, so ``GET /api/chats/{id}``
-builds its answer with one ``TypeAdapter.dump_json`` call and returns the bytes as they
-are, without FastAPI's ``jsonable_encoder`` walking every field again.
+text streams over the WebSocket (``chat:*`` messages, see :mod:`.chat_ws`). The views
+the page gets are built in :mod:`.chat_views`; errors become answers in :mod:`.api_errors`.
 """
 
 from __future__ import annotations
@@ -16,14 +13,14 @@ import asyncio
 import io
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, FastAPI, File, Query, Request, Response, UploadFile
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.export import export_personalab
 from storyloom.chat.personalab.library import (
@@ -36,36 +33,20 @@ from storyloom.chat.personalab.library import (
 )
 from storyloom.chat.personalab.memory_update import MemoryProposal
 from storyloom.chat.personalab.summaries import SeedOrder
-from storyloom.chat.prompt.macros import expand_macros
-from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
-from storyloom.chat.service.conversations import (
-    ChatService,
-    allowed_scripts,
-    macro_context,
-    placement_of,
-)
+from storyloom.chat.service.conversations import ChatService
 from storyloom.chat.service.reply_run import inspector_view, message_ids
 from storyloom.chat.store.conversation import Conversation, ConversationSettings
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.st_chat import export_st_chat, import_st_chat
 from storyloom.chat.store.state import ChatState
-from storyloom.chat.store.turn_tree import (
-    ChatError,
-    ConversationSummary,
-    NotFound,
-    TreeNode,
-    TurnTree,
-    VersionConflict,
-)
-from storyloom.core.errors import FileFormatError, problems_from_validation
+from storyloom.chat.store.turn_tree import ChatError, ConversationSummary, TreeNode, TurnTree
+from storyloom.core.errors import InvalidInput, NotFound
 from storyloom.knowledge.st_import import import_sillytavern_bytes
-from storyloom.llm.errors import LLMError
-from storyloom.server.api_errors import ErrorBody, ErrorDetail, error_response
+from storyloom.server.api_errors import ErrorBody, error_response, field_errors, upload_errors
+from storyloom.server.chat_views import ChatView, MessageView, chat_view_json, single_view
 from storyloom.server.file_transfer import download, read_upload, too_large, upload_name
+from storyloom.server.state import ServerState
 from storyloom.sillytavern.character import CharacterDefinition
-
-if TYPE_CHECKING:
-    from storyloom.server.state import ServerState
 
 router = APIRouter(prefix="/api/chats", tags=["chats"])
 # Handlers that change a conversation are ``async``: they announce the change on the
@@ -91,188 +72,6 @@ def _chat(request: Request) -> ChatService:
 
 def _tree(request: Request) -> TurnTree:
     return _state(request).turn_tree
-
-
-# -- errors -------------------------------------------------------------------------------
-
-
-class ConflictBody(ErrorBody):
-    """409: someone else wrote first; ``version`` is the conversation's version now."""
-
-    version: int
-
-
-def install_chat_errors(app: FastAPI) -> None:
-    """NotFound → 404, VersionConflict → 409 (with the current version), ChatError → 400,
-    a failing model endpoint → 502."""
-
-    async def on_chat_error(_: Request, exc: Exception) -> JSONResponse:
-        if isinstance(exc, VersionConflict):
-            body = ConflictBody(error=ErrorDetail(message=str(exc)), version=exc.actual)
-            return JSONResponse(status_code=409, content=body.model_dump())
-        status = 404 if isinstance(exc, NotFound) else 400
-        return error_response(status, str(exc))
-
-    async def on_llm_error(_: Request, exc: Exception) -> JSONResponse:
-        return error_response(502, str(exc))
-
-    app.add_exception_handler(ChatError, on_chat_error)
-    app.add_exception_handler(LLMError, on_llm_error)
-
-
-def _invalid(what: str, exc: ValidationError) -> JSONResponse:
-    problems = problems_from_validation(exc, what)
-    return error_response(422, f"invalid {what}: " + "; ".join(map(str, problems)), problems)
-
-
-# -- views --------------------------------------------------------------------------------
-
-
-class MessageView(Message):
-    """A message as the page shows it."""
-
-    sibling_count: int = Field(default=1, description="Siblings including itself (n/m)")
-    display: str | None = Field(
-        default=None, description="The text after display-only regex scripts, when different"
-    )
-
-
-class ChatView(BaseModel):
-    conversation: Conversation
-    messages: list[MessageView] = Field(description="Root → pointer")
-    continuation: list[MessageView] = Field(
-        description="After the pointer along the active children: what time travel left"
-    )
-    running: bool = Field(description="A reply is being written")
-    earlier: int = Field(
-        default=0, description="With ?tail=N: messages of the path before the first one sent"
-    )
-
-
-_chat_view_adapter: TypeAdapter[ChatView] = TypeAdapter(ChatView)
-
-
-def display_texts(
-    conversation: Conversation,
-    messages: Sequence[Message],
-    newest_depth: int = 0,
-    scripts: Sequence[RegexScript] | None = None,
-) -> dict[str, str]:
-    """Message id → text after the display-only (``markdownOnly``) scripts, for the
-    messages it changes; depth counts from the newest message of ``messages``."""
-    scripts = allowed_scripts(conversation) if scripts is None else scripts
-    shown = [s for s in scripts if s.markdownOnly and not s.disabled]
-    if not shown:
-        return {}
-    context = macro_context(conversation)
-
-    def macros(text: str) -> str:
-        return expand_macros(text, context)
-
-    out: dict[str, str] = {}
-    last = len(messages) - 1
-    for n, message in enumerate(messages):
-        text = apply_regex_scripts(
-            message.content,
-            shown,
-            placement=placement_of(message.role),
-            phase="display",
-            depth=newest_depth + last - n,
-            macros=macros,
-        )
-        if text != message.content:
-            out[message.id] = text
-    return out
-
-
-_VIEW_FIELDS = frozenset(MessageView.model_fields)
-
-
-def message_view(
-    message: Message, sibling_count: int = 1, display: str | None = None
-) -> MessageView:
-    """The view of a stored message, built without validating again (the store did): at
-    10,000 messages, ``model_construct`` alone would cost more than reading them."""
-    values = dict(message.__dict__)
-    values["sibling_count"] = sibling_count
-    values["display"] = display
-    view = object.__new__(MessageView)
-    object.__setattr__(view, "__dict__", values)
-    object.__setattr__(view, "__pydantic_fields_set__", _VIEW_FIELDS)
-    object.__setattr__(view, "__pydantic_extra__", None)
-    object.__setattr__(view, "__pydantic_private__", None)
-    return view
-
-
-def message_views(
-    tree: TurnTree, conversation: Conversation, messages: Sequence[Message], newest_depth: int = 0
-) -> list[MessageView]:
-    counts = tree.sibling_counts([m.id for m in messages])
-    shown = display_texts(conversation, messages, newest_depth)
-    return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
-
-
-def single_view(tree: TurnTree, message: Message) -> MessageView:
-    """One message (just added or finalised: the newest of its branch)."""
-    conversation = tree.conversation(message.conversation_id)
-    return message_views(tree, conversation, [message])[0]
-
-
-def chat_view(
-    tree: TurnTree, chat: ChatService, conversation_id: str, tail: int | None = None
-) -> ChatView:
-    # Asked first: "not running" then means what is read next is the reply as finished.
-    running = chat.running(conversation_id)
-    conversation = tree.conversation(conversation_id)
-    if tail is None:
-        path = tree.active_path(conversation_id)
-    else:
-        path = tree.path_tail(conversation.pointer, tail)
-    later = tree.continuation(conversation_id)
-    # Built without validation: every part is a model the store already validated.
-    return ChatView.model_construct(
-        conversation=conversation,
-        messages=message_views(tree, conversation, path),
-        continuation=message_views(tree, conversation, later),
-        running=running,
-        earlier=path[0].depth if path else 0,
-    )
-
-
-_views_adapter: TypeAdapter[list[MessageView]] = TypeAdapter(list[MessageView])
-
-
-def chat_view_json(
-    tree: TurnTree, chat: ChatService, conversation_id: str, tail: int | None = None
-) -> bytes:
-    """:func:`chat_view` as JSON bytes. Unless display-only regex scripts change the
-    texts, the messages come as JSON from SQLite (:meth:`TurnTree.path_json`): that is
-    what keeps opening a 10,000-message chat within a frame or two."""
-    running = chat.running(conversation_id)
-    conversation = tree.conversation(conversation_id)
-    if any(s.markdownOnly and not s.disabled for s in allowed_scripts(conversation)):
-        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
-    pointer = conversation.pointer
-    messages = tree.path_json(pointer, limit=tail)
-    earlier = 0
-    if tail is not None and pointer is not None:
-        earlier = max(0, tree.message(pointer).depth + 1 - tail)
-    later = message_views(tree, conversation, tree.continuation(conversation_id))
-    return b"".join(
-        (
-            b'{"conversation":',
-            conversation.model_dump_json().encode(),
-            b',"messages":',
-            messages.encode(),
-            b',"continuation":',
-            _views_adapter.dump_json(later),
-            b',"running":',
-            b"true" if running else b"false",
-            b',"earlier":',
-            str(earlier).encode(),
-            b"}",
-        )
-    )
 
 
 # -- conversations -------------------------------------------------------------------------
@@ -338,16 +137,12 @@ async def import_chat(
         return error_response(413, too_large(filename))
     # Told apart by content, before anything is written: a world-info book sent here
     # must be refused without landing in the project first.
-    try:
+    with upload_errors(filename):
         parsed = await asyncio.to_thread(import_sillytavern_bytes, data, filename)
-    except FileFormatError as exc:
-        message = "; ".join(str(p) for p in exc.problems) or "unreadable"
-        return error_response(422, f"{filename}: {message}", exc.problems)
     if parsed.kind == "world_info":
-        return error_response(
-            422,
+        raise InvalidInput(
             f"{filename}: a world-info book, not a chat (.jsonl) or a character card; "
-            "import it on the Knowledge page",
+            "import it on the Knowledge page"
         )
     if parsed.chat is not None:
         log = parsed.chat
@@ -377,16 +172,12 @@ async def import_chat(
     with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
         path = Path(tmp) / "upload"
         path.write_bytes(data)
-        try:
+        with upload_errors(filename, saved_as=path.with_name(filename)):
             outcome = await asyncio.to_thread(state.knowledge.import_file, path, filename, "local")
-        except FileFormatError as exc:
-            message = "; ".join(str(p) for p in exc.problems) or "unreadable"
-            return error_response(422, f"{filename}: {message}", exc.problems)
     state.knowledge.embed_later(outcome.created)
     if outcome.character_file is None:
-        return error_response(
-            422,
-            f"{filename}: not a chat (.jsonl) or a character card; import it on the Knowledge page",
+        raise InvalidInput(
+            f"{filename}: not a chat (.jsonl) or a character card; import it on the Knowledge page"
         )
     character_id = outcome.character_file.stem
     conversation = state.chat.create_conversation(character_id=character_id)
@@ -421,19 +212,15 @@ class ChatPatch(_Body):
 
 
 @router.patch("/{conversation_id}", response_model=Conversation, responses=_ERRORS)
-async def patch_chat(
-    request: Request, conversation_id: str, body: ChatPatch
-) -> Conversation | JSONResponse:
+async def patch_chat(request: Request, conversation_id: str, body: ChatPatch) -> Conversation:
     chat = _chat(request)
     settings = None
     if body.settings is not None:
         current = _tree(request).conversation(conversation_id).settings
-        try:
+        with field_errors("settings", "settings"):
             settings = ConversationSettings.model_validate(
                 {**current.model_dump(mode="json"), **body.settings}
             )
-        except ValidationError as exc:
-            return _invalid("settings", exc)
     return chat.update_conversation(
         conversation_id,
         expected_version=body.expected_version,
@@ -811,18 +598,13 @@ def save_character(
     request: Request,
     body: dict[str, Any],
     id: Annotated[str | None, Query(description="Overwrite this preset")] = None,
-) -> SavedCharacter | JSONResponse:
+) -> SavedCharacter:
     presets = _presets(request)
-    try:
+    with field_errors("character", "character"):
         preset = CharacterDefinition.model_validate(body)
-    except ValidationError as exc:
-        return _invalid("character", exc)
-    if id is not None:
-        try:
-            old = presets.character(id)
-        except NotFound:
-            old = None
-        if old is not None and old.source_card is not None and preset.source_card is None:
+    if id is not None and presets.path("characters", id).is_file():
+        old = presets.character(id)
+        if old.source_card is not None and preset.source_card is None:
             # The page edits fields; the imported card stays for a lossless export.
             preset = preset.model_copy(update={"source_card": old.source_card})
     return SavedCharacter(id=presets.save_character(id, preset))
@@ -839,11 +621,9 @@ def list_backgrounds(request: Request) -> BackgroundList:
 @presets_router.post(
     "/backgrounds", status_code=201, response_model=BackgroundPreset, responses=_ERRORS
 )
-def save_background(request: Request, body: dict[str, Any]) -> BackgroundPreset | JSONResponse:
-    try:
+def save_background(request: Request, body: dict[str, Any]) -> BackgroundPreset:
+    with field_errors("background", "background"):
         preset = BackgroundPreset.model_validate(body)
-    except ValidationError as exc:
-        return _invalid("background", exc)
     return _presets(request).save_background(preset)
 
 
@@ -854,11 +634,9 @@ def list_summaries(request: Request) -> SummaryList:
 
 
 @presets_router.post("/summaries", status_code=201, response_model=SummaryPreset, responses=_ERRORS)
-def save_summary(request: Request, body: dict[str, Any]) -> SummaryPreset | JSONResponse:
-    try:
+def save_summary(request: Request, body: dict[str, Any]) -> SummaryPreset:
+    with field_errors("summary", "summary"):
         preset = SummaryPreset.model_validate(body)
-    except ValidationError as exc:
-        return _invalid("summary", exc)
     return _presets(request).save_summary(preset)
 
 

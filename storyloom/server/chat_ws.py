@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from storyloom.chat.service.reply_run import ChatEvent, ConversationChanged, StreamDelta, TurnDone
 from storyloom.chat.store.message import MessageStatus
 from storyloom.chat.store.turn_tree import TurnTree
-from storyloom.server.chat_api import single_view
-from storyloom.server.protocol import ServerMessage, StatusMessage
+from storyloom.server.chat_views import MessageView, single_view
+from storyloom.server.protocol import ServerMessage
 from storyloom.server.ws_hub import WebSocketHub
 
 logger = logging.getLogger(__name__)
@@ -33,18 +33,24 @@ class _Message(BaseModel):
 
 
 class ChatSubscribe(_Message):
+    """Browser → server: follow (or stop following) one conversation's turns."""
+
     type: Literal["chat:subscribe", "chat:unsubscribe"]
     conversation_id: str = Field(alias="conversationId", min_length=1)
 
 
 class ChatMessageMessage(_Message):
+    """Server → browser: a message was added or finalised."""
+
     type: Literal["chat:message"] = "chat:message"
     conversation_id: str = Field(alias="conversationId")
-    message: dict[str, Any] = Field(description="MessageView JSON")
+    message: MessageView
     version: int
 
 
 class ChatStreamMessage(_Message):
+    """Server → browser: reply text as it arrives."""
+
     type: Literal["chat:stream"] = "chat:stream"
     conversation_id: str = Field(alias="conversationId")
     message_id: str = Field(alias="messageId")
@@ -53,6 +59,8 @@ class ChatStreamMessage(_Message):
 
 
 class ChatDoneMessage(_Message):
+    """Server → browser: the reply ended: complete, or partial/error with why."""
+
     type: Literal["chat:done"] = "chat:done"
     conversation_id: str = Field(alias="conversationId")
     message_id: str = Field(alias="messageId")
@@ -62,11 +70,23 @@ class ChatDoneMessage(_Message):
 
 
 class ChatChangedMessage(_Message):
+    """Server → browser: anything else changed the conversation (or the list, ``listed``)."""
+
     type: Literal["chat:changed"] = "chat:changed"
     conversation_id: str = Field(alias="conversationId")
     version: int
     deleted: bool | None = None
     listed: bool | None = Field(default=None, description="The conversation list changed")
+
+
+CHAT_CLIENT_MESSAGES: tuple[type[_Message], ...] = (ChatSubscribe,)
+CHAT_SERVER_MESSAGES: tuple[type[_Message], ...] = (
+    ChatMessageMessage,
+    ChatStreamMessage,
+    ChatDoneMessage,
+    ChatChangedMessage,
+)
+"""The chat's messages each way, for the schema the web app's types come from."""
 
 
 class ChatSubscriptions:
@@ -84,9 +104,7 @@ class ChatSubscriptions:
         try:
             request = ChatSubscribe.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "message"
-            self._send(ws, StatusMessage(status="error", message=f"{where}: {first.get('msg')}"))
+            self.hub.send_error(ws, exc)
             return True
         followers = self._followers.setdefault(request.conversation_id, set())
         if request.type == "chat:subscribe":
@@ -158,6 +176,6 @@ class ChatSubscriptions:
             return None
         return ChatMessageMessage(
             conversation_id=event.conversation_id,
-            message=view.model_dump(mode="json"),
+            message=view,
             version=event.version,
         )

@@ -18,29 +18,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from storyloom.chat.store.st_chat import conversation_importer
-from storyloom.core.errors import (
-    FieldProblem,
-    FileFormatError,
-    StoryloomError,
-    problems_from_validation,
-)
+from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.knowledge.activation import Reason, ScanMessage
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_schema, now_iso
 from storyloom.knowledge.st_export import export_world_info
-from storyloom.project.knowledge_service import (
-    EmbeddingState,
-    KnowledgeBaseIsLocal,
-    KnowledgeBaseMissing,
-    KnowledgeService,
-    Snapshot,
-)
+from storyloom.project.knowledge_service import EmbeddingState, KnowledgeService, Snapshot
 from storyloom.project.project_file import folder_slug
-from storyloom.server.api_errors import ErrorBody, error_response
+from storyloom.server.api_errors import ErrorBody, error_response, field_errors, upload_errors
 from storyloom.server.file_transfer import MAX_UPLOAD_BYTES, download, upload_name
 from storyloom.server.state import ServerState
 
@@ -54,15 +43,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 def _service(request: Request) -> KnowledgeService:
     state: ServerState = request.app.state.storyloom
     return state.knowledge
-
-
-def _not_found(exc: KnowledgeBaseMissing) -> JSONResponse:
-    return error_response(404, str(exc))
-
-
-def _invalid(message: str, problems: list[FieldProblem]) -> JSONResponse:
-    summary = "; ".join(str(p) for p in problems)
-    return error_response(422, f"{message}: {summary}" if summary else message, problems)
 
 
 # -- list / create ---------------------------------------------------------------------
@@ -154,20 +134,13 @@ async def create_base(request: Request, body: CreateKnowledgeBase) -> KnowledgeB
     response_model=KnowledgeBaseSummary,
     responses={**_ERRORS, 409: {"model": ErrorBody}},
 )
-async def reference_base(request: Request, kb_id: str) -> KnowledgeBaseSummary | JSONResponse:
+async def reference_base(request: Request, kb_id: str) -> KnowledgeBaseSummary:
     """Reference a global KB in project.json (seed 000, 4.3: a node picked it).
 
     Answers the KB with its reference id; a KB already referenced is answered unchanged.
     """
     service = _service(request)
-    try:
-        loaded = await asyncio.to_thread(service.reference_global, kb_id)
-    except KnowledgeBaseMissing as exc:
-        return _not_found(exc)
-    except KnowledgeBaseIsLocal as exc:
-        return error_response(409, str(exc))
-    except FileFormatError as exc:
-        return _invalid(f"{exc.path} is not valid; nothing was written", exc.problems)
+    loaded = await asyncio.to_thread(service.reference_global, kb_id)
     return await asyncio.to_thread(_summary, service, service.snapshot(), loaded)
 
 
@@ -195,29 +168,19 @@ def _document(service: KnowledgeService, loaded: LoadedKB) -> KnowledgeBaseDocum
 
 
 @router.get("/bases/{kb_id}", response_model=KnowledgeBaseDocument, responses=_ERRORS)
-def get_base(request: Request, kb_id: str) -> KnowledgeBaseDocument | JSONResponse:
+def get_base(request: Request, kb_id: str) -> KnowledgeBaseDocument:
     service = _service(request)
-    try:
-        return _document(service, service.snapshot().require(kb_id))
-    except KnowledgeBaseMissing as exc:
-        return _not_found(exc)
+    return _document(service, service.snapshot().require(kb_id))
 
 
 @router.put("/bases/{kb_id}", response_model=KnowledgeBaseDocument, responses=_ERRORS)
-async def put_base(
-    request: Request, kb_id: str, body: KnowledgeBase
-) -> KnowledgeBaseDocument | JSONResponse:
+async def put_base(request: Request, kb_id: str, body: KnowledgeBase) -> KnowledgeBaseDocument:
     """Replace the KB; entries are saved in the order given (drag-to-reorder saves this way)."""
     service = _service(request)
     if body.kb_id != kb_id:
         problem = FieldProblem("kb_id", f"must be {kb_id}, the kb_id in the URL")
-        return _invalid("invalid knowledge base", [problem])
-    try:
-        loaded = await asyncio.to_thread(service.replace, body)
-    except KnowledgeBaseMissing as exc:
-        return _not_found(exc)
-    except FileFormatError as exc:
-        return _invalid("invalid knowledge base", exc.problems)
+        raise InvalidInput.of("knowledge base", [problem])
+    loaded = await asyncio.to_thread(service.replace, body)
     service.embed_later([loaded])
     return await asyncio.to_thread(_document, service, loaded)
 
@@ -487,18 +450,13 @@ def _reasons(reasons: Sequence[Reason]) -> list[ReasonOut]:
 
 
 @router.post("/activation/test", response_model=ActivationTestResponse, responses=_ERRORS)
-async def activation_test(
-    request: Request, body: ActivationTestRequest
-) -> ActivationTestResponse | JSONResponse:
+async def activation_test(request: Request, body: ActivationTestRequest) -> ActivationTestResponse:
     """Which entries a chat activates, with reasons, before anything is sent to a model."""
     service = _service(request)
-    try:
+    with field_errors("request", "kb_ids"):
         kbs = await asyncio.to_thread(service.project_kbs, body.kb_ids)
+    with field_errors("activation settings", "settings"):
         settings = await asyncio.to_thread(service.activation_settings, body.settings)
-    except KnowledgeBaseMissing as exc:
-        return _invalid("invalid request", [FieldProblem("kb_ids", str(exc))])
-    except ValidationError as exc:
-        return _invalid("invalid activation settings", problems_from_validation(exc, "settings"))
     messages = parse_chat(body.chat, body.user_name)
     engine, result, problems = await service.activate(
         kbs,
@@ -571,13 +529,10 @@ async def search_entries(
     q: Annotated[str, Query(min_length=1, max_length=2000)],
     kb_id: Annotated[list[str] | None, Query()] = None,
     top_k: Annotated[int, Query(ge=1, le=100)] = 10,
-) -> SearchResponse | JSONResponse:
+) -> SearchResponse:
     """Hybrid search (keywords + meaning) over the project's KBs or the ones named."""
     service = _service(request)
-    try:
-        kbs = await asyncio.to_thread(service.project_kbs, kb_id)
-    except KnowledgeBaseMissing as exc:
-        return _not_found(exc)
+    kbs = await asyncio.to_thread(service.project_kbs, kb_id)
     hits, problems = await service.search(q, kbs, top_k)
     snap = service.snapshot()
     out = []
@@ -604,13 +559,10 @@ async def search_entries(
 
 
 @router.get("/bases/{kb_id}/embedding", response_model=EmbeddingProgress, responses=_ERRORS)
-def embedding_progress(request: Request, kb_id: str) -> EmbeddingProgress | JSONResponse:
+def embedding_progress(request: Request, kb_id: str) -> EmbeddingProgress:
     """How far the background embedding of one KB has come."""
     service = _service(request)
-    try:
-        loaded = service.snapshot().require(kb_id)
-    except KnowledgeBaseMissing as exc:
-        return _not_found(exc)
+    loaded = service.snapshot().require(kb_id)
     return _progress(service.embedding_state(loaded))
 
 
@@ -644,18 +596,10 @@ async def import_file(
                         413, f"{filename} is larger than {limit} MB, the most this page imports"
                     )
                 out.write(chunk)
-        try:
+        with upload_errors(filename, saved_as=path.with_name(filename)):
             outcome = await asyncio.to_thread(
                 service.import_file, path, filename, scope, chat_importer=chat_importer
             )
-        except FileFormatError as exc:
-            # The temporary path means nothing to the user: name the uploaded file.
-            message = "; ".join(str(p) for p in exc.problems) or "unreadable"
-            return error_response(422, f"{filename}: {message}", exc.problems)
-        except StoryloomError as exc:
-            # Already imported, a package that breaks the rules: the message says which.
-            message = str(exc).replace(str(path.with_name(filename)), filename)
-            return error_response(422, message if filename in message else f"{filename}: {message}")
     service.embed_later(outcome.created)
     return ImportReport(
         kind=outcome.kind,
@@ -682,10 +626,7 @@ async def export_base(
 ) -> Response:
     """Download the KB as a SillyTavern world info file or a ``.ctkbz`` package."""
     service = _service(request)
-    try:
-        loaded = await asyncio.to_thread(service.snapshot().require, kb_id)
-    except KnowledgeBaseMissing as exc:
-        return _not_found(exc)
+    loaded = await asyncio.to_thread(service.snapshot().require, kb_id)
     stem = folder_slug(loaded.kb.display_name, set())
     if format == "ctkbz":
         data, _ = await asyncio.to_thread(service.export_package_bytes, loaded)

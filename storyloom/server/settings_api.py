@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.config import JsonDict
 
-from storyloom.core.errors import FieldProblem, problems_from_validation
+from storyloom.core.errors import FieldProblem, InvalidInput, problems_from_validation
 from storyloom.core.settings import (
     ChatEndpoint,
     EmbeddingEndpoint,
@@ -26,7 +25,7 @@ from storyloom.llm.connection_check import (
     check_chat_endpoint,
     check_embedding_endpoint,
 )
-from storyloom.server.api_errors import ErrorBody, error_response
+from storyloom.server.api_errors import ErrorBody, field_errors
 from storyloom.server.state import ServerState
 
 router = APIRouter()
@@ -43,23 +42,12 @@ def get_settings(request: Request) -> SettingsView:
     return _state(request).settings.view()
 
 
-def _invalid(problems: list[FieldProblem], prefix: str = "") -> JSONResponse:
-    if prefix:
-        problems = [
-            FieldProblem(f"{prefix}.{p.field}" if p.field else prefix, p.reason) for p in problems
-        ]
-    summary = "; ".join(str(p) for p in problems)
-    return error_response(422, f"invalid settings: {summary}", problems)
-
-
 @router.put("/api/settings", response_model=SettingsView, responses=_ERRORS)
-async def put_settings(request: Request, update: SettingsUpdate) -> SettingsView | JSONResponse:
+async def put_settings(request: Request, update: SettingsUpdate) -> SettingsView:
     state = _state(request)
     async with state.settings_lock:
-        try:
+        with field_errors("settings", ""):
             new_file = state.loaded.from_file.with_update(update)
-        except ValidationError as exc:
-            return _invalid(problems_from_validation(exc))
         state.settings_store.save(new_file)
         state.reload_settings()
     return state.settings.view()
@@ -86,9 +74,7 @@ class SettingsTestRequest(BaseModel):
 
 
 @router.post("/api/settings/test", response_model=ConnectionReport, responses=_ERRORS)
-async def test_settings(
-    request: Request, body: SettingsTestRequest
-) -> ConnectionReport | JSONResponse:
+async def test_settings(request: Request, body: SettingsTestRequest) -> ConnectionReport:
     state = _state(request)
     settings = state.settings
     if body.endpoint is not None:
@@ -97,13 +83,14 @@ async def test_settings(
                 SettingsUpdate.model_validate({body.role: body.endpoint})
             )
         except ValidationError as exc:
-            problems = problems_from_validation(exc)
             # The update model nests under the role; the request nests under "endpoint".
-            problems = [
-                FieldProblem(p.field.removeprefix(body.role).lstrip("."), p.reason)
-                for p in problems
-            ]
-            return _invalid(problems, prefix="endpoint")
+            problems = []
+            for problem in problems_from_validation(exc):
+                inner = problem.field.removeprefix(body.role).lstrip(".")
+                problems.append(
+                    FieldProblem(f"endpoint.{inner}" if inner else "endpoint", problem.reason)
+                )
+            raise InvalidInput.of("settings", problems) from None
     endpoint = getattr(settings, body.role)
     if isinstance(endpoint, EmbeddingEndpoint):
         return await check_embedding_endpoint(endpoint)

@@ -13,7 +13,7 @@ from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
 from storyloom.project.knowledge_service import KnowledgeService
-from storyloom.project.project_file import PROJECT_FILE, init_project, load_project
+from storyloom.project.project_file import DEFAULT_PROJECT, PROJECT_FILE, init_project, load_project
 from storyloom.server.chat_ws import ChatSubscriptions
 from storyloom.server.protocol import EmbeddingProgressMessage
 from storyloom.server.workflow_runs import RunManager
@@ -23,8 +23,6 @@ from storyloom.store.database import Database
 from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.runner import WorkflowRunner
-
-DEFAULT_PROJECT = Path("projects") / "default"
 
 
 @dataclass

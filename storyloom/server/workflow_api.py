@@ -18,30 +18,23 @@ from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from storyloom.core.errors import FieldProblem
-from storyloom.server.api_errors import ErrorBody, ErrorDetail, Problem, error_response
+from storyloom.core.errors import Conflict, FieldProblem, InvalidInput, NotFound
+from storyloom.server.api_errors import ErrorBody, WorkflowInvalidBody, error_response
 from storyloom.server.file_transfer import read_upload, too_large, upload_name
 from storyloom.server.protocol import BrokenWorkflowFile
 from storyloom.server.state import ServerState
-from storyloom.server.workflow_runs import (
-    RunInfo,
-    RunManager,
-    RunNotFound,
-    RunStatus,
-    WorkflowMissing,
-)
+from storyloom.server.workflow_runs import RunInfo, RunManager, RunStatus
 from storyloom.server.workflow_service import (
-    BuiltinWorkflowError,
     WorkflowEntry,
-    WorkflowExists,
     WorkflowService,
     read_preset_json,
+    workflow_not_found,
 )
 from storyloom.workflow.events import RunEvent
 from storyloom.workflow.node_history import HistoryEntry
 from storyloom.workflow.node_type import HumanDecision, NodeSlots, NodeTypeInfo, Slot
-from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
-from storyloom.workflow.workflow_file import Workflow, workflow_schema
+from storyloom.workflow.validation import WorkflowProblem
+from storyloom.workflow.workflow_file import Workflow
 
 router = APIRouter(tags=["workflows"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
@@ -60,13 +53,6 @@ def _runs(request: Request) -> RunManager:
 
 class _Body(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-
-def problem_field(problem: WorkflowProblem) -> str:
-    """Where a graph problem sits, as the error envelope's ``field``: ``node.slot``."""
-    if problem.node_id is None:
-        return problem.field or problem.slot or ""
-    return ".".join(p for p in (problem.node_id, problem.slot, problem.field) if p)
 
 
 # -- the library --------------------------------------------------------------------------
@@ -93,9 +79,9 @@ def node_types(request: Request) -> list[NodeTypeInfo]:
 
 
 @router.get("/api/workflows/schema")
-def get_schema() -> dict[str, Any]:
-    """JSON Schema of a workflow file."""
-    return workflow_schema()
+def get_schema(request: Request) -> dict[str, Any]:
+    """JSON Schema of a workflow file, node config by node type."""
+    return _service(request).registry.workflow_schema()
 
 
 class ResolvedSlots(BaseModel):
@@ -156,29 +142,21 @@ async def import_st_preset(
     data = await read_upload(file, MAX_PRESET_BYTES)
     if data is None:
         return error_response(413, too_large(file_name, MAX_PRESET_BYTES))
-    library = _service(request).library
-    try:
-        workflow, _ = library.import_st_preset(
-            read_preset_json(data, file_name),
-            file_name=file_name,
-            workflow_id=workflow_id or None,
-            name=name or None,
-            overwrite=overwrite,
-        )
-    except WorkflowExists as exc:
-        return error_response(409, str(exc), [FieldProblem("id", "already exists")])
+    workflow, _ = _service(request).library.import_st_preset(
+        read_preset_json(data, file_name),
+        file_name=file_name,
+        workflow_id=workflow_id or None,
+        name=name or None,
+        overwrite=overwrite,
+    )
     return workflow
 
 
 @router.get("/api/workflows/{workflow_id}", response_model=Workflow, responses=_ERRORS)
-def get_workflow(request: Request, workflow_id: str) -> Workflow | JSONResponse:
+def get_workflow(request: Request, workflow_id: str) -> Workflow:
     """The file as stored (unknown fields included), or the built-in workflow of that id
     when the project has no file for it; 422 lists what is wrong with a broken file."""
-    library = _service(request).library
-    if not library.exists(workflow_id):
-        library.path(workflow_id)  # a malformed id is a 422 naming it
-        return error_response(404, str(WorkflowMissing(workflow_id)))
-    return library.load(workflow_id)
+    return _service(request).library.require(workflow_id)
 
 
 class SavedWorkflow(ValidationReport):
@@ -189,13 +167,11 @@ class SavedWorkflow(ValidationReport):
 
 
 @router.put("/api/workflows/{workflow_id}", response_model=SavedWorkflow, responses=_ERRORS)
-def put_workflow(
-    request: Request, workflow_id: str, body: Workflow
-) -> SavedWorkflow | JSONResponse:
+def put_workflow(request: Request, workflow_id: str, body: Workflow) -> SavedWorkflow:
     service = _service(request)
     if body.id != workflow_id:
         problem = FieldProblem("id", f"must be {workflow_id!r}, the id in the URL")
-        return error_response(422, f"invalid workflow: {problem}", [problem])
+        raise InvalidInput.of("workflow", [problem])
     service.library.save(body)
     problems, slots = _report(service, body)
     return SavedWorkflow(workflow=body, problems=problems, slots=slots)
@@ -209,12 +185,8 @@ def put_workflow(
 def delete_workflow(request: Request, workflow_id: str) -> Response:
     """Delete the project's file; a built-in's copy goes and the built-in is back. The
     built-in itself is a 400."""
-    try:
-        deleted = _service(request).library.delete(workflow_id)
-    except BuiltinWorkflowError as exc:
-        return error_response(400, str(exc))
-    if not deleted:
-        return error_response(404, str(WorkflowMissing(workflow_id)))
+    if not _service(request).library.delete(workflow_id):
+        raise workflow_not_found(workflow_id)
     return Response(status_code=204)
 
 
@@ -240,42 +212,17 @@ class RunAccepted(BaseModel):
     workflow_id: str = Field(alias="workflowId")
 
 
-class WorkflowInvalidBody(ErrorBody):
-    """422 of a refused run: the error envelope, and every graph problem in full."""
-
-    problems: list[WorkflowProblem]
-
-
-def invalid_response(exc: WorkflowInvalid) -> JSONResponse:
-    problems = [Problem(field=problem_field(p), reason=p.message) for p in exc.problems]
-    body = WorkflowInvalidBody(
-        error=ErrorDetail(
-            message=f"workflow {exc.workflow_id!r} cannot run: {len(exc.problems)} problem(s)",
-            problems=problems,
-        ),
-        problems=exc.problems,
-    )
-    return JSONResponse(status_code=422, content=body.model_dump(mode="json", by_alias=True))
-
-
 @router.post(
     "/api/workflows/{workflow_id}/runs",
     status_code=202,
     response_model=RunAccepted,
     responses={404: {"model": ErrorBody}, 422: {"model": WorkflowInvalidBody}},
 )
-async def start_run(
-    request: Request, workflow_id: str, body: RunRequest
-) -> RunAccepted | JSONResponse:
+async def start_run(request: Request, workflow_id: str, body: RunRequest) -> RunAccepted:
     """Validate and start a run; its events go to the WebSocket (and ``GET`` the run)."""
-    try:
-        tracked = _runs(request).start(
-            workflow_id, workflow=body.workflow, inputs=body.inputs, outputs=body.outputs
-        )
-    except WorkflowInvalid as exc:
-        return invalid_response(exc)
-    except WorkflowMissing as exc:
-        return error_response(404, str(exc))
+    tracked = _runs(request).start(
+        workflow_id, workflow=body.workflow, inputs=body.inputs, outputs=body.outputs
+    )
     return RunAccepted(run_id=tracked.run_id, workflow_id=tracked.workflow_id)
 
 
@@ -297,11 +244,8 @@ class RunDetail(BaseModel):
 @router.get("/api/workflow-runs/{run_id}", response_model=RunDetail, responses=_ERRORS)
 async def get_run(
     request: Request, run_id: str, after: int = Query(0, ge=0, description="Events after seq")
-) -> RunDetail | JSONResponse:
-    try:
-        tracked = _runs(request).get(run_id)
-    except RunNotFound as exc:
-        return error_response(404, str(exc))
+) -> RunDetail:
+    tracked = _runs(request).get(run_id)
     return RunDetail(
         run_id=tracked.run_id,
         workflow_id=tracked.workflow_id,
@@ -322,12 +266,9 @@ class RunRef(BaseModel):
     response_model=RunRef,
     responses=_ERRORS,
 )
-async def cancel_run(request: Request, run_id: str) -> RunRef | JSONResponse:
+async def cancel_run(request: Request, run_id: str) -> RunRef:
     """Ask the run to stop; it ends with ``workflow:error`` and ``cancelled: true``."""
-    try:
-        _runs(request).cancel(run_id)
-    except RunNotFound as exc:
-        return error_response(404, str(exc))
+    _runs(request).cancel(run_id)
     return RunRef(run_id=run_id)
 
 
@@ -347,19 +288,13 @@ class DecisionAccepted(BaseModel):
     response_model=DecisionAccepted,
     responses={**_ERRORS, 409: {"model": ErrorBody}},
 )
-async def decide(
-    request: Request, run_id: str, body: DecisionRequest
-) -> DecisionAccepted | JSONResponse:
+async def decide(request: Request, run_id: str, body: DecisionRequest) -> DecisionAccepted:
     """Answer a node's ``node:needs-human``; 409 when that node is not waiting."""
     decision = HumanDecision(
         decision=body.decision, edited_output=body.edited_output, choice=body.choice
     )
-    try:
-        accepted = _runs(request).decide(run_id, body.node_id, decision)
-    except RunNotFound as exc:
-        return error_response(404, str(exc))
-    if not accepted:
-        return error_response(409, f"node {body.node_id!r} of run {run_id!r} is not waiting")
+    if not _runs(request).decide(run_id, body.node_id, decision):
+        raise Conflict(f"node {body.node_id!r} of run {run_id!r} is not waiting")
     return DecisionAccepted(accepted=True)
 
 
@@ -392,17 +327,13 @@ class FreezeRequest(_Body):
     response_model=HistoryEntry,
     responses=_ERRORS,
 )
-def freeze(
-    request: Request, workflow_id: str, node_id: str, body: FreezeRequest
-) -> HistoryEntry | JSONResponse:
+def freeze(request: Request, workflow_id: str, node_id: str, body: FreezeRequest) -> HistoryEntry:
     """Pin that history entry as the node's output: later runs report it as
     ``node:cached`` with ``source: frozen`` instead of running the node."""
     history = _service(request).history
     entry = history.get(body.history_id)
     if entry is None or (entry.workflow_id, entry.node_id) != (workflow_id, node_id):
-        return error_response(
-            404, f"no history entry {body.history_id} of node {node_id!r} in {workflow_id!r}"
-        )
+        raise NotFound(f"no history entry {body.history_id} of node {node_id!r} in {workflow_id!r}")
     history.freeze(workflow_id, node_id, body.history_id)
     return history.get(body.history_id) or entry
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from fastapi import WebSocket
 from pydantic import BaseModel, ConfigDict, Field
 
-from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
+from storyloom.core.errors import FieldProblem, FileFormatError, NotFound
 from storyloom.server.workflow_service import WorkflowService
 from storyloom.server.ws_hub import WebSocketHub
 from storyloom.workflow.events import AnyRunEvent, WorkflowCompleted, WorkflowError
@@ -36,17 +36,12 @@ RunStatus = Literal["running", "completed", "failed", "cancelled"]
 KEEP_FINISHED = 50
 
 
-class RunNotFound(StoryloomError, LookupError):
+class RunNotFound(NotFound):
     def __init__(self, run_id: str) -> None:
         super().__init__(
             f"no run {run_id!r} (runs are kept while active and the last "
             f"{KEEP_FINISHED} finished ones)"
         )
-
-
-class WorkflowMissing(StoryloomError, LookupError):
-    def __init__(self, workflow_id: str) -> None:
-        super().__init__(f"no workflow {workflow_id!r} in this project")
 
 
 class RunInfo(BaseModel):
@@ -126,15 +121,12 @@ class RunManager:
     ) -> TrackedRun:
         """Validate and start a run of the saved workflow (or of ``workflow``, unsaved).
 
-        Raises ``WorkflowInvalid`` (nothing started), :class:`WorkflowMissing`, or
+        Raises ``WorkflowInvalid`` (nothing started), ``WorkflowNotFound``, or
         ``FileFormatError`` (the file does not load, or ``workflow.id`` is not
         ``workflow_id``). Call from the event loop.
         """
         if workflow is None:
-            if not self.service.library.exists(workflow_id):
-                self.service.library.path(workflow_id)  # a malformed id says so
-                raise WorkflowMissing(workflow_id)
-            workflow = self.service.library.load(workflow_id)
+            workflow = self.service.library.require(workflow_id)
         elif workflow.id != workflow_id:
             problem = FieldProblem("workflow.id", f"must be {workflow_id!r}, the run's workflow")
             raise FileFormatError("workflow", [problem])

@@ -24,7 +24,7 @@ from pydantic import Field
 from storyloom.chat.prompt.default_pipeline import default_pipeline
 from storyloom.chat.prompt.preset_pipeline import import_st_preset, workflow_id_for
 from storyloom.chat.store.conversation import DEFAULT_PIPELINE
-from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
+from storyloom.core.errors import Conflict, FieldProblem, FileFormatError, StoryloomError
 from storyloom.core.settings import Settings
 from storyloom.plugins import default_registry
 from storyloom.project.knowledge_service import KnowledgeService
@@ -41,7 +41,7 @@ from storyloom.workflow.workflow_file import (
     WorkflowSummary,
     parse_workflow,
 )
-from storyloom.workflow.workflow_graph import WorkflowGraph
+from storyloom.workflow.workflow_graph import WorkflowGraph, WorkflowNotFound
 
 BUILTIN_WORKFLOWS: Mapping[str, Callable[[], Workflow]] = {DEFAULT_PIPELINE: default_pipeline}
 """Workflows every project has without a file, by id."""
@@ -67,7 +67,11 @@ class BuiltinWorkflowError(StoryloomError):
         )
 
 
-class WorkflowExists(StoryloomError):
+def workflow_not_found(workflow_id: str) -> WorkflowNotFound:
+    return WorkflowNotFound(f"no workflow {workflow_id!r} in this project")
+
+
+class WorkflowExists(Conflict):
     """An import would replace a workflow the project already has."""
 
     def __init__(self, workflow_id: str) -> None:
@@ -102,6 +106,14 @@ class ProjectWorkflows(WorkflowLibrary):
         if self.is_builtin(workflow_id):
             return self.built_in[workflow_id]()
         return super().load(workflow_id)
+
+    def require(self, workflow_id: str) -> Workflow:
+        """The workflow ``workflow_id``; :class:`WorkflowNotFound` when the project has no
+        such workflow, :class:`FileFormatError` for a malformed id or a broken file."""
+        if not self.exists(workflow_id):
+            self.path(workflow_id)  # a malformed id says so
+            raise workflow_not_found(workflow_id)
+        return self.load(workflow_id)
 
     def delete(self, workflow_id: str) -> bool:
         """Delete the project's file; raises :class:`BuiltinWorkflowError` for a built-in

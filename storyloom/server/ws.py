@@ -30,15 +30,10 @@ from storyloom.server.protocol import (
     client_message_adapter,
 )
 from storyloom.server.state import ServerState
-from storyloom.server.workflow_runs import WorkflowMissing
 from storyloom.workflow.node_type import HumanDecision
 from storyloom.workflow.validation import WorkflowInvalid
 
 router = APIRouter()
-
-
-def _error(message: str) -> StatusMessage:
-    return StatusMessage(status="error", message=message)
 
 
 @router.websocket("/ws")
@@ -58,23 +53,21 @@ async def websocket_endpoint(ws: WebSocket) -> None:
                 if state.chat_subscriptions.handle(ws, data):
                     continue
                 message = client_message_adapter.validate_python(data)
-            except json.JSONDecodeError as exc:
-                hub.send(ws, _error(f"not JSON: {exc}"))
-                continue
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first.get("loc", ())) or "message"
-                hub.send(ws, _error(f"{where}: {first.get('msg')}"))
+            except (json.JSONDecodeError, ValidationError) as exc:
+                hub.send_error(ws, exc)
                 continue
             if isinstance(message, DisconnectMessage):
                 await hub.drain(ws)
                 await ws.close()
                 return
+            # A bad request is this message's problem: say why and keep the socket.
             try:
                 _handle(state, ws, message)
+            except WorkflowInvalid as exc:
+                invalid = WorkflowInvalidMessage(workflow_id=exc.workflow_id, problems=exc.problems)
+                hub.send(ws, invalid)
             except (StoryloomError, OSError) as exc:
-                # A bad request is this message's problem: say why and keep the socket.
-                hub.send(ws, _error(str(exc)))
+                hub.send_error(ws, exc)
     except WebSocketDisconnect:
         return
     finally:
@@ -91,10 +84,7 @@ def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
         problems = workflows.validate(message.workflow)
         hub.send(ws, WorkflowSavedMessage(workflow_id=message.workflow.id, problems=problems))
     elif isinstance(message, WorkflowLoadMessage):
-        if not workflows.library.exists(message.workflow_id):
-            workflows.library.path(message.workflow_id)  # a malformed id says so
-            raise WorkflowMissing(message.workflow_id)
-        workflow = workflows.library.load(message.workflow_id)
+        workflow = workflows.library.require(message.workflow_id)
         hub.send(ws, WorkflowDataMessage(workflow=workflow, problems=workflows.validate(workflow)))
     elif isinstance(message, WorkflowListRequest):
         summaries, broken = workflows.library.entries()
@@ -103,16 +93,12 @@ def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
         )
         hub.send(ws, listing)
     elif isinstance(message, WorkflowRunMessage):
-        try:
-            tracked = runs.start(
-                message.workflow_id,
-                workflow=message.workflow,
-                inputs=message.inputs,
-                outputs=message.outputs,
-            )
-        except WorkflowInvalid as exc:
-            hub.send(ws, WorkflowInvalidMessage(workflow_id=exc.workflow_id, problems=exc.problems))
-            return
+        tracked = runs.start(
+            message.workflow_id,
+            workflow=message.workflow,
+            inputs=message.inputs,
+            outputs=message.outputs,
+        )
         hub.send(
             ws, WorkflowRunAcceptedMessage(run_id=tracked.run_id, workflow_id=tracked.workflow_id)
         )
@@ -127,6 +113,6 @@ def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
         )
         if not runs.decide(message.run_id, message.node_id, decision):
             where = f"run {message.run_id!r}" if message.run_id else "any active run"
-            hub.send(ws, _error(f"node {message.node_id!r} is not waiting in {where}"))
+            hub.send_error(ws, f"node {message.node_id!r} is not waiting in {where}")
     elif isinstance(message, WorkflowAttachMessage):
         runs.attach(ws, message.run_id, message.after_seq)

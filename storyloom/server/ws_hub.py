@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from fastapi import WebSocket
 
-from storyloom.server.protocol import ServerMessage
+from storyloom.server.api_errors import describe
+from storyloom.server.protocol import ServerMessage, StatusMessage
 
 
 @dataclass
@@ -57,6 +58,12 @@ class WebSocketHub:
             return False
         outbox.queue.put_nowait(_text(message))
         return True
+
+    def send_error(self, ws: WebSocket, error: Exception | str) -> bool:
+        """Tell ``ws`` what was wrong with its message (``status: error``); the socket
+        stays open: a bad request is that message's problem, not the connection's."""
+        message = error if isinstance(error, str) else describe(error)
+        return self.send(ws, StatusMessage(status="error", message=message))
 
     async def drain(self, ws: WebSocket) -> None:
         """Wait until everything queued for ``ws`` has been written (before closing it)."""

@@ -1,11 +1,11 @@
-"""The character storyloom keeps for a SillyTavern card: :class:`CharacterDefinition`.
+"""A SillyTavern character's definition, read from its card: :class:`CharacterDefinition`.
 
 It holds the card's fields under the Character Card V2/V3 names, SillyTavern's
 ``talkativeness`` and ``fav`` (which it keeps in ``data.extensions``), the avatar's file
-name, and ``source_card``: the whole card JSON as imported. Export starts from
-``source_card`` and writes back only what changed (see :mod:`.export`), so whatever a card
-carries beyond these fields (``regex_scripts``, ``tavern_helper``, the top-level keys of
-other editors) comes back out.
+name, and ``source_card``: the whole card JSON as imported. Export
+(:mod:`storyloom.knowledge.st_export`) starts from ``source_card`` and writes back only
+what changed, so whatever a card carries beyond these fields (``regex_scripts``,
+``tavern_helper``, the top-level keys of other editors) comes back out.
 
 ``talkativeness`` is a number here; cards often hold it as a string ("0.5"), and an
 unchanged value is written back as the card gave it.
@@ -24,7 +24,7 @@ from storyloom.sillytavern.character_card import V2_SPEC, V3_SPEC, card_version
 DEFAULT_TALKATIVENESS = 0.5
 UNNAMED = "(unnamed)"
 
-# Preset field -> its place in ``data`` and the V1 top-level copy SillyTavern keeps.
+# Definition field -> its place in ``data`` and the V1 top-level copy SillyTavern keeps.
 CARD_PATHS: dict[str, tuple[str, str | None]] = {
     "name": ("name", "name"),
     "description": ("description", "description"),
@@ -98,7 +98,7 @@ def _tags(value: Any) -> list[str]:
 
 
 class CharacterDefinition(BaseModel):
-    """A character as storyloom keeps it; unknown fields are kept."""
+    """A character's card fields, flattened; unknown fields are kept."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -145,7 +145,7 @@ class CharacterDefinition(BaseModel):
         avatar: str | None = None,
         fallback_name: str = UNNAMED,
     ) -> CharacterDefinition:
-        """The preset of a card's JSON (V1, V2 or V3), keeping the JSON in ``source_card``.
+        """The definition in a card's JSON (V1, V2 or V3), keeping the JSON in ``source_card``.
 
         A card without a name gets ``fallback_name`` (the importer passes the file name).
         """
@@ -206,7 +206,7 @@ class CharacterDefinition(BaseModel):
 
     @property
     def card_spec(self) -> str | None:
-        """The spec of the imported card (None for V1 and presets made in storyloom)."""
+        """The spec of the imported card (None for V1 and characters made in storyloom)."""
         spec = (self.source_card or {}).get("spec")
         return spec if spec in (V2_SPEC, V3_SPEC) else None
 

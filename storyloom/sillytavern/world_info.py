@@ -1,31 +1,21 @@
-"""SillyTavern lore books ↔ knowledge bases.
+"""SillyTavern lore books: the world-info file and the book embedded in a card.
 
-Two forms of the same book are read and written:
+Two forms of the same book:
 
 - a world-info file (``data/<user>/worlds/*.json``): ``{"entries": {"<uid>": entry}}``
-  plus optional book fields (``name``, ``description``, ``originalData``...);
+  plus optional book fields (``name``, ``description``, ``originalData``...), each entry
+  as in :mod:`.world_info_entry`;
 - a card-embedded book (``data.character_book``): ``{"name", "entries": [entry...]}``
-  in the Character Card V2 entry shape (see :mod:`.character_book`).
-
-Each entry becomes one CAIU (mapping in :mod:`.world_info_entry`) holding the original
-entry in ``extensions["sillytavern"]``. Book fields other than the entries are kept in
-``kb_extensions["sillytavern"]["book"]``, verbatim, with the key order of the file.
+  in the Character Card V2 entry shape (:mod:`.character_book`).
 
 ``originalData``: a world-info file made from a card book carries that book, as it was
 imported, in ``originalData``. SillyTavern reads only ``entries`` when it loads such a
 file and rebuilds a card's book from ``entries`` when it exports the card; its attempt
 to keep ``originalData`` in step matches entries by ``uid``, which card-book entries do
-not have, so in practice ``originalData`` goes stale. storyloom does the same: it reads
-``entries``, keeps ``originalData`` as it was, and writes it back unchanged. So where
-the two disagree (the EU4 sample: ``"after_char"`` in ``originalData``, position 2 in
-``entries``), ``entries`` decide; within a card-book entry ``extensions.position`` beats
-the ``position`` string, as in SillyTavern's ``convertCharacterBook``. A KB made from a
-card's book, exported as world info, gets the book as it is now in ``originalData``, as
-SillyTavern's import of an embedded book does.
+not have, so in practice ``originalData`` goes stale.
 
-An entry whose fields have the wrong types is left out with a warning naming its uid and
-comment, and kept raw so that export writes it back untouched; a file in which no entry
-is usable is refused with :class:`FileFormatError`.
+This module checks the shape of a book and holds SillyTavern's rules for its entries'
+uids; what a book becomes in storyloom is :mod:`storyloom.knowledge.st_world_info`.
 """
 
 from __future__ import annotations
@@ -35,204 +25,52 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
-from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
-from storyloom.knowledge.caiu import CAIU
-from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.sillytavern.character_book import (
-    CharacterBookEntry,
-    apply_wi_changes,
-    book_entry_to_wi,
-    wi_to_book_entry,
-)
-from storyloom.sillytavern.world_info_entry import (
-    EXTENSION_KEY,
-    ST_TAG,
-    changed_wi_fields,
-    entry_label,
-    overlay_wi_entry,
-    unrepresentable,
-    wi_entry_to_caiu,
-)
+from storyloom.core.errors import FieldProblem, FileFormatError
 
 BookFormat = Literal["world_info", "character_book"]
 WORLD_INFO: BookFormat = "world_info"
 CHARACTER_BOOK: BookFormat = "character_book"
 
 
+def world_info_entries(data: Any, path: Path) -> dict[str, Any] | list[Any]:
+    """The ``entries`` of a parsed world-info file: an object keyed by uid, or a list when
+    the file is a card book saved on its own (a "lorebook" download).
+
+    Raises :class:`FileFormatError` when ``data`` is not a world-info file.
+    """
+    if not isinstance(data, dict) or "entries" not in data:
+        raise FileFormatError(path, [FieldProblem("entries", "missing: not a world info file")])
+    entries = data["entries"]
+    if not isinstance(entries, dict | list):
+        reason = f"must be an object of entries keyed by uid, not {type(entries).__name__}"
+        raise FileFormatError(path, [FieldProblem("entries", reason)])
+    return entries
+
+
+def character_book_entries(book: Any, path: Path, field: str = "data.character_book") -> list[Any]:
+    """The ``entries`` of a card's book (none when it has no ``entries``).
+
+    ``field`` is where the book sits in the file, for the problems of a
+    :class:`FileFormatError` raised when the book or its entries have the wrong shape.
+    """
+    if not isinstance(book, dict):
+        raise FileFormatError(path, [FieldProblem(field, "must be an object")])
+    entries = book.get("entries", [])
+    if not isinstance(entries, list):
+        prefix = f"{field}." if field else ""
+        raise FileFormatError(path, [FieldProblem(f"{prefix}entries", "must be a list")])
+    return entries
+
+
 def is_book_entry(raw: Mapping[str, Any]) -> bool:
-    """Whether a kept entry has the card-book shape rather than the world-info one."""
+    """Whether an entry has the card-book shape rather than the world-info one."""
     if "key" in raw or "uid" in raw:
         return False
     return "keys" in raw or "insertion_order" in raw or "enabled" in raw
 
 
-def _unique_id(base: Any, used: set[str]) -> str:
-    candidate = f"st_{base}"
-    n = 2
-    while candidate in used:
-        candidate = f"st_{base}_{n}"
-        n += 1
-    used.add(candidate)
-    return candidate
-
-
-def _meta(kb: KnowledgeBase) -> dict[str, Any]:
-    meta = kb.kb_extensions.get(EXTENSION_KEY)
-    return meta if isinstance(meta, dict) else {}
-
-
-def _raw_entry(entry: CAIU) -> dict[str, Any] | None:
-    raw = entry.extensions.get(EXTENSION_KEY)
-    return raw if isinstance(raw, dict) and raw else None
-
-
-class _EntryReader:
-    """One book's entries as CAIUs; an unusable entry is kept raw, with a warning why."""
-
-    def __init__(self, noun: str, slot: str) -> None:
-        self._noun = noun  # how warnings name an entry: "entry", "book entry"
-        self._slot = slot  # what a skipped entry records its place under: "key", "index"
-        self._used: set[str] = set()
-        self.caius: list[CAIU] = []
-        self.warnings: list[str] = []
-        self.problems: list[FieldProblem] = []
-        self.skipped: list[dict[str, Any]] = []
-
-    def new_id(self, base: Any) -> str:
-        return _unique_id(base, self._used)
-
-    def _skip(self, place: str | int, raw: Any, label: str, reason: str) -> None:
-        self.warnings.append(f"{self._noun} {label} skipped: {reason}")
-        self.skipped.append({self._slot: place, "entry": copy.deepcopy(raw)})
-
-    def not_object(self, place: str | int, where: str, raw: Any) -> None:
-        self.problems.append(FieldProblem(where, "must be an object"))
-        self._skip(place, raw, str(place), "it is not an object")
-
-    def invalid(
-        self, place: str | int, where: str, raw: dict[str, Any], entry_id: str, exc: ValidationError
-    ) -> None:
-        found = problems_from_validation(exc, where)
-        self.problems.extend(found)
-        reasons = "; ".join(str(p) for p in found)
-        self._skip(place, raw, entry_label(raw, str(place)), reasons)
-        self._used.discard(entry_id)
-
-    def knowledge_base(
-        self,
-        path: Path,
-        fmt: BookFormat,
-        book: Mapping[str, Any],
-        display: str,
-        entry_keys: Mapping[str, str] | Mapping[str, int],
-    ) -> tuple[KnowledgeBase, list[str]]:
-        """The KB of the entries read, the book's other fields kept for export.
-
-        Raises :class:`FileFormatError` when the book had problems and no usable entry.
-        """
-        if self.problems and not self.caius:
-            raise FileFormatError(path, self.problems)
-        description = book.get("description") if isinstance(book.get("description"), str) else ""
-        meta: dict[str, Any] = {
-            "format": fmt,
-            "book": {k: copy.deepcopy(v) for k, v in book.items() if k != "entries"},
-            "key_order": list(book.keys()),
-            "entry_keys": dict(entry_keys),
-            "skipped_entries": self.skipped,
-            "display_name": display,
-            "description": description,
-            "source_file": path.name,
-        }
-        kb = KnowledgeBase(
-            kb_displayName=display,
-            kb_description=description,
-            tags=[ST_TAG],
-            entries=self.caius,
-            kb_extensions={EXTENSION_KEY: meta},
-        )
-        return kb, self.warnings
-
-
-def world_info_to_kb(
-    data: Any, path: Path | str, *, name: str | None = None
-) -> tuple[KnowledgeBase, list[str]]:
-    """A KB from a parsed world-info file; ``name`` defaults to the book's or file's name."""
-    path = Path(path)
-    if not isinstance(data, dict) or "entries" not in data:
-        raise FileFormatError(path, [FieldProblem("entries", "missing: not a world info file")])
-    entries = data["entries"]
-    if isinstance(entries, list):
-        # A bare card book saved on its own (e.g. a "lorebook" download).
-        return character_book_to_kb(data, path, name=name or path.stem, field="")
-    if not isinstance(entries, dict):
-        reason = f"must be an object of entries keyed by uid, not {type(entries).__name__}"
-        raise FileFormatError(path, [FieldProblem("entries", reason)])
-
-    reader = _EntryReader("entry", "key")
-    entry_keys: dict[str, str] = {}
-    for key, raw in entries.items():
-        where = f"entries.{key}"
-        if not isinstance(raw, dict):
-            reader.not_object(key, where, raw)
-            continue
-        entry_id = reader.new_id(raw.get("uid", key))
-        try:
-            caiu = wi_entry_to_caiu(raw, entry_id=entry_id, warnings=reader.warnings)
-        except ValidationError as exc:
-            reader.invalid(key, where, raw, entry_id, exc)
-            continue
-        if str(raw.get("uid")) != key:
-            entry_keys[entry_id] = key
-        reader.caius.append(caiu)
-    display = name or (data.get("name") if isinstance(data.get("name"), str) else "") or path.stem
-    return reader.knowledge_base(path, WORLD_INFO, data, display, entry_keys)
-
-
-def character_book_to_kb(
-    book: Any, path: Path | str, *, name: str, field: str = "data.character_book"
-) -> tuple[KnowledgeBase, list[str]]:
-    """A KB from a card's ``character_book``; ``name`` is used when the book has none."""
-    path = Path(path)
-    prefix = f"{field}." if field else ""
-    if not isinstance(book, dict):
-        raise FileFormatError(path, [FieldProblem(field, "must be an object")])
-    entries = book.get("entries", [])
-    if not isinstance(entries, list):
-        raise FileFormatError(path, [FieldProblem(f"{prefix}entries", "must be a list")])
-
-    reader = _EntryReader("book entry", "index")
-    entry_keys: dict[str, int] = {}
-    for index, raw in enumerate(entries):
-        where = f"{prefix}entries[{index}]"
-        if not isinstance(raw, dict):
-            reader.not_object(index, where, raw)
-            continue
-        uid = raw.get("id")
-        entry_id = reader.new_id(index if uid is None else uid)
-        try:
-            caiu = _book_entry_to_caiu(raw, index, entry_id, reader.warnings)
-        except ValidationError as exc:
-            reader.invalid(index, where, raw, entry_id, exc)
-            continue
-        if uid is None:
-            entry_keys[entry_id] = index
-        reader.caius.append(caiu)
-    book_name = book.get("name") if isinstance(book.get("name"), str) else ""
-    return reader.knowledge_base(path, CHARACTER_BOOK, book, book_name or name, entry_keys)
-
-
-def _book_entry_to_caiu(
-    raw: dict[str, Any], index: int, entry_id: str, warnings: list[str]
-) -> CAIU:
-    CharacterBookEntry.model_validate(raw)
-    caiu = wi_entry_to_caiu(book_entry_to_wi(raw, index), entry_id=entry_id, warnings=warnings)
-    caiu.extensions[EXTENSION_KEY] = copy.deepcopy(raw)
-    return caiu
-
-
-def _int_uid(value: Any) -> int | None:
+def int_uid(value: Any) -> int | None:
+    """A uid (or a key of ``entries``) as a number; None when it is not one."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -242,11 +80,11 @@ def _int_uid(value: Any) -> int | None:
     return None
 
 
-class _UidAllocator:
+class UidAllocator:
     """SillyTavern's rule for a new entry: the smallest unused non-negative uid."""
 
     def __init__(self, taken: Iterable[Any]) -> None:
-        self._taken = {n for n in (_int_uid(v) for v in taken) if n is not None}
+        self._taken = {n for n in (int_uid(v) for v in taken) if n is not None}
 
     def take(self) -> int:
         uid = 0
@@ -256,70 +94,9 @@ class _UidAllocator:
         return uid
 
 
-def _book_fallback_index(meta: Mapping[str, Any], entry: CAIU, position: int) -> int:
-    keys = meta.get("entry_keys")
-    if isinstance(keys, dict) and isinstance(keys.get(entry.id), int):
-        return int(keys[entry.id])
-    return position
-
-
-def _taken_uids(kb: KnowledgeBase, meta: Mapping[str, Any]) -> list[Any]:
-    taken: list[Any] = []
-    for entry in kb.entries:
-        raw = _raw_entry(entry)
-        if raw is not None:
-            taken.append(raw.get("id") if is_book_entry(raw) else raw.get("uid"))
-    for skipped in meta.get("skipped_entries") or []:
-        if isinstance(skipped, dict):
-            taken.append(skipped.get("key", skipped.get("index")))
-            raw = skipped.get("entry")
-            if isinstance(raw, dict):
-                taken.append(raw.get("uid", raw.get("id")))
-    keys = meta.get("entry_keys")
-    if isinstance(keys, dict):
-        taken.extend(keys.values())
-    return taken
-
-
-def _warn_lost(entry: CAIU, warnings: list[str]) -> None:
-    lost = unrepresentable(entry)
-    if lost:
-        warnings.append(
-            f"entry {entry.id}: SillyTavern has no {', '.join(lost)}; left out of the export"
-        )
-
-
-def _wi_form(
-    entry: CAIU,
-    meta: Mapping[str, Any],
-    position: int,
-    allocator: _UidAllocator,
-    *,
-    fill_defaults: bool,
-    warnings: list[str],
-) -> tuple[str, dict[str, Any]]:
-    """The world-info entry of a CAIU and the key it is stored under."""
-    raw = _raw_entry(entry)
-    _warn_lost(entry, warnings)
-    if raw is None:
-        base: dict[str, Any] = {"uid": allocator.take()}
-    elif is_book_entry(raw):
-        base = book_entry_to_wi(raw, _book_fallback_index(meta, entry, position))
-    else:
-        base = raw
-    out = overlay_wi_entry(base, entry, fill_defaults=fill_defaults, warnings=warnings)
-    keys = meta.get("entry_keys") if meta.get("format") == WORLD_INFO else None
-    key = keys.get(entry.id) if isinstance(keys, dict) else None
-    if key is None:
-        if "uid" not in out:
-            out = {"uid": allocator.take(), **out}
-        key = str(out["uid"])
-    elif fill_defaults and "uid" not in out and _int_uid(key) is not None:
-        out = {"uid": _int_uid(key), **out}
-    return str(key), out
-
-
-def _ordered(book: Mapping[str, Any], key_order: Any, entries: Any) -> dict[str, Any]:
+def ordered_book(book: Mapping[str, Any], key_order: Any, entries: Any) -> dict[str, Any]:
+    """A copy of ``book``'s fields with ``entries``, in ``key_order`` (a file's own order,
+    so a book written back diffs cleanly against the one read); unlisted keys follow."""
     order = [k for k in key_order if isinstance(k, str)] if isinstance(key_order, list) else []
     if "entries" not in order:
         order.insert(0, "entries")
@@ -333,85 +110,3 @@ def _ordered(book: Mapping[str, Any], key_order: Any, entries: Any) -> dict[str,
         if key not in out:
             out[key] = copy.deepcopy(value)
     return out
-
-
-def _renamed(kb: KnowledgeBase, meta: Mapping[str, Any], book: dict[str, Any]) -> None:
-    # Book name/description follow the KB only when the user changed them in storyloom.
-    if kb.kb_displayName != meta.get("display_name", kb.kb_displayName):
-        book["name"] = kb.kb_displayName
-    if kb.kb_description != meta.get("description", kb.kb_description):
-        book["description"] = kb.kb_description
-
-
-def export_world_info(
-    kb: KnowledgeBase, *, fill_defaults: bool = True, warnings: list[str] | None = None
-) -> dict[str, Any]:
-    """The SillyTavern world-info JSON of ``kb``.
-
-    Untouched imported entries come back as they were (plus, with ``fill_defaults``, the
-    template fields an old entry lacks, with SillyTavern's defaults); edited ones carry
-    the edits; entries made in storyloom get SillyTavern's defaults for every field. A KB
-    made from a card book gets that book, as it is now, in ``originalData``, as
-    SillyTavern's own import of an embedded book does.
-    """
-    notes: list[str] = [] if warnings is None else warnings
-    meta = _meta(kb)
-    allocator = _UidAllocator(_taken_uids(kb, meta))
-    entries: dict[str, Any] = {}
-    for position, entry in enumerate(kb.entries):
-        key, wi = _wi_form(
-            entry, meta, position, allocator, fill_defaults=fill_defaults, warnings=notes
-        )
-        if key in entries:
-            uid = allocator.take()
-            notes.append(f"entry {entry.id}: uid {key} is used twice; written as uid {uid}")
-            wi["uid"] = uid
-            key = str(uid)
-        entries[key] = wi
-    if meta.get("format") == WORLD_INFO:
-        for skipped in meta.get("skipped_entries") or []:
-            key = str(skipped.get("key"))
-            if key not in entries:
-                entries[key] = copy.deepcopy(skipped.get("entry"))
-        book = copy.deepcopy(meta.get("book") or {})
-        _renamed(kb, meta, book)
-        return _ordered(book, meta.get("key_order"), entries)
-    result: dict[str, Any] = {"entries": entries}
-    if meta.get("format") == CHARACTER_BOOK:
-        result["originalData"] = export_character_book(kb, warnings=[])
-    return result
-
-
-def export_character_book(
-    kb: KnowledgeBase, *, warnings: list[str] | None = None
-) -> dict[str, Any]:
-    """``kb`` as a card's ``character_book`` (what SillyTavern embeds when exporting a card)."""
-    notes: list[str] = [] if warnings is None else warnings
-    meta = _meta(kb)
-    allocator = _UidAllocator(_taken_uids(kb, meta))
-    out_entries: list[Any] = []
-    for position, entry in enumerate(kb.entries):
-        raw = _raw_entry(entry)
-        if raw is not None and is_book_entry(raw):
-            _warn_lost(entry, notes)
-            base = book_entry_to_wi(raw, _book_fallback_index(meta, entry, position))
-            changes = changed_wi_fields(base, entry, notes)
-            if "characterFilter" in changes:
-                notes.append(f"entry {entry.id}: a card book has no character filter; dropped")
-            out_entries.append(apply_wi_changes(raw, changes))
-        else:
-            _key, wi = _wi_form(
-                entry, meta, position, allocator, fill_defaults=True, warnings=notes
-            )
-            out_entries.append(wi_to_book_entry(wi))
-    if meta.get("format") == CHARACTER_BOOK:
-        for skipped in meta.get("skipped_entries") or []:
-            index = skipped.get("index")
-            at = index if isinstance(index, int) else len(out_entries)
-            out_entries.insert(min(at, len(out_entries)), copy.deepcopy(skipped.get("entry")))
-        book = copy.deepcopy(meta.get("book") or {})
-        _renamed(kb, meta, book)
-        return _ordered(book, meta.get("key_order"), out_entries)
-    for skipped in meta.get("skipped_entries") or []:
-        notes.append(f"entry {skipped.get('key')} was unreadable at import; not in the card book")
-    return {"entries": out_entries, "name": kb.kb_displayName}

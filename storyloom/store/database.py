@@ -16,14 +16,14 @@ from pathlib import Path
 import apsw
 import sqlite_vec
 
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import Unavailable
 from storyloom.store.migrations import MIGRATIONS, current_version, migrate
 
 DATABASE_FILE = "storyloom.sqlite3"
 BUSY_TIMEOUT_MS = 5000
 
 
-class DatabaseError(StoryloomError):
+class DatabaseError(Unavailable):
     pass
 
 

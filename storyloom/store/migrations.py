@@ -1,13 +1,16 @@
 """Schema migrations as code.
 
-Each migration has a version, a name and the SQL that moves the schema one step. They run
-in order inside one transaction each and are recorded in ``schema_migrations``; a database
-newer than this code is refused instead of being guessed at.
+Each migration has a version, a name and the SQL that moves the schema one step, and
+optionally Python code that runs before the SQL, for what SQL cannot say (dropping tables
+whose names are stored in another table). They run in order inside one transaction each
+and are recorded in ``schema_migrations``; a database newer than this code is refused
+instead of being guessed at.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
@@ -20,6 +23,14 @@ class Migration:
     version: int
     name: str
     sql: str
+    before_sql: Callable[[apsw.Connection], None] | None = None
+
+
+def _drop_vec_mirrors(conn: apsw.Connection) -> None:
+    names = [str(row[0]) for row in conn.execute("SELECT table_name FROM kb_vec_table")]
+    for name in names:
+        # The names were made by storyloom (vec_<hex>_<dim>), never by a user.
+        conn.execute(f'DROP TABLE IF EXISTS "{name}"')
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -39,8 +50,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         # Indexes derived from the knowledge.json files: rebuildable, never the source of
         # truth. The FTS table holds jieba-segmented text (see knowledge/text_index.py) and
         # is contentless, its rowid being kb_entry_index.id. Vectors live in kb_embedding;
-        # per-model sqlite-vec tables (listed in kb_vec_table) mirror them, keyed by
-        # kb_embedding.id, and are created on demand because their dimension is per model.
+        # per-model sqlite-vec tables (listed in kb_vec_table) mirrored them, keyed by
+        # kb_embedding.id, created on demand because their dimension is per model (until
+        # migration 7 dropped them).
         # kb_vector_generation counts changes to a KB's vectors, so in-memory copies can
         # tell cheaply whether they are current.
         """
@@ -218,6 +230,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) STRICT;
         """,
     ),
+    Migration(
+        7,
+        "drop_sqlite_vec_mirrors",
+        # Search reads vectors from kb_embedding into memory (knowledge/vector_index.py);
+        # the vec0 mirrors were written on every store and never read. Dropping a vec0
+        # table needs sqlite-vec loaded, which every storyloom connection has.
+        "DROP TABLE kb_vec_table;",
+        before_sql=_drop_vec_mirrors,
+    ),
 )
 
 
@@ -257,6 +278,8 @@ def migrate(conn: apsw.Connection, migrations: tuple[Migration, ...] = MIGRATION
         # apsw's connection context manager is a savepoint: the step and its record
         # commit together or not at all.
         with conn:
+            if migration.before_sql is not None:
+                migration.before_sql(conn)
             conn.execute(migration.sql)
             conn.execute(
                 "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",

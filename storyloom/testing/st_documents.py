@@ -1,9 +1,9 @@
 """Small SillyTavern documents built in code, for tests anywhere in storyloom.
 
-Real files live in ``shared/st-samples``; these builders make the shapes SillyTavern
-writes without them: a world-info book, a card (V2/V3, JSON or PNG, with a book), a
-CHARX archive and a chat. Every builder takes overrides, so a test states only what
-it is about.
+These builders make the shapes SillyTavern writes: a world-info book, a card (V1/V2/V3,
+JSON or PNG, with a book), a CHARX archive and a chat. Every builder takes overrides, so
+a test states only what it is about. ``tests/fixtures/make_fixtures.py`` builds the
+fixture files with them; real users' files are the corpus ``make test-corpus`` reads.
 """
 
 from __future__ import annotations

@@ -17,12 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json, to_jsonable_python
 
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import NotFound
 from storyloom.store.database import Database
-
-
-class HistoryEntryNotFound(StoryloomError, LookupError):
-    pass
 
 
 class HistoryEntry(BaseModel):
@@ -156,7 +152,7 @@ class NodeHistory:
                 (history_id,),
             ).fetchone()
             if row is None or (row[0], row[1]) != (workflow_id, node_id):
-                raise HistoryEntryNotFound(
+                raise NotFound(
                     f"node {node_id!r} of workflow {workflow_id!r} has no history entry"
                     f" {history_id}"
                 )

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import ModuleType
+from typing import Any
 
 import pluggy
 
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import Conflict
 from storyloom.core.plugin_markers import PROJECT
 from storyloom.workflow import hookspecs
 from storyloom.workflow.node_type import NodeType, NodeTypeInfo
+from storyloom.workflow.workflow_file import workflow_schema
 
 
-class NodeTypeConflict(StoryloomError):
+class NodeTypeConflict(Conflict):
     pass
 
 
@@ -48,6 +50,20 @@ class NodeRegistry:
 
     def infos(self) -> list[NodeTypeInfo]:
         return [self._types[name].info() for name in self.names()]
+
+    def workflow_schema(self) -> dict[str, Any]:
+        """The JSON Schema of workflow files, each node's ``config`` checked against its
+        type's config model (``if type is X then config is X's``)."""
+        schema = workflow_schema()
+        node = schema["$defs"]["WorkflowNode"]
+        node["allOf"] = [
+            {
+                "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+                "then": {"properties": {"config": self._types[name].config_schema()}},
+            }
+            for name in self.names()
+        ]
+        return schema
 
     @classmethod
     def from_plugins(

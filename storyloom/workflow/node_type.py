@@ -1,10 +1,12 @@
 """What a node type declares, and what a running node may ask of the runner.
 
-A node type is a class: typed input and output slots with descriptions, config fields
-with defaults, bounds and suggestions (``ComboOption``), a version (part of the cache
+A node type is a class: typed input and output slots with descriptions, a config model
+(a pydantic model: defaults, bounds, choices, editor hints), a version (part of the cache
 key: bump it when the node's behaviour changes), whether it is idempotent (same inputs →
 same outputs, so its output may be cached) and whether it streams. Its ``run`` receives
-the input values and the config by name and returns its outputs by slot name.
+the input values by slot name and the validated config model, and returns its outputs by
+slot name. The config model is the one schema of a node's config: validation, the
+workflow JSON Schema, a node tool's parameters and the canvas's form all come from it.
 
 An input left unconnected whose name is also a config field takes the config value, so a
 value can be typed on the node or wired from elsewhere (ComfyUI's widget-to-input).
@@ -12,14 +14,20 @@ value can be typed on the node or wired from elsewhere (ComfyUI's widget-to-inpu
 
 from __future__ import annotations
 
+import builtins
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, ValidationError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, ErrorDetails
+from typing_extensions import TypeVar
 
-from storyloom.workflow.slot_types import ANY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
+from storyloom.core.errors import field_path
+from storyloom.workflow.slot_types import ANY
 
 # Suggestion is re-exported: node modules declare config suggestions with it.
 from storyloom.workflow.workflow_file import Suggestion as Suggestion
@@ -51,42 +59,62 @@ class Slot(_Model):
     default: Any = None
 
 
-Widget = Literal["text", "textarea", "number", "checkbox", "select", "json", "kb", "workflow"]
+class NodeConfig(BaseModel):
+    """Base of every node type's config model: the values typed on the node, by name.
+
+    Unknown names are refused (a typo in a hand-written file would otherwise be a setting
+    that silently does nothing) and values are checked strictly (``"3"`` is not an
+    integer), as a JSON file states them. Extra editor hints go in ``Annotated``:
+    :class:`Widget` and :class:`Suggestions`.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class ConfigField(_Model):
-    """One config value, edited in the node's side panel."""
+# Defaults to Any so that ``NodeType`` alone (the registry's view) accepts every node type.
+ConfigT = TypeVar("ConfigT", bound=NodeConfig, default=Any)
 
-    name: str
-    type: str = STRING
-    description: str = ""
-    default: Any = None
-    required: bool = False
-    minimum: float | None = None
-    maximum: float | None = None
-    suggestions: tuple[Suggestion, ...] = ()
-    strict: bool = Field(
-        default=False, description="With suggestions: only a suggested value is valid"
-    )
-    widget: Widget | None = Field(default=None, description="Editor hint; derived when unset")
-
-    def editor(self) -> Widget:
-        if self.widget:
-            return self.widget
-        if self.suggestions and self.strict:
-            return "select"
-        if self.type in (STRING, ANY):
-            return "text"
-        return _EDITORS.get(self.type, "json")
+WidgetName = Literal["textarea", "json", "kb", "workflow"]
 
 
-_EDITORS: dict[str, Widget] = {INTEGER: "number", FLOAT: "number", BOOLEAN: "checkbox"}
+class Widget:
+    """``Annotated`` marker: the editor a field needs when its type does not say it
+    (``x-widget`` in the config schema)."""
+
+    def __init__(self, name: WidgetName) -> None:
+        self.name = name
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        out["x-widget"] = self.name
+        return out
 
 
-class ConfigFieldInfo(ConfigField):
-    """A config field as the API sends it: the editor worked out, ``ComboOption`` marked."""
+TEXTAREA = Widget("textarea")
+JSON_EDITOR = Widget("json")
+KB_PICKER = Widget("kb")
+WORKFLOW_PICKER = Widget("workflow")
 
-    match_categories: list[str] = Field(default_factory=list, alias="matchCategories")
+
+class Suggestions:
+    """``Annotated`` marker: values offered for a field. On a ``Literal`` field they label
+    its choices; on any other they are hints (``ComboOption``), and other values pass."""
+
+    def __init__(self, *items: Suggestion | Any) -> None:
+        self.items = tuple(i if isinstance(i, Suggestion) else Suggestion(value=i) for i in items)
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        out["x-suggestions"] = [s.model_dump(mode="json", exclude_none=True) for s in self.items]
+        out["x-match-categories"] = [COMBO_OPTION]
+        return out
+
+
+COMBO_OPTION = "ComboOption"
 
 
 class NodeTypeInfo(_Model):
@@ -104,7 +132,11 @@ class NodeTypeInfo(_Model):
     )
     inputs: list[Slot]
     outputs: list[Slot]
-    config: list[ConfigFieldInfo]
+    config_schema: dict[str, Any] = Field(
+        alias="configSchema",
+        description="JSON Schema (an object, `$ref`s inlined) of the node's config, with "
+        "`x-widget`, `x-suggestions` and `x-match-categories` as editor hints",
+    )
 
 
 @dataclass(frozen=True)
@@ -273,8 +305,9 @@ class NodeContext(Protocol):
     def set_evaluation(self, evaluation: Evaluation) -> None: ...
 
 
-class NodeType:
-    """Base class of every node type. Subclasses set the class attributes and ``run``."""
+class NodeType(Generic[ConfigT]):
+    """Base of every node type. Subclasses set the class attributes and ``run``; the
+    config model is the type argument: ``class Echo(NodeType[EchoConfig])``."""
 
     type: ClassVar[str]
     display_name: ClassVar[str]
@@ -288,9 +321,17 @@ class NodeType:
     """The node reads ``ctx.interface_inputs`` (GroupInput): they go into its cache key."""
     inputs: ClassVar[tuple[Slot, ...]] = ()
     outputs: ClassVar[tuple[Slot, ...]] = ()
-    config: ClassVar[tuple[ConfigField, ...]] = ()
+    config_model: ClassVar[builtins.type[NodeConfig]] = NodeConfig
+    """Taken from the type argument; set it by hand only on a class that has none."""
     _static_slots: ClassVar[NodeSlots | None] = None
     _defaults: ClassVar[dict[str, Any] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            (arg, *_) = get_args(base) or (None,)
+            if isinstance(arg, builtins.type) and issubclass(arg, NodeConfig):
+                cls.config_model = arg
 
     def slots(self, node: WorkflowNode, env: SlotEnvironment) -> NodeSlots:
         """The node's slots; override when they depend on its config or the workflow
@@ -306,13 +347,13 @@ class NodeType:
             cls._static_slots = built
         return built
 
-    def fingerprint(self, config: Mapping[str, Any], services: WorkflowServices) -> str | None:
+    def fingerprint(self, config: ConfigT, services: WorkflowServices) -> str | None:
         """What decides the output besides the inputs and the config, if anything: the
         model an LLM node calls, the file a sub-workflow node runs. It joins the node's
         cache key (asked once per run), so changing it re-runs the node."""
         return None
 
-    def check_lazy(self, available: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    def check_lazy(self, available: Mapping[str, Any], config: ConfigT) -> list[str]:
         """Names of lazy inputs still needed given the inputs computed so far.
 
         Called before ``run`` and again each time a requested lazy input arrives; the
@@ -321,21 +362,71 @@ class NodeType:
         return []
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: ConfigT
     ) -> dict[str, Any] | NodeExpansion:
         raise NotImplementedError
 
-    def config_field(self, name: str) -> ConfigField | None:
-        return next((f for f in self.config if f.name == name), None)
+    @classmethod
+    def config_names(cls) -> tuple[str, ...]:
+        return tuple(cls.config_model.model_fields)
 
-    def config_with_defaults(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config`` over the declared defaults. Defaults are shared between nodes, so a
-        node must not change its config values in place (nor its inputs)."""
-        defaults = type(self).__dict__.get("_defaults")
+    @classmethod
+    def parse_config(cls, config: Mapping[str, Any]) -> ConfigT:
+        """The validated config of a node; raises ``pydantic.ValidationError``.
+
+        A null value means "not set": the field's default applies, as it always has for
+        files the canvas wrote when a field was cleared."""
+        values = {k: v for k, v in config.items() if v is not None}
+        return cast(ConfigT, cls.config_model.model_validate(values))
+
+    @classmethod
+    def lenient_config(cls, config: Mapping[str, Any]) -> ConfigT | None:
+        """The config with each invalid field at its default, for ``slots``: they are
+        worked out before the run, and a bad value elsewhere (validation reports it)
+        should not hide the slots. None when a required field is missing or invalid."""
+        try:
+            return cls.parse_config(config)
+        except ValidationError as exc:
+            bad = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        try:
+            return cls.parse_config({k: v for k, v in config.items() if k not in bad})
+        except ValidationError:
+            return None
+
+    @classmethod
+    def config_problems(cls, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(field path, reason)`` for every config value that breaks the config model."""
+        try:
+            cls.parse_config(config)
+        except ValidationError as exc:
+            known = ", ".join(cls.config_names()) or "none"
+            return [_config_problem(error, known) for error in exc.errors()]
+        return []
+
+    @classmethod
+    def config_defaults(cls) -> dict[str, Any]:
+        """The default of every config field that has one (a fresh copy)."""
+        defaults = cls.__dict__.get("_defaults")
         if defaults is None:
-            defaults = {f.name: f.default for f in self.config}
-            type(self)._defaults = defaults
-        return {**defaults, **config}
+            defaults = {
+                name: f.get_default(call_default_factory=True)
+                for name, f in cls.config_model.model_fields.items()
+                if not f.is_required()
+            }
+            cls._defaults = defaults
+        return copy.deepcopy(defaults)
+
+    @classmethod
+    def config_schema(cls) -> dict[str, Any]:
+        """The config model as the canvas and tools read it: a JSON Schema object with
+        every ``$ref`` inlined."""
+        schema = cls.config_model.model_json_schema()
+        defs = schema.pop("$defs", {})
+        schema.pop("title", None)
+        inlined: dict[str, Any] = _inline_refs(schema, defs)
+        inlined.setdefault("properties", {})
+        inlined.setdefault("required", [])
+        return inlined
 
     @classmethod
     def info(cls) -> NodeTypeInfo:
@@ -350,57 +441,44 @@ class NodeType:
             dynamic_slots=cls.dynamic_slots,
             inputs=list(cls.inputs),
             outputs=list(cls.outputs),
-            config=[
-                ConfigFieldInfo(
-                    **f.model_dump(exclude={"widget"}),
-                    widget=f.editor(),
-                    match_categories=["ComboOption"] if f.suggestions else [],
-                )
-                for f in cls.config
-            ],
+            config_schema=cls.config_schema(),
         )
 
 
-def check_config(fields: Sequence[ConfigField], config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(field, reason)`` for every config value that breaks its declaration.
-
-    Unknown names are reported too: a typo in a hand-written file would otherwise be a
-    setting that silently does nothing.
-    """
-    problems: list[tuple[str, str]] = []
-    known = {f.name: f for f in fields}
-    for name in config:
-        if name not in known:
-            problems.append((name, f"unknown config field (known: {', '.join(known) or 'none'})"))
-    for f in fields:
-        value = config.get(f.name, f.default)
-        if value is None:
-            if f.required:
-                problems.append((f.name, "required"))
-            continue
-        reason = _config_value_problem(f, value)
-        if reason:
-            problems.append((f.name, reason))
-    return problems
+def _inline_refs(schema: Any, defs: Mapping[str, Any]) -> Any:
+    """``schema`` with each ``#/$defs/Name`` replaced by the definition (keys beside the
+    ``$ref`` win), so a renderer needs no reference lookup. Config models do not recurse."""
+    if isinstance(schema, list):
+        return [_inline_refs(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$ref"}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        out = {**target, **out}
+    # pydantic wraps a described model field as ``allOf: [{$ref}]``.
+    all_of = out.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
+        out = {**all_of[0], **{k: v for k, v in out.items() if k != "allOf"}}
+    return out
 
 
-def _config_value_problem(f: ConfigField, value: Any) -> str | None:
-    numeric = f.type in (INTEGER, FLOAT)
-    if f.type == INTEGER and (not isinstance(value, int) or isinstance(value, bool)):
-        return f"expected an integer, got {value!r}"
-    if f.type == FLOAT and (not isinstance(value, int | float) or isinstance(value, bool)):
-        return f"expected a number, got {value!r}"
-    if f.type == BOOLEAN and not isinstance(value, bool):
-        return f"expected true or false, got {value!r}"
-    if f.type == STRING and not isinstance(value, str):
-        return f"expected text, got {value!r}"
-    if f.type == OBJECT and not isinstance(value, dict):
-        return f"expected an object, got {value!r}"
-    if numeric and f.minimum is not None and value < f.minimum:
-        return f"{value} is below the minimum {f.minimum:g}"
-    if numeric and f.maximum is not None and value > f.maximum:
-        return f"{value} is above the maximum {f.maximum:g}"
-    if f.strict and f.suggestions and value not in [s.value for s in f.suggestions]:
-        allowed = ", ".join(repr(s.value) for s in f.suggestions)
-        return f"{value!r} is not one of {allowed}"
-    return None
+def _config_problem(error: ErrorDetails, known: str) -> tuple[str, str]:
+    path = field_path(list(error["loc"]))
+    value = error.get("input")
+    ctx = error.get("ctx", {})
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return path, f"unknown config field (known: {known})"
+    if kind == "missing":
+        return path, "required"
+    if kind in ("greater_than_equal", "greater_than"):
+        bound = ctx.get("ge", ctx.get("gt"))
+        return path, f"{value!r} is below the minimum {bound!r}"
+    if kind in ("less_than_equal", "less_than"):
+        bound = ctx.get("le", ctx.get("lt"))
+        return path, f"{value!r} is above the maximum {bound!r}"
+    if kind == "literal_error":
+        return path, f"{value!r} is not one of {ctx.get('expected', '')}"
+    return path, f"{error['msg'][0].lower()}{error['msg'][1:]}, got {value!r}"

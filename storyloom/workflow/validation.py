@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from storyloom.core.errors import StoryloomError
 from storyloom.workflow import slot_types
 from storyloom.workflow.node_registry import NodeRegistry
-from storyloom.workflow.node_type import check_config
 from storyloom.workflow.workflow_file import InterfaceSlot, Workflow, WorkflowEdge
 from storyloom.workflow.workflow_graph import GraphNode, WorkflowGraph, WorkflowLoader
 
@@ -155,11 +154,11 @@ def _node_problems(
     out = [
         WorkflowProblem(
             node_id=node_id,
-            field=name,
+            field=f"nodes.{node_id}.config.{path}",
             code="bad-config",
-            message=f"node {node_id!r} config {name!r}: {reason}",
+            message=f"node {node_id!r} config {path!r}: {reason}",
         )
-        for name, reason in check_config(g.node_type.config, g.node.config)
+        for path, reason in g.node_type.config_problems(g.node.config)
     ]
     if g.slot_error is not None or g.slots is None:
         out.append(
@@ -170,15 +169,17 @@ def _node_problems(
             )
         )
         return out
-    config = g.node_type.config_with_defaults(g.node.config)
+    fields = g.node_type.config_model.model_fields
     feeding = graph.incoming.get(node_id, {})
     for slot in g.slots.inputs:
-        if slot.required and slot.name not in feeding and config.get(slot.name) is None:
-            how = (
-                "connect it or set its config value"
-                if g.node_type.config_field(slot.name)
-                else "connect it"
-            )
+        if not slot.required or slot.name in feeding:
+            continue
+        field = fields.get(slot.name)
+        value = g.node.config.get(slot.name)
+        if value is None and field is not None and not field.is_required():
+            value = field.get_default(call_default_factory=True)
+        if value is None:
+            how = "connect it or set its config value" if field is not None else "connect it"
             out.append(
                 WorkflowProblem(
                     node_id=node_id,

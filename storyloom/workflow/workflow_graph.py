@@ -7,7 +7,7 @@ import graphlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import NotFound, StoryloomError
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import NodeSlots, NodeType
 from storyloom.workflow.workflow_file import Workflow, WorkflowEdge, WorkflowNode
@@ -16,7 +16,7 @@ WorkflowLoader = Callable[[str], Workflow]
 GROUP_OUTPUT = "core:GroupOutput"
 
 
-class WorkflowNotFound(StoryloomError, LookupError):
+class WorkflowNotFound(NotFound):
     pass
 
 

@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from storyloom.core.errors import FieldProblem, StoryloomError, field_path
+from storyloom.core.errors import (
+    FieldProblem,
+    InvalidInput,
+    NotFound,
+    StoryloomError,
+    field_path,
+)
 from storyloom.workflow import slot_types
 from storyloom.workflow.node_registry import NodeRegistry
-from storyloom.workflow.node_type import ConfigFieldInfo, NodeTypeInfo
+from storyloom.workflow.node_type import COMBO_OPTION, NodeTypeInfo
 from storyloom.workflow.workflow_file import Workflow
 
 if TYPE_CHECKING:
@@ -25,17 +31,15 @@ if TYPE_CHECKING:
 
 WORKFLOW_TOOL_PREFIX = "workflow:"
 NODE_TOOL_PREFIX = "node:"
-COMBO_OPTION = "ComboOption"
 
 
-class ToolArgumentsInvalid(StoryloomError, ValueError):
+class ToolArgumentsInvalid(InvalidInput, ValueError):
     """A tool call's arguments do not fit the tool's parameters; one problem per argument."""
 
     def __init__(self, tool: str, problems: list[FieldProblem]) -> None:
         self.tool = tool
-        self.problems = problems
         lines = "; ".join(f"argument {p.field!r}: {p.reason}" for p in problems)
-        super().__init__(f"{tool}: {lines}")
+        super().__init__(f"{tool}: {lines}", problems)
 
 
 class ToolRunFailed(StoryloomError):
@@ -48,7 +52,7 @@ class ToolRunFailed(StoryloomError):
         super().__init__(f"{tool}: the run {result.status}" + (f" ({reasons})" if reasons else ""))
 
 
-class UnknownNodeType(StoryloomError, LookupError):
+class UnknownNodeType(NotFound):
     pass
 
 
@@ -103,29 +107,26 @@ async def run_workflow_tool(
 
 def node_tool_schema(info: NodeTypeInfo) -> dict[str, Any]:
     """A node type as a tool (seed 003 4.1.2): one parameter per input slot, and one per
-    config field that is not also an input. A required input is a required parameter
-    unless a config default stands in for it."""
-    config = {f.name: f for f in info.config}
+    config field that is not also an input (its schema from the config model). A
+    required input is a required parameter unless a config default stands in for it."""
+    fields: dict[str, Any] = info.config_schema.get("properties", {})
+    required_fields = set(info.config_schema.get("required", []))
     properties: dict[str, Any] = {}
     required: list[str] = []
     for slot in info.inputs:
         prop = _typed_property(slot.type, slot.description)
-        field = config.get(slot.name)
+        field = fields.get(slot.name)
         if field is not None:
             prop.update(_config_extras(field))
         properties[slot.name] = prop
-        if slot.required and (field is None or field.default is None):
+        if slot.required and (field is None or field.get("default") is None):
             required.append(slot.name)
-    for field in info.config:
-        if field.name in properties:
+    for name, field in fields.items():
+        if name in properties:
             continue
-        prop = _typed_property(field.type, field.description)
-        prop.update(_config_extras(field))
-        if field.default is not None:
-            prop["default"] = field.default
-        properties[field.name] = prop
-        if field.required and field.default is None:
-            required.append(field.name)
+        properties[name] = _tool_property(_non_null(field))
+        if name in required_fields:
+            required.append(name)
     return {
         "name": f"{NODE_TOOL_PREFIX}{info.type}",
         "description": info.description,
@@ -231,17 +232,43 @@ def _typed_property(type_name: str, description: str) -> dict[str, Any]:
     return prop
 
 
-def _config_extras(field: ConfigFieldInfo) -> dict[str, Any]:
-    """Bounds and choices of a config field. Only a strict field's suggestions become an
-    ``enum``: others are hints, and the node accepts any value."""
-    extras: dict[str, Any] = {}
-    if field.strict and field.suggestions:
-        extras["enum"] = [s.value for s in field.suggestions]
-    if field.minimum is not None:
-        extras["minimum"] = field.minimum
-    if field.maximum is not None:
-        extras["maximum"] = field.maximum
-    return extras
+def _config_extras(field: dict[str, Any]) -> dict[str, Any]:
+    """Bounds and choices of a config field that is also an input. Only strict choices
+    are an ``enum``: suggestions are hints, and the node accepts any value."""
+    plain = _non_null(field)
+    return {k: plain[k] for k in ("enum", "minimum", "maximum") if k in plain}
+
+
+def _non_null(field: dict[str, Any]) -> dict[str, Any]:
+    """An optional field (``anyOf [X, null]``) as X: a caller leaves it out to leave it
+    unset, so a tool's parameters need not offer null."""
+    options = field.get("anyOf")
+    if not isinstance(options, list):
+        return field
+    others = [o for o in options if o.get("type") != "null"]
+    if len(others) != 1 or len(others) == len(options):
+        return field
+    rest = {k: v for k, v in field.items() if k != "anyOf"}
+    return {**others[0], **rest}
+
+
+def _tool_property(schema: Any) -> Any:
+    """A config field's schema without what only the canvas reads (titles, editor hints)."""
+    if isinstance(schema, list):
+        return [_tool_property(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" or key.startswith("x-"):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _tool_property(prop) for name, prop in value.items()}
+        elif key in ("default", "enum", "const"):
+            out[key] = value
+        else:
+            out[key] = _tool_property(value)
+    return out
 
 
 def _edge(source: str, source_slot: str, target: str, target_slot: str) -> dict[str, str]:

@@ -462,22 +462,27 @@ def post_json(url: str, body: dict[str, Any]) -> Any:
         return json.loads(resp.read())
 
 
-ST_SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
+ST_CHAT = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "sillytavern"
+    / "chat_maren_legacy_header.jsonl"
+)
 
 
 def test_import_a_sillytavern_chat_from_the_new_chat_form(
     start_server: Callable[..., Any], page: Page
 ) -> None:
-    sample = ST_SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
+    sample = ST_CHAT
     server = start_server()
     page.goto(server.url + "chat")
     expect(page.locator(tid("chat-none"))).to_be_visible()
     page.click(tid("chat-new"))
     page.set_input_files(tid("chat-import-file"), str(sample))
     expect(page).to_have_url(re.compile(r"/chat/[0-9a-f]+$"))
-    expect(messages(page)).to_have_count(13)
-    expect(messages(page).first).to_contain_text("You wake with a start")
-    expect(messages(page).nth(1).locator(tid("chat-message-name"))).to_have_text("白羽")
+    expect(messages(page)).to_have_count(7)
+    expect(messages(page).first).to_contain_text("You wake to the smell of lamp oil")
+    expect(messages(page).nth(1).locator(tid("chat-message-name"))).to_have_text("青禾")
     expect(page.locator(tid("chat-conversation"))).to_have_count(1)
 
 
@@ -686,7 +691,7 @@ def test_the_built_in_pipeline_opens_in_the_workflow_editor(
 def test_a_chat_imported_on_the_knowledge_page_links_to_its_conversation(
     start_server: Callable[..., Any], page: Page
 ) -> None:
-    sample = ST_SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
+    sample = ST_CHAT
     server = start_server()
     page.goto(server.url + "knowledge")
     page.set_input_files(tid("import-file"), str(sample))
@@ -694,5 +699,5 @@ def test_a_chat_imported_on_the_knowledge_page_links_to_its_conversation(
     expect(link).to_be_visible()
     link.click()
     expect(page).to_have_url(re.compile(r"/chat/[0-9a-f]+$"))
-    expect(messages(page)).to_have_count(13)
-    expect(messages(page).first).to_contain_text("You wake with a start")
+    expect(messages(page)).to_have_count(7)
+    expect(messages(page).first).to_contain_text("You wake to the smell of lamp oil")

@@ -1,4 +1,4 @@
-"""The Knowledge page end to end: real server, real browser, real SillyTavern samples."""
+"""The Knowledge page end to end: real server, real browser, SillyTavern files."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from storyloom.project.project_knowledge import add_local_knowledge_base
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "test-results" / "browser"
-SAMPLES = REPO.parent / "shared" / "st-samples"
-ELDORIA = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
+LANTERNFALL = REPO / "tests" / "fixtures" / "sillytavern" / "world_info_lanternfall_v1.18.json"
 
 pytestmark = pytest.mark.browser
 
@@ -26,11 +25,11 @@ def tid(name: str) -> str:
     return f'[data-testid="{name}"]'
 
 
-def with_eldoria(home: Path) -> None:
-    """The default project with the Eldoria world info, as an import would leave it."""
+def with_lanternfall(home: Path) -> None:
+    """The default project with the Lanternfall world info, as an import would leave it."""
     project = home / "projects" / "default"
     init_project(project)
-    add_local_knowledge_base(project, import_sillytavern(ELDORIA).knowledge_bases[0])
+    add_local_knowledge_base(project, import_sillytavern(LANTERNFALL).knowledge_bases[0])
 
 
 def only_kb(server: Any) -> dict[str, Any]:
@@ -62,19 +61,19 @@ def select_entry(page: Page, name: str) -> None:
 def test_import_a_world_info_file_and_see_its_entries(server: Any, page: Page) -> None:
     page.goto(server.url + "knowledge")
     expect(page.locator(tid("kb-none"))).to_be_visible()
-    page.set_input_files(tid("import-file"), str(ELDORIA))
+    page.set_input_files(tid("import-file"), str(LANTERNFALL))
     report = page.locator(tid("import-report"))
     expect(report).to_be_visible()
-    expect(report).to_contain_text(ELDORIA.name)
+    expect(report).to_contain_text(LANTERNFALL.name)
     expect(report).to_contain_text("4 entries")
     kb = only_kb(server)
     expect(page).to_have_url(re.compile(rf"/knowledge/{kb['kb_id']}$"))
     items = page.locator(tid("entry-item"))
     expect(items).to_have_count(4)
     expect(items.locator(".entry-name")).to_have_text(
-        [re.compile(n) for n in ["eldoria", "shadowfang", "glade", "power"]]
+        [re.compile(n) for n in ["harbour", "wraith", "lighthouse", "tide"]]
     )
-    expect(items.nth(2).locator(tid("entry-keywords"))).to_have_text("glade, safe haven, refuge")
+    expect(items.nth(2).locator(tid("entry-keywords"))).to_have_text("lighthouse, beacon, shelter")
     expect(items.nth(0).locator(tid("entry-tokens"))).to_have_text(re.compile(r"^\s*\d+\s*$"))
     expect(page.locator(tid("kb-item-meta"))).to_contain_text("4 entries")
     expect(report).to_be_visible()  # the report stays once the KB list has refreshed
@@ -82,9 +81,9 @@ def test_import_a_world_info_file_and_see_its_entries(server: Any, page: Page) -
 
 
 def test_edit_an_entry_with_validation_then_save_and_reload(start_server: Any, page: Page) -> None:
-    server = start_server(with_eldoria)
+    server = start_server(with_lanternfall)
     kb = open_kb(page, server)
-    select_entry(page, "glade")
+    select_entry(page, "lighthouse")
 
     # Keywords: add one as a chip, remove another.
     keywords = page.locator(tid("field-activation_criteria.keywords"))
@@ -92,8 +91,8 @@ def test_edit_an_entry_with_validation_then_save_and_reload(start_server: Any, p
     keywords.press("Enter")
     chips = page.locator(tid("field-activation_criteria.keywords-chips")).locator(tid("chip"))
     expect(chips).to_have_count(4)
-    chips.filter(has_text="refuge").get_by_role("button").click()
-    expect(chips).to_have_text([re.compile(k) for k in ["glade", "safe haven", "sanctuary"]])
+    chips.filter(has_text="shelter").get_by_role("button").click()
+    expect(chips).to_have_text([re.compile(k) for k in ["lighthouse", "beacon", "sanctuary"]])
 
     # An out-of-range probability is flagged beside the field and blocks saving.
     probability = page.locator(tid("field-activation_criteria.trigger_probability"))
@@ -114,50 +113,52 @@ def test_edit_an_entry_with_validation_then_save_and_reload(start_server: Any, p
     page.click(tid("kb-save"))
     expect(result).to_have_attribute("data-ok", "true")
     expect(result).to_contain_text("Saved.")
-    glade = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == "glade")
-    assert glade["activation_criteria"]["keywords"] == ["glade", "safe haven", "sanctuary"]
-    assert glade["activation_criteria"]["trigger_probability"] == 0.5
+    lighthouse = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == "lighthouse")
+    assert lighthouse["activation_criteria"]["keywords"] == ["lighthouse", "beacon", "sanctuary"]
+    assert lighthouse["activation_criteria"]["trigger_probability"] == 0.5
 
     page.reload()
-    select_entry(page, "glade")
-    expect(chips).to_have_text([re.compile(k) for k in ["glade", "safe haven", "sanctuary"]])
+    select_entry(page, "lighthouse")
+    expect(chips).to_have_text([re.compile(k) for k in ["lighthouse", "beacon", "sanctuary"]])
     expect(probability).to_have_value("0.5")
-    glade_item = page.locator(tid("entry-item"), has_text="glade")
-    expect(glade_item.locator(tid("entry-keywords"))).to_have_text("glade, safe haven, sanctuary")
+    lighthouse_item = page.locator(tid("entry-item"), has_text="lighthouse")
+    expect(lighthouse_item.locator(tid("entry-keywords"))).to_have_text(
+        "lighthouse, beacon, sanctuary"
+    )
 
 
 def test_reorder_and_disable_entries_then_save(start_server: Any, page: Page) -> None:
-    server = start_server(with_eldoria)
+    server = start_server(with_lanternfall)
     kb = open_kb(page, server)
     items = page.locator(tid("entry-item"))
     names = items.locator(".entry-name")
 
     # Drag and drop: the last entry onto the first.
     items.nth(3).drag_to(items.nth(0))
-    expect(names).to_have_text([re.compile(n) for n in ["power", "eldoria", "shadowfang", "glade"]])
+    expect(names).to_have_text([re.compile(n) for n in ["tide", "harbour", "wraith", "lighthouse"]])
     # Buttons, and Alt+Arrow on a selected entry, for keyboards.
     items.nth(0).locator(tid("entry-move-down")).click()
-    expect(names).to_have_text([re.compile(n) for n in ["eldoria", "power", "shadowfang", "glade"]])
+    expect(names).to_have_text([re.compile(n) for n in ["harbour", "tide", "wraith", "lighthouse"]])
     items.nth(3).locator(tid("entry-select")).press("Alt+ArrowUp")
-    expect(names).to_have_text([re.compile(n) for n in ["eldoria", "power", "glade", "shadowfang"]])
+    expect(names).to_have_text([re.compile(n) for n in ["harbour", "tide", "lighthouse", "wraith"]])
     items.nth(1).locator(tid("entry-enabled")).uncheck()
     expect(items.nth(1)).to_have_class(re.compile(r"\bdisabled\b"))
 
     page.click(tid("kb-save"))
     expect(page.locator(tid("kb-save-result"))).to_have_attribute("data-ok", "true")
     entries = kb_on_disk(kb)["entries"]
-    assert [e["displayName"] for e in entries] == ["eldoria", "power", "glade", "shadowfang"]
+    assert [e["displayName"] for e in entries] == ["harbour", "tide", "lighthouse", "wraith"]
     assert [e["management_metadata"]["is_enabled"] for e in entries] == [True, False, True, True]
 
 
 def test_reference_marks_and_completion_in_the_content_editor(
     start_server: Any, page: Page
 ) -> None:
-    server = start_server(with_eldoria)
+    server = start_server(with_lanternfall)
     open_kb(page, server)
-    select_entry(page, "eldoria")
+    select_entry(page, "harbour")
     editor = page.locator(tid("field-content.value"))
-    editor.fill("Beware {{{Missing}}} and rest in {{{glade}}}.")
+    editor.fill("Beware {{{Missing}}} and rest in {{{lighthouse}}}.")
     marks = page.locator(tid("ref-mark"))
     expect(marks).to_have_count(2)
     missing = marks.nth(0)
@@ -169,16 +170,16 @@ def test_reference_marks_and_completion_in_the_content_editor(
     assert r > 150 and g < 90 and b < 90, f"a missing reference is red, got {color}"
     expect(marks.nth(1)).to_have_attribute("data-status", "ok")
     expect(page.locator(".editor-backdrop mark.ref-missing")).to_have_text("{{{Missing}}}")
-    expect(page.locator(".editor-backdrop mark.ref-ok")).to_have_text("{{{glade}}}")
+    expect(page.locator(".editor-backdrop mark.ref-ok")).to_have_text("{{{lighthouse}}}")
 
     # Typing {{{ offers the entries; Enter inserts the reference.
     editor.fill("")
-    editor.press_sequentially("Ask about {{{shad")
+    editor.press_sequentially("Ask about {{{wra")
     completion = page.locator(tid("ref-completion"))
     expect(completion).to_be_visible()
-    expect(completion.locator(tid("ref-completion-item")).first).to_contain_text("shadowfang")
+    expect(completion.locator(tid("ref-completion-item")).first).to_contain_text("wraith")
     editor.press("Enter")
-    expect(editor).to_have_value("Ask about {{{shadowfang}}}")
+    expect(editor).to_have_value("Ask about {{{wraith}}}")
     expect(marks).to_have_count(1)
     expect(marks.nth(0)).to_have_attribute("data-status", "ok")
 
@@ -186,21 +187,21 @@ def test_reference_marks_and_completion_in_the_content_editor(
 def test_test_activation_shows_entries_with_reasons_and_tokens(
     start_server: Any, page: Page
 ) -> None:
-    server = start_server(with_eldoria)
+    server = start_server(with_lanternfall)
     kb = open_kb(page, server)
-    glade = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == "glade")
-    tokens = server.api(f"/api/knowledge/bases/{kb['kb_id']}")["entry_tokens"][glade["id"]]
+    lighthouse = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == "lighthouse")
+    tokens = server.api(f"/api/knowledge/bases/{kb['kb_id']}")["entry_tokens"][lighthouse["id"]]
     page.click(tid("tab-activation"))
     page.fill(
         tid("activation-chat"),
-        "User: Where am I?\nSeraphina: Rest now, you are safe in my glade.",
+        "User: Where am I?\nMaren: Rest now, you are safe in my lighthouse.",
     )
     page.fill(tid("activation-scan-depth"), "1")
     page.click(tid("activation-run"))
-    entry = page.locator(f'{tid("activation-entry")}[data-entry-id="{glade["id"]}"]')
+    entry = page.locator(f'{tid("activation-entry")}[data-entry-id="{lighthouse["id"]}"]')
     expect(entry).to_be_visible()
     expect(entry.locator(tid("activation-tokens"))).to_have_text(f"{tokens} tokens")
-    expect(entry.locator(tid("activation-reason")).first).to_contain_text("glade")
+    expect(entry.locator(tid("activation-reason")).first).to_contain_text("lighthouse")
     expect(page.locator(tid("activation-summary"))).to_contain_text("2 messages read")
     group = page.locator(tid("activation-group")).first
     expect(group.locator("h3")).to_contain_text("Before the character")
@@ -213,20 +214,20 @@ def test_test_activation_shows_entries_with_reasons_and_tokens(
 
 
 def test_search_finds_an_entry_and_opens_it(start_server: Any, page: Page) -> None:
-    server = start_server(with_eldoria)
+    server = start_server(with_lanternfall)
     open_kb(page, server)
     page.click(tid("tab-search"))
-    page.fill(tid("search-input"), "Shadowfang")
+    page.fill(tid("search-input"), "Wraith")
     page.click(tid("search-run"))
     hit = page.locator(tid("search-hit")).first
-    expect(hit).to_contain_text("shadowfang")
-    hit.get_by_role("button", name="shadowfang").click()
+    expect(hit).to_contain_text("wraith")
+    hit.get_by_role("button", name="wraith").click()
     page.click(tid("tab-entries"))
-    expect(page.locator(tid("entry-title"))).to_have_text("shadowfang")
+    expect(page.locator(tid("entry-title"))).to_have_text("wraith")
 
 
 def test_knowledge_page_in_chinese(start_server: Any, page: Page) -> None:
-    server = start_server(with_eldoria)
+    server = start_server(with_lanternfall)
     open_kb(page, server)
     page.select_option(tid("lang-switch"), "zh")
     expect(page.locator("h1")).to_have_text("知识库")

@@ -15,9 +15,10 @@ from storyloom.store.database import Database
 from storyloom.workflow.validation import validate_workflow
 from storyloom.workflow.workflow_file import load_workflow_file
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-LEGACY = SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
-MODERN = SAMPLES / "chat_modern_header_Seraphina_2026_reconstructed.jsonl"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+LEGACY = FIXTURES / "chat_maren_legacy_header.jsonl"
+MODERN = FIXTURES / "chat_maren_modern_header.jsonl"
+PRESET = FIXTURES / "preset_seaside_chat_completion.json"
 
 
 def storyloom(*args: str, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -164,8 +165,8 @@ def test_conversations_belong_to_the_project_they_were_imported_into(
     init_project(project)
     characters = project / "presets" / "characters"
     characters.mkdir(parents=True)
-    card = {"name": "Seraphina", "description": "Guardian of the forest."}
-    (characters / "seraphina.json").write_text(json.dumps(card), "utf-8")
+    card = {"name": "Maren", "description": "Keeper of the lighthouse."}
+    (characters / "maren.json").write_text(json.dumps(card), "utf-8")
     in_project = import_json(LEGACY, home, "--project", str(project))
     in_default = import_json(MODERN, home)
 
@@ -181,15 +182,15 @@ def test_conversations_belong_to_the_project_they_were_imported_into(
     )
     plain = storyloom("chat", "list", "--project", str(project), home=home)
     assert in_project["conversation_id"] in plain.stdout
-    assert "Seraphina" in plain.stdout
+    assert "Maren" in plain.stdout
     # The project's character preset of that name became the conversation's snapshot.
     database = Database.in_home(home)
     try:
         conversation = TurnTree(database).conversation(in_project["conversation_id"])
     finally:
         database.close()
-    assert conversation.character.source_preset == "seraphina"
-    assert conversation.character.base_persona == "Guardian of the forest."
+    assert conversation.character.source_preset == "maren"
+    assert conversation.character.base_persona == "Keeper of the lighthouse."
 
 
 # -- chat-completion presets -------------------------------------------------------------------
@@ -260,6 +261,20 @@ def test_import_preset_saves_a_pipeline_workflow_and_says_where(home: Path, tmp_
     workflow = json.loads(saved.read_text(encoding="utf-8"))
     assert workflow["id"] == "st-terse-storm" and workflow["name"] == "Terse Storm"
     assert invoker_config(saved)["temperature"] == 0.65
+    registry = node_registry(entry_points=False)
+    assert validate_workflow(load_workflow_file(saved), registry) == []
+
+
+def test_a_preset_with_every_prompt_sillytavern_ships_imports_as_a_valid_pipeline(
+    home: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "novel"
+    init_project(project)
+    result = storyloom("chat", "import-preset", str(PRESET), "--project", str(project), home=home)
+    assert result.returncode == 0, result.stderr
+    saved = project / "workflows" / "st-preset_seaside_chat_completion.json"
+    assert saved.is_file(), result.stdout
+    assert invoker_config(saved)["temperature"] == 0.8
     registry = node_registry(entry_points=False)
     assert validate_workflow(load_workflow_file(saved), registry) == []
 

@@ -30,10 +30,7 @@ from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import WorkflowLibrary
 
 MVU_CARD = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "st-samples"
-    / "zh_card_ai_v3json_mvu_27entries.json"
+    Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern" / "card_academy_zh_v3_mvu.json"
 )
 WAIT_S = 10.0
 """Only a guard against a hanging test; nothing depends on how long anything takes."""
@@ -436,8 +433,8 @@ async def test_an_mvu_card_starts_from_its_initvar_and_its_json_patches_change_t
     )
     conversation = harness.service.create_conversation(character_id="ai")
     start = harness.tree.state_at(conversation.pointer).variables
-    assert start["stat_data"]["小穗"]["觉醒进度"] == 0
-    patch = [{"op": "replace", "path": "/小穗/觉醒进度", "value": 10}]
+    assert start["stat_data"]["阿砚"]["墨技进度"] == 0
+    patch = [{"op": "replace", "path": "/阿砚/墨技进度", "value": 10}]
     harness.llm.script(
         Reply(
             text="她点了点头。\n<UpdateVariable><JSONPatch>"
@@ -449,8 +446,8 @@ async def test_an_mvu_card_starts_from_its_initvar_and_its_json_patches_change_t
     reply = await harness.finished(conversation.id)
     assert reply.content == "她点了点头。"
     after = harness.tree.state_at(reply.id).variables["stat_data"]
-    assert after["小穗"]["觉醒进度"] == 10
-    assert after["系统"]["当前地点"] == "玄天宗"
+    assert after["阿砚"]["墨技进度"] == 10
+    assert after["书院"]["当前地点"] == "藏书楼"
 
 
 async def test_a_reply_stopped_before_any_text_can_be_retried(harness: Harness) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storyloom.chat.reply.filament import (
     MAX_TAG_LENGTH,
@@ -20,8 +21,8 @@ from storyloom.chat.reply.filament import (
 )
 from storyloom.chat.reply.state_ops import StateOp, apply_ops
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-MVU_CARD = SAMPLES / "zh_card_ai_v3json_mvu_27entries.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+MVU_CARD = FIXTURES / "card_academy_zh_v3_mvu.json"
 
 # seed 001 §2.2's example as a model writes it (the seed annotates it with comments)
 SEED_EXAMPLE = """<thought>
@@ -39,20 +40,20 @@ SEED_EXAMPLE = """<thought>
 </reply>
 """
 
-MVU_REPLY = """李德把任务卷轴丢给沈念。"走，带你去后山。"
+MVU_REPLY = """山长把一卷字帖递给阿砚。"今日先临这一卷。"
 
 <UpdateVariable>
 <Analysis>
 - time passed: half a day
 - dramatic updates allowed: no
-- 小穗.觉醒进度: old_value (0) + delta (5) = new_value (5)
+- 阿砚.墨技进度: old_value (0) + delta (5) = new_value (5)
 </Analysis>
 <JSONPatch>
 [
-  { "op": "replace", "path": "/系统/当前任务", "value": "后山巡逻" },
-  { "op": "replace", "path": "/小穗/觉醒进度", "value": 5 },
-  { "op": "add", "path": "/系统/同伴", "value": ["沈念"] },
-  { "op": "remove", "path": "/系统/当前地点" }
+  { "op": "replace", "path": "/书院/当前课业", "value": "临帖" },
+  { "op": "replace", "path": "/阿砚/墨技进度", "value": 5 },
+  { "op": "add", "path": "/书院/同窗", "value": ["阿砚"] },
+  { "op": "remove", "path": "/书院/当前地点" }
 ]
 </JSONPatch>
 </UpdateVariable>"""
@@ -176,12 +177,13 @@ def test_one_character_at_a_time_parses_like_one_piece(text: str) -> None:
     assert visible(events) == whole.reply
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_random_cuts_parse_like_one_piece(seed: int) -> None:
-    rng = random.Random(seed)
-    text = "".join(rng.sample(STREAMS, 4))
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_streams_joined_and_cut_anywhere_parse_like_one_piece(data: st.DataObject) -> None:
+    pieces = data.draw(st.lists(st.sampled_from(STREAMS), min_size=1, max_size=4))
+    text = "".join(pieces)
     whole_events, whole = run([text])
-    cuts = sorted(rng.sample(range(1, len(text)), 40))
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(text) - 1, 1)), max_size=40)))
     chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     events, result = run(chunks)
     assert result == whole
@@ -550,10 +552,10 @@ def mvu_card_format() -> str:
     for entry in card["data"]["character_book"]["entries"]:
         if "<UpdateVariable>" in entry["content"]:
             return str(entry["content"])
-    raise AssertionError("the MVU sample card no longer asks for <UpdateVariable>")
+    raise AssertionError("the MVU card no longer asks for <UpdateVariable>")
 
 
-def test_the_mvu_sample_card_asks_for_json_patch_inside_update_variable() -> None:
+def test_the_mvu_card_asks_for_json_patch_inside_update_variable() -> None:
     wanted = mvu_card_format()
     assert "<JSONPatch>" in wanted and "</UpdateVariable>" in wanted
     for op_name in ("replace", "add", "remove"):
@@ -563,23 +565,23 @@ def test_the_mvu_sample_card_asks_for_json_patch_inside_update_variable() -> Non
 def test_mvu_reply_updates_stat_data_and_hides_the_block() -> None:
     for chunks in ([MVU_REPLY], list(MVU_REPLY)):
         events, result = run(chunks)
-        assert result.reply == '李德把任务卷轴丢给沈念。"走，带你去后山。"'
+        assert result.reply == '山长把一卷字帖递给阿砚。"今日先临这一卷。"'
         assert result.problems == []
         assert [(o.op, o.path) for o in result.ops] == [("patch", "/stat_data")]
         assert "Analysis" not in visible(events)
     # the card's [InitVar] entry, as MVU loads it
     start = {
         "stat_data": {
-            "系统": {"当前阶段": "磨合期", "当前任务": "", "当前地点": "玄天宗"},
-            "小穗": {"觉醒进度": 0},
+            "书院": {"当前季节": "春", "当前课业": "", "当前地点": "藏书楼"},
+            "阿砚": {"墨技进度": 0},
         }
     }
     out = apply_ops(start, result.ops)
     assert out.problems == []
     assert out.variables == {
         "stat_data": {
-            "系统": {"当前阶段": "磨合期", "当前任务": "后山巡逻", "同伴": ["沈念"]},
-            "小穗": {"觉醒进度": 5},
+            "书院": {"当前季节": "春", "当前课业": "临帖", "同窗": ["阿砚"]},
+            "阿砚": {"墨技进度": 5},
         }
     }
 

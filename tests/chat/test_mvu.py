@@ -7,16 +7,16 @@ from pathlib import Path
 
 from storyloom.chat.reply.mvu import initial_variables
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-MVU_CARD = SAMPLES / "zh_card_ai_v3json_mvu_27entries.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+MVU_CARD = FIXTURES / "card_academy_zh_v3_mvu.json"
 
 
-def test_the_sample_cards_initvar_entry_gives_its_starting_variables() -> None:
+def test_the_cards_initvar_entry_gives_its_starting_variables() -> None:
     card = json.loads(MVU_CARD.read_text(encoding="utf-8"))
     variables, problems = initial_variables(card)
     assert problems == []
-    assert variables["系统"]["当前地点"] == "玄天宗"
-    assert variables["小穗"] == {"觉醒进度": 0}
+    assert variables["书院"]["当前地点"] == "藏书楼"
+    assert variables["阿砚"] == {"墨技进度": 0}
 
 
 def test_a_broken_initvar_entry_is_reported_and_skipped() -> None:

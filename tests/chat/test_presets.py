@@ -19,13 +19,13 @@ from storyloom.chat.personalab.library import (
     character_snapshot,
     iso_utc,
 )
-from storyloom.chat.store.turn_tree import ChatError, NotFound
-from storyloom.core.errors import FileFormatError
+from storyloom.chat.store.turn_tree import ChatError
+from storyloom.core.errors import FileFormatError, NotFound
 from storyloom.project.knowledge_import import import_knowledge_file
 from storyloom.project.project_file import init_project
 from storyloom.sillytavern.character import CharacterDefinition
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
 NOW = datetime(2025, 10, 16, 10, 0, 0, tzinfo=UTC)
 
 PERSONALAB_CHARACTER = {
@@ -84,7 +84,7 @@ def write(path: Path, data: object) -> Path:
 
 def import_card(project: Path, name: str) -> str:
     summary = import_knowledge_file(
-        SAMPLES / name, project_dir=project, global_folder=project.parent / "global"
+        FIXTURES / name, project_dir=project, global_folder=project.parent / "global"
     )
     assert summary.character_file is not None
     return Path(summary.character_file).stem
@@ -93,11 +93,11 @@ def import_card(project: Path, name: str) -> str:
 def test_imported_sillytavern_card_is_listed_and_snapshots_its_persona(
     project: Path, library: PresetLibrary
 ) -> None:
-    character_id = import_card(project, "st-default_Seraphina_card_v1.18.0_v2+v3.png")
+    character_id = import_card(project, "card_maren_v2_v3.png")
 
     listing = library.characters()
     assert [(c.id, c.name, c.avatar, c.error) for c in listing] == [
-        (character_id, "Seraphina", f"{character_id}.png", None)
+        (character_id, "Maren", f"{character_id}.png", None)
     ]
     preset = library.character(character_id)
     snapshot = character_snapshot(character_id, preset, NOW)
@@ -105,9 +105,9 @@ def test_imported_sillytavern_card_is_listed_and_snapshots_its_persona(
     assert snapshot.source_preset == character_id
     assert snapshot.snapshot_created_at == "2025-10-16T10:00:00Z"
     assert snapshot.base_persona == preset.description.strip()
-    assert "Seraphina" in snapshot.base_persona
+    assert "Maren" in snapshot.base_persona
     assert snapshot.evolved_persona == ""
-    assert snapshot.card["name"] == "Seraphina"
+    assert snapshot.card["name"] == "Maren"
     assert snapshot.card["first_mes"] == preset.first_mes
     assert "source_card" not in snapshot.card
 
@@ -306,7 +306,7 @@ def test_personalab_summary_reads_and_a_new_one_gets_an_id_from_its_source(
 
 
 def test_deleting_a_character_removes_its_avatar_too(project: Path, library: PresetLibrary) -> None:
-    character_id = import_card(project, "st-default_Seraphina_card_v1.18.0_v2+v3.png")
+    character_id = import_card(project, "card_maren_v2_v3.png")
     folder = project / "presets" / "characters"
     assert (folder / f"{character_id}.png").exists()
 

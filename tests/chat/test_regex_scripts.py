@@ -20,8 +20,8 @@ from storyloom.chat.prompt.regex_scripts import (
 )
 from storyloom.sillytavern.character import CharacterDefinition
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-MVU_CARD = SAMPLES / "zh_card_ai_v3json_mvu_27entries.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+MVU_CARD = FIXTURES / "card_academy_zh_v3_mvu.json"
 
 AI = RegexPlacement.AI_OUTPUT
 USER = RegexPlacement.USER_INPUT
@@ -42,10 +42,10 @@ def load_card() -> dict[str, Any]:
     return data
 
 
-# --- the sample card --------------------------------------------------------------------
+# --- an MVU card ------------------------------------------------------------------------
 
 
-def test_every_script_of_the_sample_card_loads() -> None:
+def test_every_script_of_an_mvu_card_loads() -> None:
     card = load_card()
     raw = card["data"]["extensions"]["regex_scripts"]
     scripts = card_regex_scripts(card)
@@ -58,7 +58,7 @@ def test_every_script_of_the_sample_card_loads() -> None:
         assert (loaded.minDepth, loaded.maxDepth) == (0, 999)
 
 
-def test_sample_card_scripts_load_from_the_preset_and_the_conversation_snapshot() -> None:
+def test_card_scripts_load_from_the_preset_and_the_conversation_snapshot() -> None:
     card = load_card()
     preset = CharacterDefinition.from_card(card).model_dump(mode="json", exclude={"source_card"})
     from_preset = card_regex_scripts(preset)
@@ -72,14 +72,14 @@ def mvu_reply(card: dict[str, Any]) -> tuple[str, str]:
     story: str = card["data"]["first_mes"]
     update = (
         "<VariableUpdateImpl>\n"
-        "_.set('系统.当前阶段', '磨合期', '损友成型');//沈念与李德开始以损友模式相处\n"
-        "_.set('小穗.觉醒进度', 0, 5);\n"
+        "_.set('书院.当前季节', '春', '夏');//阿砚入学已满一季\n"
+        "_.set('阿砚.墨技进度', 0, 5);\n"
         "</VariableUpdateImpl>"
     )
     return story, f"{story}\n\n{update}\n<StatusPlaceHolderImpl/>"
 
 
-def test_sample_card_hides_its_status_bar_and_variable_updates_from_the_prompt() -> None:
+def test_mvu_card_hides_its_status_bar_and_variable_updates_from_the_prompt() -> None:
     card = load_card()
     scripts = card_regex_scripts(card)
     story, reply = mvu_reply(card)
@@ -96,14 +96,14 @@ def test_status_bar_script_renders_html_from_the_reply() -> None:
     """The usual shape of a card's status bar: a display-only script building HTML."""
     card = load_card()
     story, _reply = mvu_reply(card)
-    reply = f"{story}\n<status>地点:玄天宗|阶段:磨合期|觉醒:5</status>"
+    reply = f"{story}\n<status>地点:藏书楼|季节:夏|墨技:5</status>"
     status_bar = script(
-        r"/<status>地点:(?<where>[^|]*)\|阶段:([^|]*)\|觉醒:(\d+)<\/status>/g",
+        r"/<status>地点:(?<where>[^|]*)\|季节:([^|]*)\|墨技:(\d+)<\/status>/g",
         '<div class="status"><b>{{char}}</b> @ $<where> · $2 · {{match}}|$3%</div>',
         markdownOnly=True,
         trimStrings=["<status>", "</status>"],
     )
-    ctx = MacroContext(char="沈念", user="李德")
+    ctx = MacroContext(char="阿砚", user="山长")
     shown = apply_regex_scripts(
         reply,
         [status_bar],
@@ -114,8 +114,8 @@ def test_status_bar_script_renders_html_from_the_reply() -> None:
     )
     assert shown == (
         f"{story}\n"
-        '<div class="status"><b>沈念</b> @ 玄天宗 · 磨合期 · '
-        "地点:玄天宗|阶段:磨合期|觉醒:5|5%</div>"
+        '<div class="status"><b>阿砚</b> @ 藏书楼 · 夏 · '
+        "地点:藏书楼|季节:夏|墨技:5|5%</div>"
     )
     assert apply_regex_scripts(reply, [status_bar], placement=AI, phase="prompt") == reply
 

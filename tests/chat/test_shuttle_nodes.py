@@ -10,7 +10,12 @@ import jsonpatch
 import pytest
 
 from storyloom.chat.prompt.prompt_ast import apply_prompt_regex, fill_outlets, run_prompt_ast
-from storyloom.chat.prompt.shuttle_nodes import SCRIPT_PENDING, next_state, sampling_overrides
+from storyloom.chat.prompt.shuttle_nodes import (
+    SCRIPT_PENDING,
+    LLMInvoker,
+    next_state,
+    sampling_overrides,
+)
 from storyloom.chat.prompt.skein import BlockKind, BlockSource, Skein, SkeinBlock
 from storyloom.chat.prompt.skein_builder import build_skein
 from storyloom.chat.reply.state_ops import StateOp
@@ -27,8 +32,9 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.events import NodeStreaming, RunEvent
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
+from storyloom.workflow.validation import validate_workflow
 from storyloom.workflow.workflow_file import Workflow
-from storyloom.workflow.workflow_tools import ToolRunFailed, run_node_tool
+from storyloom.workflow.workflow_tools import ToolArgumentsInvalid, ToolRunFailed, run_node_tool
 
 REGISTRY = node_registry(entry_points=False)
 
@@ -254,14 +260,18 @@ async def test_skein_builder_node_names_a_bad_snapshot_field() -> None:
 
 async def test_skein_builder_node_names_a_bad_prompt_in_its_config() -> None:
     config = {"prompts": [{"identifier": "x", "role": "narrator"}]}
-    with pytest.raises(ToolRunFailed) as caught:
+    with pytest.raises(ToolArgumentsInvalid, match=r"argument 'prompts\[0\]\.role'"):
         await run_node_tool(
             runner_for(),
             REGISTRY,
             "chat:SkeinBuilder",
             {"snapshot": make_snapshot().model_dump(mode="json"), **config},
         )
-    assert "config prompts[0].role" in str(caught.value.result.errors)
+    workflow = Workflow.model_validate(
+        {"id": "w", "nodes": [{"id": "b", "type": "chat:SkeinBuilder", "config": config}]}
+    )
+    (problem,) = [p for p in validate_workflow(workflow, REGISTRY) if p.code == "bad-config"]
+    assert problem.field == "nodes.b.config.prompts[0].role"
 
 
 async def test_token_budget_node_uses_the_context_window_from_settings() -> None:
@@ -352,9 +362,8 @@ async def test_llm_invoker_streams_and_forwards_sampling_and_is_never_cached(
 
 
 def test_unset_sampling_values_are_not_sent() -> None:
-    assert sampling_overrides({"temperature": None, "model": "", "stop": [], "seed": 0}) == {
-        "seed": 0
-    }
+    config = LLMInvoker.parse_config({"temperature": None, "model": "", "stop": [], "seed": 0})
+    assert sampling_overrides(config) == {"seed": 0}
 
 
 async def test_filament_parser_node_splits_reply_thought_and_updates() -> None:

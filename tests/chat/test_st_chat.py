@@ -1,4 +1,4 @@
-"""SillyTavern chats into the turn tree and back: both real samples, swipes, dates."""
+"""SillyTavern chats into the turn tree and back: both headers, swipes, dates."""
 
 import json
 import re
@@ -23,10 +23,10 @@ from storyloom.project.project_file import init_project
 from storyloom.sillytavern.chat_log import ChatLog, parse_chat_jsonl
 from storyloom.store.database import Database
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
 SAMPLE_CHATS = [
-    SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl",
-    SAMPLES / "chat_modern_header_Seraphina_2026_reconstructed.jsonl",
+    FIXTURES / "chat_maren_legacy_header.jsonl",
+    FIXTURES / "chat_maren_modern_header.jsonl",
 ]
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 HUMANIZED = re.compile(r"^\d{4}-\d{2}-\d{2}@\d{2}h\d{2}m\d{2}s\d{3}ms$")
@@ -119,7 +119,7 @@ SWIPED_CHAT = jsonl(HEADER, GREETING, HELLO, REPLY)
 
 
 @pytest.mark.parametrize("sample", SAMPLE_CHATS, ids=lambda p: p.stem)
-def test_both_samples_import_with_the_counts_of_the_file(tree: TurnTree, sample: Path) -> None:
+def test_both_headers_import_with_the_counts_of_the_file(tree: TurnTree, sample: Path) -> None:
     text = sample.read_text(encoding="utf-8")
     messages, extra_swipes = swipe_counts(lines_of(text))
     imported = import_st_chat(tree, parse_chat_jsonl(text, sample), project_id="p")
@@ -134,7 +134,7 @@ def test_both_samples_import_with_the_counts_of_the_file(tree: TurnTree, sample:
 
 
 @pytest.mark.parametrize("sample", SAMPLE_CHATS, ids=lambda p: p.stem)
-def test_an_unchanged_sample_exports_back_line_by_line(tree: TurnTree, sample: Path) -> None:
+def test_an_unchanged_chat_exports_back_line_by_line(tree: TurnTree, sample: Path) -> None:
     text = sample.read_text(encoding="utf-8")
     conversation_id = import_text(tree, text, sample.name)
     exported = export_st_chat(tree, conversation_id)
@@ -151,11 +151,11 @@ def test_legacy_header_metadata_and_names_are_kept(tree: TurnTree) -> None:
         "chat_metadata"
     ]
     assert conversation.settings.user_name == header["user_name"]
-    assert conversation.character.card["name"] == "Seraphina"
+    assert conversation.character.card["name"] == "Maren"
     # The chat's variables (kept once per chat by SillyTavern) start every branch.
     last = tree.active_path(conversation.id)[-1]
     assert tree.state_at(last.id).variables == header["chat_metadata"]["variables"]
-    assert conversation.title == "Seraphina - 2024-09-19@20h03m29s"
+    assert conversation.title == "Maren - 2024-10-02@21h14m07s"
 
 
 def test_swipes_become_ordered_siblings_with_the_shown_one_active(tree: TurnTree) -> None:

@@ -8,12 +8,15 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storyloom.chat.store.conversation import Conversation, ConversationSettings
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.state import ChatState, PlotState
 from storyloom.chat.store.state_chain import StateChain, state_delta
-from storyloom.chat.store.turn_tree import NewMessage, NotFound, TurnTree
+from storyloom.chat.store.turn_tree import NewMessage, TurnTree
+from storyloom.core.errors import NotFound
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.store.database import Database
 
@@ -76,12 +79,20 @@ def random_state(rnd: random.Random, parent: ChatState) -> ChatState:
     return ChatState.from_json(data)
 
 
-@pytest.mark.parametrize(("seed", "keyframe_every"), [(1, 1), (2, 3), (3, 5), (4, 32), (5, 4)])
+@settings(max_examples=5, deadline=None)
+@given(rnd=st.randoms(use_true_random=False), keyframe_every=st.integers(1, 32))
 def test_state_at_every_message_equals_the_state_written(
-    db: Database, seed: int, keyframe_every: int
+    tmp_path_factory: pytest.TempPathFactory, rnd: random.Random, keyframe_every: int
 ) -> None:
     """Random trees with branches, swipes, edits, time travel and unchanged turns."""
-    rnd = random.Random(seed)
+    db = Database(tmp_path_factory.mktemp("chain") / "chat.sqlite3")
+    try:
+        check_states_of_random_tree(db, rnd, keyframe_every)
+    finally:
+        db.close()
+
+
+def check_states_of_random_tree(db: Database, rnd: random.Random, keyframe_every: int) -> None:
     tree = TurnTree(db)
     chat = new_chat(tree, keyframe_every)
     written: dict[str, ChatState] = {}
@@ -426,3 +437,28 @@ def test_a_delta_reproduces_json_values_exactly(before: Any, after: Any) -> None
     result = jsonpatch.apply_patch(before, ops)
     assert json.dumps(result, sort_keys=True) == json.dumps(after, sort_keys=True)
     assert state_delta(after, after) == []
+
+
+# JSON as a state holds it; ``+ 0.0`` folds -0.0 into 0.0, which JSON Patch cannot tell apart.
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False).map(lambda x: x + 0.0)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+JSON_OBJECTS = st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(before=JSON_OBJECTS, after=JSON_OBJECTS)
+def test_a_delta_turns_any_state_into_any_other_and_the_reverse_delta_undoes_it(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    forward = jsonpatch.apply_patch(before, state_delta(before, after))
+    assert json.dumps(forward, sort_keys=True) == json.dumps(after, sort_keys=True)
+    back = jsonpatch.apply_patch(forward, state_delta(after, before))
+    assert json.dumps(back, sort_keys=True) == json.dumps(before, sort_keys=True)
+    assert state_delta(before, before) == []

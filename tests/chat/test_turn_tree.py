@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, ConversationSettings
 from storyloom.chat.store.message import Message, Role
@@ -18,12 +20,12 @@ from storyloom.chat.store.turn_tree import (
     LADDER_STEP,
     ChatError,
     NewMessage,
-    NotFound,
     TurnRecord,
     TurnTree,
     VersionConflict,
     new_id,
 )
+from storyloom.core.errors import NotFound
 from storyloom.store.database import Database
 
 
@@ -776,13 +778,21 @@ class TreeModel:
         return out
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13])
+@settings(max_examples=3, deadline=None)
+@given(rnd=st.randoms(use_true_random=False))
 def test_random_operations_on_a_deep_tree_match_the_rules(
-    tree: TurnTree, db: Database, seed: int
+    tmp_path_factory: pytest.TempPathFactory, rnd: random.Random
 ) -> None:
     """Swipes, edits, branches, deletes and time travel far apart in a deep chat (the
     pointer moves walk up only to where the old and new paths meet)."""
-    rnd = random.Random(seed)
+    db = Database(tmp_path_factory.mktemp("tree") / "chat.sqlite3")
+    try:
+        check_random_operations(TurnTree(db), db, rnd)
+    finally:
+        db.close()
+
+
+def check_random_operations(tree: TurnTree, db: Database, rnd: random.Random) -> None:
     chat = new_chat(tree)
     model = TreeModel()
     chain = [

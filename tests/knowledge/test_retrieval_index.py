@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,14 +20,13 @@ from storyloom.knowledge.search_index import (
 from storyloom.knowledge.text_index import fts_query, keyword_search, segment
 from storyloom.knowledge.vector_index import (
     NumpyVectorIndex,
-    SqliteVecIndex,
     StoredVector,
     delete_vectors,
     missing_vectors,
     store_vectors,
-    vec_table_name,
 )
-from storyloom.store.database import Database
+from storyloom.store.database import Database, open_connection
+from storyloom.store.migrations import MIGRATIONS, migrate
 
 MODEL = "test/axes"
 
@@ -56,7 +56,7 @@ def test_migration_creates_the_knowledge_index_tables(db: Database) -> None:
         str(row[0])
         for row in db.connection().execute("SELECT name FROM sqlite_master WHERE type='table'")
     }
-    assert {"kb_entry_index", "kb_entry_fts", "kb_embedding", "kb_vec_table"} <= names
+    assert {"kb_entry_index", "kb_entry_fts", "kb_embedding", "kb_vector_generation"} <= names
     assert db.schema_version() >= 2
 
 
@@ -205,16 +205,30 @@ def _random_kb(db: Database, count: int, dim: int) -> tuple[KnowledgeBase, np.nd
     return kb, matrix
 
 
-def test_sqlite_vec_and_numpy_indexes_give_the_same_top_k(db: Database) -> None:
-    _random_kb(db, 200, 24)
+def test_numpy_index_gives_the_exact_top_k_by_cosine(db: Database) -> None:
+    _, matrix = _random_kb(db, 200, 24)
     conn = db.connection()
     query = np.random.default_rng(9).standard_normal(24).astype(np.float32)
     query /= np.linalg.norm(query)
-    by_vec = SqliteVecIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=10)
-    by_numpy = NumpyVectorIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=10)
-    assert [row_id for row_id, _ in by_vec] == [row_id for row_id, _ in by_numpy]
-    for (_, a), (_, b) in zip(by_vec, by_numpy, strict=True):
-        assert a == pytest.approx(b, abs=1e-5)
+    found = NumpyVectorIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=10)
+    entry_of = {int(r[0]): str(r[1]) for r in conn.execute("SELECT id, entry_id FROM kb_embedding")}
+    cosine = (matrix @ query) / np.linalg.norm(matrix, axis=1)
+    expected = [f"e{i}" for i in np.argsort(-cosine)[:10]]
+    assert [entry_of[row_id] for row_id, _ in found] == expected
+    for (_, similarity), i in zip(found, np.argsort(-cosine)[:10], strict=True):
+        assert similarity == pytest.approx(float(cosine[i]), abs=1e-5)
+
+
+def test_storing_a_vector_again_replaces_the_old_one(db: Database) -> None:
+    kb = kb_of(entry("a", "alpha"))
+    sync_kb(db, kb)
+    conn = db.connection()
+    store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "a", [1.0, 0.0])])
+    store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "a", [0.0, 2.0])])
+    query = np.array([0.0, 1.0], dtype=np.float32)
+    found = NumpyVectorIndex().nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)
+    assert len(found) == 1
+    assert found[0][1] == pytest.approx(1.0)
 
 
 def test_numpy_index_sees_vectors_stored_after_its_first_search(db: Database) -> None:
@@ -233,30 +247,49 @@ def test_numpy_index_sees_vectors_stored_after_its_first_search(db: Database) ->
     assert len(index.nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)) == 1
 
 
-def test_stale_sqlite_vec_mirror_is_rebuilt_before_searching(db: Database) -> None:
-    _random_kb(db, 20, 8)
-    conn = db.connection()
-    table = vec_table_name(MODEL, 8)
-    # What a write made without sqlite-vec leaves behind: a mirror marked stale.
-    conn.execute(f"DELETE FROM {table}")
-    conn.execute("UPDATE kb_vec_table SET stale = 1")
-    query = np.ones(8, dtype=np.float32) / np.sqrt(np.float32(8))
-    found = SqliteVecIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=30)
-    assert len(found) == 20
-    assert conn.execute("SELECT stale FROM kb_vec_table").fetchall() == [(0,)]
+def test_migration_drops_the_sqlite_vec_mirrors_and_keeps_the_vectors(tmp_path: Path) -> None:
+    conn = open_connection(tmp_path / "old.sqlite3")
+    migrate(conn, tuple(m for m in MIGRATIONS if m.version <= 6))
+    # What storyloom up to schema 6 left: a vec0 mirror per (model, dim), listed by name.
+    vector = np.array([0.6, 0.8], dtype=np.float32).tobytes()
+    conn.execute(
+        "INSERT INTO kb_embedding(kb_id, entry_id, model_id, content_hash, dim, vector)"
+        " VALUES ('kb_test', 'a', ?, 'h', 2, ?)",
+        (MODEL, vector),
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE vec_0123456789abcdef_2 USING vec0("
+        "kb_id text partition key, embedding float[2] distance_metric=cosine)"
+    )
+    conn.execute(
+        "INSERT INTO vec_0123456789abcdef_2(rowid, kb_id, embedding) SELECT id, kb_id, vector"
+        " FROM kb_embedding"
+    )
+    conn.execute(
+        "INSERT INTO kb_vec_table(model_id, dim, table_name) VALUES (?, 2, ?)",
+        (MODEL, "vec_0123456789abcdef_2"),
+    )
+    assert migrate(conn) == [m.version for m in MIGRATIONS if m.version > 6]
+    left = conn.execute(
+        "SELECT name FROM sqlite_master WHERE name LIKE 'vec%' OR name = 'kb_vec_table'"
+    ).fetchall()
+    assert left == []
+    query = np.array([0.6, 0.8], dtype=np.float32)
+    found = NumpyVectorIndex().nearest(conn, model_id=MODEL, kb_id="kb_test", query=query, k=5)
+    assert [similarity for _, similarity in found] == [pytest.approx(1.0)]
+    conn.close()
 
 
-def test_vectors_of_two_lengths_for_one_model_get_separate_tables(db: Database) -> None:
+def test_numpy_index_searches_only_vectors_of_the_query_length(db: Database) -> None:
     kb = kb_of(entry("a", "alpha"), entry("b", "beta"))
     sync_kb(db, kb)
     conn = db.connection()
     store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "a", [1.0, 0.0])])
     store_vectors(conn, kb.kb_id, MODEL, [current_vector(kb, "b", [1.0, 0.0, 0.0])])
-    tables = conn.execute("SELECT dim FROM kb_vec_table ORDER BY dim").fetchall()
-    assert tables == [(2,), (3,)]
-    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
-    found = SqliteVecIndex().nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)
-    assert len(found) == 1
+    index = NumpyVectorIndex()
+    for query in (np.array([1.0, 0.0], dtype=np.float32), np.array([1.0, 0, 0], dtype=np.float32)):
+        found = index.nearest(conn, model_id=MODEL, kb_id=kb.kb_id, query=query, k=5)
+        assert len(found) == 1
 
 
 def test_remove_kb_forgets_index_fts_and_vectors(db: Database) -> None:
@@ -267,5 +300,4 @@ def test_remove_kb_forgets_index_fts_and_vectors(db: Database) -> None:
     conn = db.connection()
     assert conn.execute("SELECT COUNT(*) FROM kb_entry_index").fetchall() == [(0,)]
     assert conn.execute("SELECT COUNT(*) FROM kb_embedding").fetchall() == [(0,)]
-    assert conn.execute(f"SELECT COUNT(*) FROM {vec_table_name(MODEL, 2)}").fetchall() == [(0,)]
     assert keyword_ids(db, "dragon") == []

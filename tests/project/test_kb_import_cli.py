@@ -1,4 +1,6 @@
-"""``storyloom kb import`` on every real SillyTavern sample, into a project."""
+"""``storyloom kb import`` of SillyTavern files, into a project or the global folder.
+
+The same import of every file of the real-user corpus is in ``tests/corpus``."""
 
 from __future__ import annotations
 
@@ -14,8 +16,7 @@ from storyloom.knowledge.knowledge_base import load_knowledge_base
 from storyloom.project.project_file import init_project, load_project
 from storyloom.store.database import Database
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in {".json", ".png", ".jsonl"})
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
 
 
 def kb_import(*args: str, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -37,16 +38,22 @@ def conversations_in(home: Path, project_id: str) -> list[tuple[str, int]]:
         database.close()
 
 
-def test_the_samples_folder_is_there() -> None:
-    assert len(SAMPLE_FILES) >= 11
-
-
-@pytest.mark.parametrize("sample", SAMPLE_FILES, ids=lambda p: p.name)
-def test_every_sample_imports_into_a_project_and_reports_what_it_made(
-    sample: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    "name",
+    [
+        "world_info_tea_road_zh_original_data.json",
+        "card_maren_v2_v3.png",
+        "card_academy_zh_v3_mvu.json",
+        "card_wren_v3.charx",
+        "chat_maren_legacy_header.jsonl",
+    ],
+)
+def test_each_kind_of_file_imports_into_a_project_and_reports_what_it_made(
+    name: str, tmp_path: Path
 ) -> None:
     root = tmp_path / "proj"
     init_project(root)
+    sample = FIXTURES / name
     result = kb_import(str(sample), "--project", str(root), "--json", home=tmp_path / "home")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -69,12 +76,12 @@ def test_every_sample_imports_into_a_project_and_reports_what_it_made(
 def test_card_import_writes_the_character_preset_and_avatar(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     init_project(root)
-    card = SAMPLES / "st-default_Seraphina_card_v1.18.0_v2+v3.png"
+    card = FIXTURES / "card_maren_v2_v3.png"
     result = kb_import(str(card), "--project", str(root), home=tmp_path / "home")
     assert result.returncode == 0, result.stderr
-    assert "character 'Seraphina'" in result.stdout
-    preset = json.loads((root / "presets" / "characters" / "Seraphina.json").read_text())
-    assert preset["name"] == "Seraphina"
+    assert "character 'Maren'" in result.stdout
+    preset = json.loads((root / "presets" / "characters" / "Maren.json").read_text())
+    assert preset["name"] == "Maren"
     assert (root / "presets" / "characters" / preset["avatar"]).read_bytes()[:8] == (
         b"\x89PNG\r\n\x1a\n"
     )
@@ -83,7 +90,7 @@ def test_card_import_writes_the_character_preset_and_avatar(tmp_path: Path) -> N
 def test_chat_import_prints_the_conversation_it_made(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     init_project(root)
-    chat = SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
+    chat = FIXTURES / "chat_maren_legacy_header.jsonl"
     result = kb_import(str(chat), "--project", str(root), home=tmp_path / "home")
     assert result.returncode == 0, result.stderr
     [(conversation_id, messages)] = conversations_in(tmp_path / "home", load_project(root).id)
@@ -93,7 +100,7 @@ def test_chat_import_prints_the_conversation_it_made(tmp_path: Path) -> None:
 
 def test_a_chat_imported_without_a_project_joins_the_default_project(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    chat = SAMPLES / "chat_modern_header_Seraphina_2026_reconstructed.jsonl"
+    chat = FIXTURES / "chat_maren_modern_header.jsonl"
     result = kb_import(str(chat), "--json", home=home, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -103,11 +110,11 @@ def test_a_chat_imported_without_a_project_joins_the_default_project(tmp_path: P
 
 def test_import_without_a_project_goes_to_the_global_folder(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    sample = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
-    result = kb_import(str(sample), "--name", "Eldoria", home=home, cwd=tmp_path)
+    sample = FIXTURES / "world_info_lanternfall_v1.18.json"
+    result = kb_import(str(sample), "--name", "Lanternfall", home=home, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "'Eldoria'" in result.stdout
-    assert load_knowledge_base(home / "knowledge" / "Eldoria").kb_displayName == "Eldoria"
+    assert "'Lanternfall'" in result.stdout
+    assert load_knowledge_base(home / "knowledge" / "Lanternfall").kb_displayName == "Lanternfall"
     # Only a chat needs a project: none is made for a world info.
     assert not (home / "projects").exists()
 

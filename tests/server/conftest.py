@@ -13,7 +13,7 @@ import httpx
 import pytest
 import uvicorn
 
-from storyloom.cli.main import bind_socket
+from storyloom.cli.serve import bind_socket
 from storyloom.server.app import create_app
 from storyloom.server.token_auth import is_loopback
 

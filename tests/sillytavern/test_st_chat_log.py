@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from storyloom.core.errors import FileFormatError
-from storyloom.knowledge.st_export import export_chat_jsonl
-from storyloom.knowledge.st_import import import_sillytavern
-from storyloom.sillytavern.chat_log import ChatMessage, parse_chat_jsonl, parse_send_date
+from storyloom.sillytavern.chat_log import (
+    ChatMessage,
+    export_chat_jsonl,
+    parse_chat_jsonl,
+    parse_send_date,
+)
 from storyloom.testing.st_documents import chat_jsonl, chat_message
 
 CHAT = Path("chat.jsonl")
@@ -90,14 +93,6 @@ def test_a_file_without_header_is_all_messages() -> None:
     text = "\n".join(json.dumps(m) for m in [chat_message("A", "1"), chat_message("B", "2")])
     chat = parse_chat_jsonl(text, CHAT)
     assert chat.header is None and [m.name for m in chat.messages] == ["A", "B"]
-
-
-def test_chat_files_are_recognised_by_content_whatever_their_name(tmp_path: Path) -> None:
-    path = tmp_path / "chat.txt"
-    path.write_text(chat_jsonl([chat_message("Aria", "hi")]), encoding="utf-8")
-    result = import_sillytavern(path)
-    assert result.kind == "chat" and result.chat is not None
-    assert result.knowledge_bases == [] and result.character is None
 
 
 def test_a_bad_line_refuses_the_chat_naming_the_line() -> None:

@@ -18,11 +18,12 @@ from storyloom.knowledge.caiu import CAIU, Content
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_export import export_card_json, export_chat_jsonl, export_world_info
 from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.knowledge.st_world_info import export_character_book
 from storyloom.sillytavern.character import CharacterDefinition
-from storyloom.sillytavern.world_info import export_character_book
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-SAMPLE_FILES = sorted(p for p in SAMPLES.glob("*") if p.is_file() and p.suffix != ".md")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+# Every kind of file the importer reads (the preset is not one).
+FIXTURE_FILES = sorted(p for p in FIXTURES.iterdir() if not p.name.startswith("preset_"))
 
 NUMBER = (int, float)
 NULL = type(None)
@@ -145,8 +146,8 @@ def assert_card(card: dict[str, Any]) -> None:
             assert_fields(entry, CARD_BOOK_ENTRY_FIELDS, f"character_book.entries[{index}]")
 
 
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
-def test_exports_of_every_sample_have_the_fields_sillytavern_reads(path: Path) -> None:
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.name)
+def test_exports_of_every_kind_of_file_have_the_fields_sillytavern_reads(path: Path) -> None:
     result = import_sillytavern(path)
     for kb in result.knowledge_bases:
         assert_world_info(export_world_info(kb))

@@ -12,15 +12,16 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import pytest
+from pydantic import Field
 
 from storyloom.store.database import Database
 from storyloom.workflow.node_history import NodeHistory
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import (
-    ConfigField,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeType,
@@ -29,7 +30,7 @@ from storyloom.workflow.node_type import (
 )
 from storyloom.workflow.nodes.interface_nodes import GroupInput, GroupOutput
 from storyloom.workflow.runner import WorkflowRunner
-from storyloom.workflow.slot_types import ANY, ARRAY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
+from storyloom.workflow.slot_types import ANY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
 from storyloom.workflow.workflow_file import Workflow
 from storyloom.workflow.workflow_graph import WorkflowNotFound
 
@@ -56,42 +57,53 @@ class Probe:
 PROBE = Probe()
 
 
-class _Recorded(NodeType):
+C = TypeVar("C", bound=NodeConfig)
+
+
+class _Recorded(NodeType[C], Generic[C]):
     category: ClassVar[str] = "Test"
 
     def mark(self, ctx: NodeContext) -> None:
         PROBE.ran.append(ctx.node_id)
 
 
-class TextNode(_Recorded):
+class TextConfig(NodeConfig):
+    text: str = ""
+
+
+class TextNode(_Recorded[TextConfig]):
     type: ClassVar[str] = "test:Text"
     display_name: ClassVar[str] = "Text"
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="text", default=""),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: TextConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        return {"text": config["text"]}
+        return {"text": config.text}
 
 
-class NumberNode(_Recorded):
+class NumberConfig(NodeConfig):
+    value: int = 0
+
+
+class NumberNode(_Recorded[NumberConfig]):
     type: ClassVar[str] = "test:Number"
     display_name: ClassVar[str] = "Number"
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="value", type=INTEGER, default=0),
-    )
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="value", type=INTEGER),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NumberConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        return {"value": config["value"]}
+        return {"value": config.value}
 
 
-class JoinNode(_Recorded):
+class JoinConfig(NodeConfig):
+    sep: str = "+"
+
+
+class JoinNode(_Recorded[JoinConfig]):
     """``a + sep + b``; ``b`` may be left unconnected and typed into the config."""
 
     type: ClassVar[str] = "test:Join"
@@ -100,45 +112,47 @@ class JoinNode(_Recorded):
         Slot(name="a", type=STRING),
         Slot(name="b", type=STRING, required=False, default="B"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="sep", default="+"),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: JoinConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        return {"text": f"{inputs['a']}{config['sep']}{inputs['b']}"}
+        return {"text": f"{inputs['a']}{config.sep}{inputs['b']}"}
 
 
-class UpperNode(_Recorded):
+class UpperNode(_Recorded[NodeConfig]):
     type: ClassVar[str] = "test:Upper"
     display_name: ClassVar[str] = "Upper"
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
         return {"text": inputs["text"].upper()}
 
 
-class AppendNode(NodeType):
+class AppendConfig(NodeConfig):
+    suffix: str = "a"
+
+
+class AppendNode(NodeType[AppendConfig]):
     """``text + suffix``: the body of the sub-workflow and iteration tests."""
 
     type: ClassVar[str] = "test:Append"
     display_name: ClassVar[str] = "Append"
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="suffix", default="a"),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: AppendConfig
     ) -> dict[str, Any] | NodeExpansion:
-        return {"text": inputs["text"] + config["suffix"]}
+        return {"text": inputs["text"] + config.suffix}
 
 
-class ShowNode(_Recorded):
+class ShowNode(_Recorded[NodeConfig]):
     """Reports the Python type of what arrived in each slot (checks conversions)."""
 
     type: ClassVar[str] = "test:Show"
@@ -150,13 +164,13 @@ class ShowNode(_Recorded):
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="seen", type=OBJECT),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
         return {"seen": {k: [type(v).__name__, v] for k, v in sorted(inputs.items())}}
 
 
-class CounterNode(_Recorded):
+class CounterNode(_Recorded[NodeConfig]):
     """Not idempotent: gives a new number every time it runs."""
 
     type: ClassVar[str] = "test:Counter"
@@ -165,7 +179,7 @@ class CounterNode(_Recorded):
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="value", type=INTEGER),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
         return {"value": next(PROBE.counter)}
@@ -181,84 +195,96 @@ class Opaque:
         return "opaque"
 
 
-class OpaqueNode(_Recorded):
+class OpaqueConfig(NodeConfig):
+    label: str = "a"
+
+
+class OpaqueNode(_Recorded[OpaqueConfig]):
     type: ClassVar[str] = "test:Opaque"
     display_name: ClassVar[str] = "Opaque"
     idempotent: ClassVar[bool] = False
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="label", default="a"),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="value", type=ANY),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: OpaqueConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        return {"value": Opaque(config["label"])}
+        return {"value": Opaque(config.label)}
 
 
-class FailNode(_Recorded):
+class FailConfig(NodeConfig):
+    message: str = "boom"
+
+
+class FailNode(_Recorded[FailConfig]):
     type: ClassVar[str] = "test:Fail"
     display_name: ClassVar[str] = "Fail"
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=ANY, required=False),)
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="message", default="boom"),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: FailConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        raise RuntimeError(config["message"])
+        raise RuntimeError(config.message)
 
 
-class RendezvousNode(_Recorded):
+class RendezvousConfig(NodeConfig):
+    name: str
+    peer: str
+
+
+class RendezvousNode(_Recorded[RendezvousConfig]):
     """Starts, then waits until its ``peer`` has started too: only completes when the
     two run at the same time."""
 
     type: ClassVar[str] = "test:Rendezvous"
     display_name: ClassVar[str] = "Rendezvous"
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING, required=False),)
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="name", required=True),
-        ConfigField(name="peer", required=True),
-    )
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: RendezvousConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        PROBE.log.append(f"start {config['name']}")
-        PROBE.gate(f"started {config['name']}").set()
-        await PROBE.wait(f"started {config['peer']}")
-        PROBE.log.append(f"end {config['name']}")
-        return {"text": config["name"]}
+        PROBE.log.append(f"start {config.name}")
+        PROBE.gate(f"started {config.name}").set()
+        await PROBE.wait(f"started {config.peer}")
+        PROBE.log.append(f"end {config.name}")
+        return {"text": config.name}
 
 
-class StreamNode(_Recorded):
+class StreamConfig(NodeConfig):
+    chunks: list[str] = Field(default_factory=lambda: ["a", "b"])
+    hold: bool = False
+
+
+class StreamNode(_Recorded[StreamConfig]):
     """Streams its ``chunks``; with ``hold`` it then waits for the gate ``release``."""
 
     type: ClassVar[str] = "test:Stream"
     display_name: ClassVar[str] = "Stream"
     streaming: ClassVar[bool] = True
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING, required=False),)
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="chunks", type=ARRAY, default=["a", "b"]),
-        ConfigField(name="hold", type=BOOLEAN, default=False),
-    )
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: StreamConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        for chunk in config["chunks"]:
+        for chunk in config.chunks:
             await ctx.emit(chunk)
-        if config["hold"]:
+        if config.hold:
             PROBE.gate("streamed").set()
             await PROBE.wait("release")
-        return {"text": "".join(config["chunks"])}
+        return {"text": "".join(config.chunks)}
 
 
-class SwitchNode(_Recorded):
+class SwitchConfig(NodeConfig):
+    on: bool = True
+
+
+class SwitchNode(_Recorded[SwitchConfig]):
     """Passes on ``yes`` or ``no``; only the chosen one is computed."""
 
     type: ClassVar[str] = "test:Switch"
@@ -268,23 +294,20 @@ class SwitchNode(_Recorded):
         Slot(name="yes", type=ANY, required=False, lazy=True),
         Slot(name="no", type=ANY, required=False, lazy=True),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="on", type=BOOLEAN, default=True),
-    )
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="value", type=ANY),)
 
-    def check_lazy(self, available: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    def check_lazy(self, available: Mapping[str, Any], config: SwitchConfig) -> list[str]:
         chosen = "yes" if available.get("on") else "no"
         return [] if chosen in available else [chosen]
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: SwitchConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
         return {"value": inputs["yes"] if inputs["on"] else inputs["no"]}
 
 
-class ShoutNode(_Recorded):
+class ShoutNode(_Recorded[NodeConfig]):
     """Expands into ``Upper → Join(b="!")`` on its input."""
 
     type: ClassVar[str] = "test:Shout"
@@ -293,7 +316,7 @@ class ShoutNode(_Recorded):
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
         inner = build_workflow(
@@ -308,7 +331,7 @@ class ShoutNode(_Recorded):
         )
 
 
-class AskNode(_Recorded):
+class AskNode(_Recorded[NodeConfig]):
     """Asks a human about its input: approve passes it on, edit replaces it, retry
     re-runs what feeds it and passes on the fresh value."""
 
@@ -319,7 +342,7 @@ class AskNode(_Recorded):
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=ANY),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
         text = inputs["text"]
@@ -333,38 +356,42 @@ class AskNode(_Recorded):
             return {"text": text}
 
 
-class CallNode(_Recorded):
+class CallConfig(NodeConfig):
+    workflow: str
+
+
+class CallNode(_Recorded[CallConfig]):
     """Runs the workflow named in its config with ``{"text": text}``; gives its outputs."""
 
     type: ClassVar[str] = "test:Call"
     display_name: ClassVar[str] = "Call"
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type=STRING, required=False),)
-    config: ClassVar[tuple[ConfigField, ...]] = (ConfigField(name="workflow", required=True),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="result", type=OBJECT),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: CallConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
         given = {"text": inputs["text"]} if inputs.get("text") is not None else {}
-        return {"result": await ctx.run_workflow(config["workflow"], given)}
+        return {"result": await ctx.run_workflow(config.workflow, given)}
 
 
-class IterateNode(_Recorded):
+class IterateConfig(NodeConfig):
+    times: int = 2
+
+
+class IterateNode(_Recorded[IterateConfig]):
     type: ClassVar[str] = "test:Iterate"
     display_name: ClassVar[str] = "Iterate"
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="times", type=INTEGER, default=2),
-    )
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="value", type=INTEGER),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: IterateConfig
     ) -> dict[str, Any] | NodeExpansion:
         self.mark(ctx)
-        for i in range(config["times"]):
-            ctx.report_iteration(i + 1, config["times"], "recursive")
-        return {"value": config["times"]}
+        for i in range(config.times):
+            ctx.report_iteration(i + 1, config.times, "recursive")
+        return {"value": config.times}
 
 
 TEST_NODE_TYPES: tuple[type[NodeType], ...] = (

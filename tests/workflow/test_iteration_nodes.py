@@ -12,8 +12,8 @@ import pytest
 from storyloom.workflow.events import NodeIteration, NodeNeedsHuman, RunEvent
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import (
-    ConfigField,
     HumanDecision,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeType,
@@ -28,22 +28,27 @@ from storyloom.workflow.workflow_file import Workflow, WorkflowLibrary, parse_wo
 from tests.workflow.conftest import AppendNode as Append
 
 
-class LongEnough(NodeType):
+class LongEnoughConfig(NodeConfig):
+    length: int = 3
+
+
+class LongEnough(NodeType[LongEnoughConfig]):
     type: ClassVar[str] = "test:LongEnough"
     display_name: ClassVar[str] = "Long enough"
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type="STRING"),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="done", type="BOOLEAN"),)
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="length", type="INTEGER", default=3),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: LongEnoughConfig
     ) -> dict[str, Any] | NodeExpansion:
-        return {"done": len(inputs["text"]) >= config["length"]}
+        return {"done": len(inputs["text"]) >= config.length}
 
 
-class Mutate(NodeType):
+class MutateConfig(NodeConfig):
+    decline: bool = False
+
+
+class Mutate(NodeType[MutateConfig]):
     """Candidate k of a generation: parent + "xyz"[k]; with ``decline`` set, generation 2
     and later forget the parent and write only z's (a worse generation)."""
 
@@ -55,15 +60,12 @@ class Mutate(NodeType):
         Slot(name="generation", type="INTEGER"),
     )
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="text", type="STRING"),)
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="decline", type="BOOLEAN", default=False),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: MutateConfig
     ) -> dict[str, Any] | NodeExpansion:
         index = inputs["candidate"]
-        if config["decline"] and inputs["generation"] >= 2:
+        if config.decline and inputs["generation"] >= 2:
             return {"text": "z" * (index + 1)}
         return {"text": inputs["parent"] + "xyz"[index % 3]}
 
@@ -77,7 +79,7 @@ class CountY(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="score", type="FLOAT"),)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         return {"score": float(inputs["text"].count("y"))}
 
@@ -277,6 +279,16 @@ def test_recursive_slots_are_the_bodys_interface_without_depth(
     problems = validate_workflow(recursive(max_depth=3), make_registry(), library.load)
 
     assert problems == []
+
+
+def test_a_bad_config_value_is_reported_without_hiding_the_bodys_slots(
+    library: WorkflowLibrary,
+) -> None:
+    library.save(grow_body(length=3))
+    problems = validate_workflow(recursive(max_depth=0), make_registry(), library.load)
+
+    # Only the bad value: the edge into the body's `text` input still finds its slot.
+    assert [(p.code, p.field) for p in problems] == [("bad-config", "nodes.loop.config.max_depth")]
 
 
 def test_recursive_with_a_stop_output_the_body_lacks_is_refused(

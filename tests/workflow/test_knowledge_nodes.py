@@ -27,7 +27,6 @@ from storyloom.workflow.node_type import (
     HumanDecision,
     NodeType,
     WorkflowServices,
-    check_config,
 )
 from storyloom.workflow.nodes.knowledge_nodes import (
     NODE_TYPES,
@@ -191,8 +190,8 @@ async def project(tmp_path: Path) -> AsyncIterator[Project]:
 async def run_node(
     node: NodeType, ctx: RecordingContext, inputs: dict[str, Any], **config: Any
 ) -> dict[str, Any]:
-    assert check_config(node.config, config) == []
-    result = await node.run(ctx, inputs, node.config_with_defaults(config))
+    assert node.config_problems(config) == []
+    result = await node.run(ctx, inputs, node.parse_config(config))
     assert isinstance(result, dict)
     assert {slot.name for slot in node.outputs} == set(result)
     json.dumps(result)  # every output is plain JSON (cache, history, the browser)
@@ -214,11 +213,13 @@ def test_knowledge_nodes_are_registered_and_described() -> None:
         assert info.category == "Knowledge"
         assert info.description
         described = [(s.name, s.description) for s in (*info.inputs, *info.outputs)]
-        described += [(f.name, f.description) for f in info.config]
+        fields = info.config_schema["properties"]
+        described += [(name, f.get("description")) for name, f in fields.items()]
         for name, description in described:
             assert description, f"{node_type.type}.{name} has no description"
-    kb_field = StaticKnowledgeBase().config_field("knowledge_bases")
-    assert kb_field is not None and kb_field.editor() == "kb" and kb_field.default == []
+    kb_field = StaticKnowledgeBase.config_schema()["properties"]["knowledge_bases"]
+    assert kb_field["x-widget"] == "kb" and kb_field["type"] == "array"
+    assert StaticKnowledgeBase.config_defaults()["knowledge_bases"] == []
     # Reading KB files: an edit on disk must be read again, so no output cache.
     assert not any(node_type.idempotent for node_type in NODE_TYPES)
 

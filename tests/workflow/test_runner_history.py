@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from storyloom.core.errors import NotFound
 from storyloom.store.database import Database
 from storyloom.workflow.events import NodeCached
-from storyloom.workflow.node_history import HistoryEntryNotFound, NodeHistory
+from storyloom.workflow.node_history import NodeHistory
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
 
@@ -107,9 +108,9 @@ async def test_freezing_to_another_nodes_entry_is_refused(
 ) -> None:
     await runner.run(story(make_workflow, "one"))
     (draft,) = history.entries("story", "draft")
-    with pytest.raises(HistoryEntryNotFound, match="'up'"):
+    with pytest.raises(NotFound, match="'up'"):
         history.freeze("story", "up", draft.id)
-    with pytest.raises(HistoryEntryNotFound):
+    with pytest.raises(NotFound):
         history.freeze("story", "up", 9999)
     assert history.frozen("story") == {}
 

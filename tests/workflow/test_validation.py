@@ -1,18 +1,18 @@
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import pytest
+from pydantic import Field
 
 from storyloom.core.errors import StoryloomError
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import (
-    ConfigField,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeSlots,
     NodeType,
     Slot,
     SlotEnvironment,
-    Suggestion,
 )
 from storyloom.workflow.nodes.interface_nodes import GroupInput, GroupOutput
 from storyloom.workflow.nodes.text_nodes import TextInput, TextTemplate
@@ -26,28 +26,28 @@ from storyloom.workflow.validation import (
 from storyloom.workflow.workflow_file import Workflow, WorkflowNode
 
 
-class Count(NodeType):
+class CountConfig(NodeConfig):
+    step: int = Field(1, ge=1, le=10)
+    mode: Literal["up", "down"] = "up"
+
+
+class Count(NodeType[CountConfig]):
     type: ClassVar[str] = "test:Count"
     display_name: ClassVar[str] = "Count"
     inputs: ClassVar[tuple[Slot, ...]] = (Slot(name="n", type=INTEGER),)
     outputs: ClassVar[tuple[Slot, ...]] = (Slot(name="n", type=INTEGER),)
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="step", type=INTEGER, default=1, minimum=1, maximum=10),
-        ConfigField(
-            name="mode",
-            default="up",
-            strict=True,
-            suggestions=(Suggestion(value="up"), Suggestion(value="down")),
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: CountConfig
     ) -> dict[str, Any] | NodeExpansion:
-        return {"n": inputs["n"] + config["step"]}
+        return {"n": inputs["n"] + config.step}
 
 
-class Calls(NodeType):
+class CallsConfig(NodeConfig):
+    workflow: str
+
+
+class Calls(NodeType[CallsConfig]):
     """Slots from another workflow, as a sub-workflow node has them."""
 
     type: ClassVar[str] = "test:Calls"
@@ -55,7 +55,9 @@ class Calls(NodeType):
     dynamic_slots: ClassVar[bool] = True
 
     def slots(self, node: WorkflowNode, env: SlotEnvironment) -> NodeSlots:
-        env.load_workflow(str(node.config.get("workflow")))
+        config = self.lenient_config(node.config)
+        if config is not None:
+            env.load_workflow(config.workflow)
         return NodeSlots((), ())
 
 
@@ -228,10 +230,10 @@ def test_bad_config_names_the_field() -> None:
     wf = workflow([("c", "test:Count", {"n": 1, "step": 0, "mode": "sideways", "spep": 2})])
     problems = validate_workflow(wf, registry())
     bad = {p.field: p.message for p in problems if p.code == "bad-config"}
-    assert set(bad) == {"n", "step", "mode", "spep"}
-    assert "below the minimum 1" in bad["step"]
-    assert "'sideways' is not one of 'up', 'down'" in bad["mode"]
-    assert bad["spep"].startswith("node 'c' config 'spep': unknown config field")
+    assert set(bad) == {f"nodes.c.config.{name}" for name in ("n", "step", "mode", "spep")}
+    assert "below the minimum 1" in bad["nodes.c.config.step"]
+    assert "'sideways' is not one of 'up' or 'down'" in bad["nodes.c.config.mode"]
+    assert bad["nodes.c.config.spep"].startswith("node 'c' config 'spep': unknown config field")
     assert all(p.node_id == "c" for p in problems)
 
 

@@ -138,7 +138,7 @@ def test_a_node_type_as_a_tool_takes_its_inputs_and_config() -> None:
     assert chat["properties"]["history"]["type"] == "array"
     assert chat["properties"]["role"] == {
         "type": "string",
-        "description": Chat.info().config[2].description,
+        "description": Chat.info().config_schema["properties"]["role"]["description"],
         "enum": ["user", "agent"],
         "default": "user",
     }

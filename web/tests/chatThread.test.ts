@@ -136,6 +136,9 @@ describe('reading WebSocket messages', () => {
     expect(chatEvent({ type: 'chat:message', conversationId: CONV, message: m, version: 2 })).toMatchObject({ message: m, version: 2 })
     expect(chatEvent({ type: 'chat:changed', conversationId: CONV })).toBeNull()
     expect(chatEvent({ type: 'chat:message', conversationId: CONV, message: { id: 1 } })).toBeNull()
+    // The server's models make `version` required on these (src/api/schema.d.ts).
+    expect(chatEvent({ type: 'chat:message', conversationId: CONV, message: m })).toBeNull()
+    expect(chatEvent({ type: 'chat:done', conversationId: CONV, messageId: 'r', status: 'complete' })).toBeNull()
     expect(chatEvent({ type: 'chat:stream', text: 'a', messageId: 'r' })).toBeNull()
     expect(chatEvent({ type: 'workflow:started', conversationId: CONV })).toBeNull()
   })

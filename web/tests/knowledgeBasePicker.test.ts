@@ -1,9 +1,8 @@
 import { flushPromises, mount, type VueWrapper } from '@vue/test-utils'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import type { KnowledgeBaseSummary } from '../src/api/types'
-import type { ConfigFieldInfo } from '../src/api/workflows'
-import ConfigField from '../src/components/workflow/ConfigField.vue'
 import KnowledgeBasePicker from '../src/components/workflow/KnowledgeBasePicker.vue'
+import NodeConfigForm from '../src/components/workflow/NodeConfigForm.vue'
 import { makeI18n } from '../src/i18n'
 import { findBases, readValues } from '../src/lib/knowledgeBasePicker'
 
@@ -204,15 +203,18 @@ describe('knowledge base picker', () => {
     expect(w.find(q('kb-picker-chip')).exists()).toBe(false)
   })
 
-  it('is the editor ConfigField uses for a "kb" widget', async () => {
-    const field: ConfigFieldInfo = { name: 'knowledge_bases', type: 'ARRAY', default: [], widget: 'kb' }
-    const w = mount(ConfigField, {
-      props: { field, modelValue: undefined, nodeId: 'n1', workflows: [], currentWorkflowId: 'wf', problems: [] },
+  it('is the editor a node config field with the "kb" widget gets', async () => {
+    const schema = {
+      type: 'object',
+      properties: { knowledge_bases: { type: 'array', items: { type: 'string' }, 'x-widget': 'kb' } },
+    }
+    const w = mount(NodeConfigForm, {
+      props: { nodeId: 'n1', schema, config: {}, problems: [], workflows: [], workflowId: 'wf', connected: new Set<string>() },
       global: { plugins: [makeI18n('en')] },
     })
     await flushPromises()
     await w.get(q('kb-picker-option-kb_1')).setValue(true)
-    expect(w.emitted('update:modelValue')).toEqual([[['lore']]])
+    expect(w.emitted('config')).toEqual([['knowledge_bases', ['lore']]])
   })
 })
 

@@ -32,7 +32,7 @@ function nodeType(over: Partial<NodeTypeInfo> & Pick<NodeTypeInfo, 'type'>): Nod
     dynamicSlots: false,
     inputs: [],
     outputs: [],
-    config: [],
+    configSchema: { type: 'object', properties: {}, required: [] },
     ...over,
   }
 }
@@ -41,7 +41,7 @@ const TEXT_INPUT = nodeType({
   type: 'core:TextInput',
   displayName: 'Text Input',
   outputs: [{ name: 'text', type: 'STRING' }],
-  config: [{ name: 'text', type: 'STRING', default: '', widget: 'textarea' }],
+  configSchema: { type: 'object', properties: { text: { type: 'string', default: '', 'x-widget': 'textarea' } } },
 })
 const CHAT = nodeType({
   type: 'llm:Chat',
@@ -56,10 +56,13 @@ const CHAT = nodeType({
     { name: 'text', type: 'STRING' },
     { name: 'messages', type: 'MESSAGES' },
   ],
-  config: [
-    { name: 'role', type: 'STRING', default: 'user_llm', widget: 'select' },
-    { name: 'system', type: 'STRING', default: null },
-  ],
+  configSchema: {
+    type: 'object',
+    properties: {
+      role: { type: 'string', enum: ['user_llm', 'agent_llm'], default: 'user_llm' },
+      system: { anyOf: [{ type: 'string' }, { type: 'null' }], default: null },
+    },
+  },
 })
 const COUNTER = nodeType({ type: 'test:Counter', outputs: [{ name: 'n', type: 'INTEGER' }] })
 const GROUP_INPUT = nodeType({ type: 'core:GroupInput', category: 'Interface', dynamicSlots: true })
@@ -68,7 +71,7 @@ const SUB = nodeType({
   type: 'core:SubWorkflow',
   category: 'Interface',
   dynamicSlots: true,
-  config: [{ name: 'workflow', type: 'STRING', widget: 'workflow' }],
+  configSchema: { type: 'object', properties: { workflow: { type: 'string', 'x-widget': 'workflow' } }, required: ['workflow'] },
 })
 const TYPES = new Map([TEXT_INPUT, CHAT, COUNTER, GROUP_INPUT, GROUP_OUTPUT, SUB].map((t) => [t.type, t]))
 

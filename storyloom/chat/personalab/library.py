@@ -24,9 +24,9 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from storyloom.chat.store.conversation import BackgroundSnapshot, CharacterSnapshot
-from storyloom.chat.store.turn_tree import ChatError, NotFound
+from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.atomic_io import atomic_write_text
-from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
+from storyloom.core.errors import FieldProblem, FileFormatError, NotFound, problems_from_validation
 from storyloom.project.project_file import folder_slug
 from storyloom.sillytavern.character import CharacterDefinition
 

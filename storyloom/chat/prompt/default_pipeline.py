@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
+from storyloom.chat.prompt.shuttle_nodes import FilamentParser, TokenBudget
 from storyloom.chat.store.conversation import DEFAULT_PIPELINE
 from storyloom.core.errors import FieldProblem, FileFormatError
+from storyloom.workflow.node_type import NodeConfig, NodeType
 from storyloom.workflow.workflow_file import WORKFLOWS_DIR, Workflow, WorkflowLibrary
 
 INVOKER_NODE = "invoker"
@@ -167,12 +171,20 @@ def pipeline_for(project_dir: Path | None, pipeline_id: str = DEFAULT_PIPELINE) 
     )
 
 
-PARSER_TYPE = "chat:FilamentParser"
-BUDGET_TYPE = "chat:TokenBudget"
+C = TypeVar("C", bound=NodeConfig)
 
 
-def _configs(workflow: Workflow, node_type: str) -> list[Mapping[str, Any]]:
-    return [node.config for node in workflow.nodes if node.type == node_type]
+def _configs(workflow: Workflow, node_type: type[NodeType[C]]) -> list[C]:
+    """The valid configs of the nodes of ``node_type``; an invalid one is left out here
+    (validation reports it when the pipeline runs)."""
+    configs: list[C] = []
+    for node in workflow.nodes:
+        if node.type == node_type.type:
+            try:
+                configs.append(node_type.parse_config(node.config))
+            except ValidationError:
+                continue
+    return configs
 
 
 def pipeline_extra_tags(workflow: Workflow) -> tuple[str, ...]:
@@ -180,10 +192,8 @@ def pipeline_extra_tags(workflow: Workflow) -> tuple[str, ...]:
     streams the reply to the page must know the same ones, or their text would flash
     in the reply while it streams."""
     tags: list[str] = []
-    for config in _configs(workflow, PARSER_TYPE):
-        extra = config.get("extra_tags")
-        if isinstance(extra, list):
-            tags += [t for t in extra if isinstance(t, str)]
+    for config in _configs(workflow, FilamentParser):
+        tags += config.extra_tags
     return tuple(dict.fromkeys(tags))
 
 
@@ -191,8 +201,8 @@ def pipeline_context_tokens(workflow: Workflow) -> int | None:
     """The context size the pipeline's Token Budget is set to (None: the settings'),
     so the snapshot brings as much history as that budget can use."""
     sizes = [
-        int(config["max_context_tokens"])
-        for config in _configs(workflow, BUDGET_TYPE)
-        if isinstance(config.get("max_context_tokens"), int) and config["max_context_tokens"] > 0
+        config.max_context_tokens
+        for config in _configs(workflow, TokenBudget)
+        if config.max_context_tokens > 0
     ]
     return max(sizes) if sizes else None

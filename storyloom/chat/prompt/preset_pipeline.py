@@ -1,6 +1,7 @@
-"""SillyTavern chat-completion presets (``default/content/presets/openai/*.json``) as chat
-pipeline workflows (seed 000 §7).
+"""SillyTavern chat-completion presets as chat pipeline workflows (seed 000 §7).
 
+The preset file itself (its fields, reading and checking it) is
+:mod:`storyloom.sillytavern.completion_preset`; this module decides where each part goes.
 A preset is a prompt layout (``prompts`` and ``prompt_order``), a few texts beside it
 (new chat, example chat, continue nudge, formats) and sampling parameters. All of it
 has a home in the pipeline: the layout in the Skein Builder, the context size and the
@@ -18,95 +19,20 @@ prompt without an identifier) is refused with every field named; nothing is writ
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Any
 
 from storyloom.chat.prompt.default_pipeline import pipeline_workflow
 from storyloom.chat.prompt.skein_builder import DEFAULT_PROMPT_ORDER, DEFAULT_PROMPTS
 from storyloom.chat.prompt.weaver import ST_NAMES_BEHAVIOR
-from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
+from storyloom.sillytavern.completion_preset import (
+    LEGACY_PROMPT_FIELDS,
+    CompletionPreset,
+    read_completion_preset,
+)
 from storyloom.workflow.workflow_file import Workflow
-
-GLOBAL_ORDER_IDS = (100001, 100000)
-"""``character_id`` of the global prompt order: current SillyTavern, then older."""
-
-_LEGACY_PROMPTS = {"main_prompt": "main", "nsfw_prompt": "nsfw", "jailbreak_prompt": "jailbreak"}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-class StPrompt(_Strict):
-    identifier: str = Field(min_length=1)
-    name: str | None = None
-    role: Literal["system", "user", "assistant"] | None = None
-
-    @field_validator("role", mode="before")
-    @classmethod
-    def _empty_role(cls, value: Any) -> Any:
-        return None if value == "" else value
-
-    content: str | None = None
-    system_prompt: bool | None = None
-    marker: bool | None = None
-    injection_position: Literal[0, 1] | None = None
-    injection_depth: int | None = Field(default=None, ge=0)
-    injection_order: int | None = None
-    forbid_overrides: bool | None = None
-
-
-class StOrderEntry(_Strict):
-    identifier: str = Field(min_length=1)
-    enabled: bool = True
-
-
-class StPromptOrder(_Strict):
-    character_id: int
-    order: list[StOrderEntry]
-
-
-class StPreset(_Strict):
-    """The fields of a chat-completion preset storyloom uses; the rest are kept aside."""
-
-    prompts: list[StPrompt] | None = None
-    prompt_order: list[StPromptOrder] | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, ge=0, le=1)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    openai_max_tokens: int | None = Field(default=None, ge=1)
-    openai_max_context: int | None = Field(default=None, ge=1)
-    seed: int | None = None
-    names_behavior: Literal[-1, 0, 1, 2] | None = None
-    squash_system_messages: bool | None = None
-    new_chat_prompt: str | None = None
-    new_example_chat_prompt: str | None = None
-    continue_nudge_prompt: str | None = None
-    impersonation_prompt: str | None = None
-    wi_format: str | None = None
-    scenario_format: str | None = None
-    personality_format: str | None = None
-    main_prompt: str | None = None
-    nsfw_prompt: str | None = None
-    jailbreak_prompt: str | None = None
-
-
-def _read(path_or_data: Path | str | Mapping[str, Any], name: str | None) -> tuple[Any, Path]:
-    if not isinstance(path_or_data, str | Path):
-        return path_or_data, Path(f"{name or 'preset'}.json")
-    path = Path(path_or_data)
-    try:
-        return json.loads(path.read_text(encoding="utf-8")), path
-    except FileNotFoundError:
-        raise FileFormatError(path, [FieldProblem("", "no such file")]) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FileFormatError(path, [FieldProblem("", f"not JSON: {exc}")]) from None
 
 
 def workflow_id_for(name: str) -> str:
@@ -127,16 +53,8 @@ def import_st_preset(
     ``workflow_id`` or ``st-<name>``. Raises :class:`FileFormatError` naming every field
     that does not fit.
     """
-    data, source = _read(path_or_data, name)
+    preset, source = read_completion_preset(path_or_data, name=name)
     name = name or source.stem
-    if not isinstance(data, dict):
-        raise FileFormatError(
-            source, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")]
-        )
-    try:
-        preset = StPreset.model_validate(data)
-    except ValidationError as exc:
-        raise FileFormatError(source, problems_from_validation(exc)) from None
     order = _order(preset)
 
     builder: dict[str, Any] = {"prompts": _prompts(preset), "prompt_order": order}
@@ -192,11 +110,11 @@ def import_st_preset(
     )
 
 
-def _prompts(preset: StPreset) -> list[dict[str, Any]]:
+def _prompts(preset: CompletionPreset) -> list[dict[str, Any]]:
     defaults = {p.identifier: p for p in DEFAULT_PROMPTS}
     prompts: list[dict[str, Any]] = []
     if preset.prompts is None:
-        for key, identifier in _LEGACY_PROMPTS.items():
+        for key, identifier in LEGACY_PROMPT_FIELDS.items():
             text = getattr(preset, key)
             if text is not None:
                 prompts.append(
@@ -213,11 +131,10 @@ def _prompts(preset: StPreset) -> list[dict[str, Any]]:
     return prompts
 
 
-def _order(preset: StPreset) -> list[dict[str, Any]]:
+def _order(preset: CompletionPreset) -> list[dict[str, Any]]:
     """The global prompt order (see the module docstring); an identifier it names that no
     prompt has is kept, and the Skein Builder reports it when it runs."""
-    if not preset.prompt_order:
+    chosen = preset.global_order()
+    if chosen is None:
         return [entry.model_dump() for entry in DEFAULT_PROMPT_ORDER]
-    by_id = {order.character_id: order for order in preset.prompt_order}
-    chosen = next((by_id[cid] for cid in GLOBAL_ORDER_IDS if cid in by_id), preset.prompt_order[0])
     return [{"identifier": e.identifier, "enabled": e.enabled} for e in chosen.order]

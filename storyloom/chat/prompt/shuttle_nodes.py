@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import Field, ValidationError
 
 from storyloom.chat.personalab.director import advance_plot, outline_points
 from storyloom.chat.prompt.prompt_ast import apply_prompt_regex, run_prompt_ast
@@ -38,7 +38,7 @@ from storyloom.chat.prompt.skein_builder import (
     build_skein,
 )
 from storyloom.chat.prompt.token_budget import apply_budget
-from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, weave
+from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, NamesBehavior, weave
 from storyloom.chat.reply.filament import FilamentTags, parse_filament
 from storyloom.chat.reply.state_ops import StateOp, apply_ops, ops_from_json, ops_to_json
 from storyloom.chat.store.snapshot import ContextSnapshot
@@ -51,15 +51,17 @@ from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.tokens import token_counter
 from storyloom.workflow.node_type import (
-    ConfigField,
+    TEXTAREA,
+    NodeConfig,
     NodeContext,
     NodeType,
     Slot,
     Suggestion,
+    Suggestions,
     WorkflowServices,
 )
-from storyloom.workflow.nodes.llm_nodes import ROLE_FIELD, endpoint_for_role
-from storyloom.workflow.slot_types import ARRAY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
+from storyloom.workflow.nodes.llm_nodes import LlmRole, endpoint_for_role
+from storyloom.workflow.slot_types import ARRAY, BOOLEAN, OBJECT, STRING
 
 CATEGORY = "Chat"
 SKEIN = "SKEIN"
@@ -116,26 +118,6 @@ def skein_input(inputs: Mapping[str, Any], name: str = "skein") -> Skein:
         raise ShuttleError(_problem(exc, f"input {name}")) from None
 
 
-def _models(config: Mapping[str, Any], name: str, model: type[BaseModel]) -> list[Any]:
-    value = config.get(name)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ShuttleError(f"config {name}: expected a list, got {value!r}")
-    out: list[Any] = []
-    for n, item in enumerate(value):
-        try:
-            out.append(model.model_validate(item))
-        except ValidationError as exc:
-            raise ShuttleError(_problem(exc, f"config {name}[{n}]")) from None
-    return out
-
-
-def _text(config: Mapping[str, Any], name: str, default: str) -> str:
-    value = config.get(name)
-    return value if isinstance(value, str) else default
-
-
 # -- the Skein Builder ---------------------------------------------------------------------
 
 SNAPSHOT_IN = Slot(name="snapshot", type=OBJECT, description="The turn's context snapshot")
@@ -143,7 +125,64 @@ SKEIN_IN = Slot(name="skein", type=SKEIN, description="The prompt being built")
 SKEIN_OUT = Slot(name="skein", type=SKEIN, description="The prompt, rewritten")
 
 
-class SkeinBuilder(NodeType):
+_BASE = SkeinOptions()
+
+
+class SkeinBuilderConfig(NodeConfig):
+    prompt_order: list[PromptOrderEntry] = Field(
+        default_factory=lambda: list(DEFAULT_PROMPT_ORDER),
+        description="[{identifier, enabled}] in prompt order (SillyTavern's prompt_order)",
+    )
+    prompts: list[PresetPrompt] = Field(
+        default_factory=lambda: list(DEFAULT_PROMPTS),
+        description="SillyTavern prompts: {identifier, name, role, content, "
+        "system_prompt, marker, injection_position (0 in order, 1 in chat), "
+        "injection_depth, injection_order}",
+    )
+    new_chat_prompt: str = Field(
+        DEFAULT_NEW_CHAT_PROMPT, description="Sent before the chat history; empty: nothing"
+    )
+    new_example_chat_prompt: str = Field(
+        DEFAULT_NEW_EXAMPLE_CHAT_PROMPT,
+        description="Sent before each example dialogue; empty: nothing",
+    )
+    continue_nudge_prompt: Annotated[str, TEXTAREA] = Field(
+        DEFAULT_CONTINUE_NUDGE_PROMPT, description="Added when continuing a reply"
+    )
+    impersonation_prompt: Annotated[str, TEXTAREA] = Field(
+        DEFAULT_IMPERSONATION_PROMPT, description="Added when writing as the user"
+    )
+    wi_format: str = Field(
+        _BASE.wi_format, description="World info text; {0} stands for the entries"
+    )
+    scenario_format: str = Field(
+        _BASE.scenario_format, description="Scenario text; {{scenario}} stands for the card's"
+    )
+    personality_format: str = Field(
+        _BASE.personality_format,
+        description="Personality text; {{personality}} stands for the card's",
+    )
+    summary_format: Annotated[str, TEXTAREA] = Field(
+        _BASE.summary_format, description="Summaries; {0} stands for the points"
+    )
+    rag_format: Annotated[str, TEXTAREA] = Field(
+        _BASE.rag_format, description="Retrieved memories; {0} stands for them"
+    )
+    director_depth: int = Field(
+        0, ge=0, description="Messages from the end where director guidance goes"
+    )
+    pin_examples: bool = Field(
+        False, description="Keep example dialogues before the history under the budget"
+    )
+    prefer_character_prompt: bool = Field(
+        True, description="The card's system prompt replaces the main prompt"
+    )
+    prefer_character_jailbreak: bool = Field(
+        True, description="The card's post-history instructions replace the preset's"
+    )
+
+
+class SkeinBuilder(NodeType[SkeinBuilderConfig]):
     type: ClassVar[str] = "chat:SkeinBuilder"
     display_name: ClassVar[str] = "Skein Builder"
     category: ClassVar[str] = CATEGORY
@@ -157,140 +196,30 @@ class SkeinBuilder(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="skein", type=SKEIN, description="The prompt as typed blocks"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="prompt_order",
-            type=ARRAY,
-            default=[e.model_dump() for e in DEFAULT_PROMPT_ORDER],
-            description="[{identifier, enabled}] in prompt order (SillyTavern's prompt_order)",
-        ),
-        ConfigField(
-            name="prompts",
-            type=ARRAY,
-            default=[p.model_dump() for p in DEFAULT_PROMPTS],
-            description="SillyTavern prompts: {identifier, name, role, content, "
-            "system_prompt, marker, injection_position (0 in order, 1 in chat), "
-            "injection_depth, injection_order}",
-        ),
-        ConfigField(
-            name="new_chat_prompt",
-            default=DEFAULT_NEW_CHAT_PROMPT,
-            description="Sent before the chat history; empty: nothing",
-        ),
-        ConfigField(
-            name="new_example_chat_prompt",
-            default=DEFAULT_NEW_EXAMPLE_CHAT_PROMPT,
-            description="Sent before each example dialogue; empty: nothing",
-        ),
-        ConfigField(
-            name="continue_nudge_prompt",
-            default=DEFAULT_CONTINUE_NUDGE_PROMPT,
-            widget="textarea",
-            description="Added when continuing a reply",
-        ),
-        ConfigField(
-            name="impersonation_prompt",
-            default=DEFAULT_IMPERSONATION_PROMPT,
-            widget="textarea",
-            description="Added when writing as the user",
-        ),
-        ConfigField(
-            name="wi_format",
-            default="{0}",
-            description="World info text; {0} stands for the entries",
-        ),
-        ConfigField(
-            name="scenario_format",
-            default="{{scenario}}",
-            description="Scenario text; {{scenario}} stands for the card's",
-        ),
-        ConfigField(
-            name="personality_format",
-            default="{{personality}}",
-            description="Personality text; {{personality}} stands for the card's",
-        ),
-        ConfigField(
-            name="summary_format",
-            default="[Summary of the story so far:\n{0}]",
-            widget="textarea",
-            description="Summaries; {0} stands for the points",
-        ),
-        ConfigField(
-            name="rag_format",
-            default="[Memories that may be relevant:\n{0}]",
-            widget="textarea",
-            description="Retrieved memories; {0} stands for them",
-        ),
-        ConfigField(
-            name="director_depth",
-            type=INTEGER,
-            default=0,
-            minimum=0,
-            description="Messages from the end where director guidance goes",
-        ),
-        ConfigField(
-            name="pin_examples",
-            type=BOOLEAN,
-            default=False,
-            description="Keep example dialogues before the history under the budget",
-        ),
-        ConfigField(
-            name="prefer_character_prompt",
-            type=BOOLEAN,
-            default=True,
-            description="The card's system prompt replaces the main prompt",
-        ),
-        ConfigField(
-            name="prefer_character_jailbreak",
-            type=BOOLEAN,
-            default=True,
-            description="The card's post-history instructions replace the preset's",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: SkeinBuilderConfig
     ) -> dict[str, Any]:
         snapshot = snapshot_input(inputs)
         options = skein_options(config)
         return {"skein": build_skein(snapshot, options).as_json()}
 
 
-def skein_options(config: Mapping[str, Any]) -> SkeinOptions:
-    """The builder's options from its node config (missing values: SillyTavern's)."""
-    base = SkeinOptions()
-    prompts = _models(config, "prompts", PresetPrompt) if "prompts" in config else None
-    order = _models(config, "prompt_order", PromptOrderEntry) if "prompt_order" in config else None
-    depth = config.get("director_depth", base.director_depth)
-    return SkeinOptions(
-        prompts=prompts if prompts is not None else base.prompts,
-        prompt_order=order if order is not None else base.prompt_order,
-        new_chat_prompt=_text(config, "new_chat_prompt", base.new_chat_prompt),
-        new_example_chat_prompt=_text(
-            config, "new_example_chat_prompt", base.new_example_chat_prompt
-        ),
-        continue_nudge_prompt=_text(config, "continue_nudge_prompt", base.continue_nudge_prompt),
-        impersonation_prompt=_text(config, "impersonation_prompt", base.impersonation_prompt),
-        wi_format=_text(config, "wi_format", base.wi_format),
-        scenario_format=_text(config, "scenario_format", base.scenario_format),
-        personality_format=_text(config, "personality_format", base.personality_format),
-        summary_format=_text(config, "summary_format", base.summary_format),
-        rag_format=_text(config, "rag_format", base.rag_format),
-        director_depth=depth if isinstance(depth, int) and depth >= 0 else 0,
-        pin_examples=bool(config.get("pin_examples", base.pin_examples)),
-        prefer_character_prompt=bool(
-            config.get("prefer_character_prompt", base.prefer_character_prompt)
-        ),
-        prefer_character_jailbreak=bool(
-            config.get("prefer_character_jailbreak", base.prefer_character_jailbreak)
-        ),
-    )
+def skein_options(config: SkeinBuilderConfig) -> SkeinOptions:
+    """The builder's options from its node config."""
+    return SkeinOptions(**{name: getattr(config, name) for name in SkeinBuilderConfig.model_fields})
 
 
 # -- the rewriting steps ------------------------------------------------------------------
 
 
-class PromptAST(NodeType):
+class PromptASTConfig(NodeConfig):
+    history_macros: bool = Field(
+        True, description="Expand macros in chat messages too (SillyTavern does)"
+    )
+
+
+class PromptAST(NodeType[PromptASTConfig]):
     type: ClassVar[str] = "chat:PromptAST"
     display_name: ClassVar[str] = "Prompt AST"
     category: ClassVar[str] = CATEGORY
@@ -301,21 +230,13 @@ class PromptAST(NodeType):
     )
     inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN, SNAPSHOT_IN)
     outputs: ClassVar[tuple[Slot, ...]] = (SKEIN_OUT,)
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="history_macros",
-            type=BOOLEAN,
-            default=True,
-            description="Expand macros in chat messages too (SillyTavern does)",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: PromptASTConfig
     ) -> dict[str, Any]:
         skein = skein_input(inputs)
         snapshot = snapshot_input(inputs)
-        history_macros = bool(config.get("history_macros", True))
+        history_macros = config.history_macros
         return {"skein": run_prompt_ast(skein, snapshot, history_macros=history_macros).as_json()}
 
 
@@ -332,7 +253,7 @@ class RegexCleaner(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (SKEIN_OUT,)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any]:
         raw = inputs.get("snapshot")
         if (
@@ -349,7 +270,18 @@ class RegexCleaner(NodeType):
 SCRIPT_PENDING = "scripts run once the sandbox lands; this script was not run"
 
 
-class Script(NodeType):
+class ScriptConfig(NodeConfig):
+    language: Annotated[
+        Literal["javascript", "lua"],
+        Suggestions(
+            Suggestion(value="javascript", label="JavaScript"),
+            Suggestion(value="lua", label="Lua"),
+        ),
+    ] = Field("javascript", description="The script's language")
+    code: Annotated[str, TEXTAREA] = Field("", description="The script")
+
+
+class Script(NodeType[ScriptConfig]):
     type: ClassVar[str] = "chat:Script"
     display_name: ClassVar[str] = "Script"
     category: ClassVar[str] = CATEGORY
@@ -359,32 +291,31 @@ class Script(NodeType):
     )
     inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN,)
     outputs: ClassVar[tuple[Slot, ...]] = (SKEIN_OUT,)
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="language",
-            default="javascript",
-            strict=True,
-            suggestions=(
-                Suggestion(value="javascript", label="JavaScript"),
-                Suggestion(value="lua", label="Lua"),
-            ),
-            description="The script's language",
-        ),
-        ConfigField(name="code", default="", widget="textarea", description="The script"),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: ScriptConfig
     ) -> dict[str, Any]:
-        if not str(config.get("code") or "").strip() and isinstance(inputs.get("skein"), dict):
+        if not config.code.strip() and isinstance(inputs.get("skein"), dict):
             return {"skein": inputs["skein"]}
         skein = skein_input(inputs)
-        if str(config.get("code") or "").strip():
+        if config.code.strip():
             skein.warnings.append(SCRIPT_PENDING)
         return {"skein": skein.as_json()}
 
 
-class TokenBudget(NodeType):
+class TokenBudgetConfig(NodeConfig):
+    max_context_tokens: int = Field(
+        0,
+        ge=0,
+        description="The model's context size; 0: settings' user_llm.context_window, "
+        f"else {DEFAULT_CONTEXT_WINDOW}",
+    )
+    reserve_tokens: int = Field(
+        1024, ge=0, description="Kept free for the reply (SillyTavern's max response length)"
+    )
+
+
+class TokenBudget(NodeType[TokenBudgetConfig]):
     type: ClassVar[str] = "chat:TokenBudget"
     display_name: ClassVar[str] = "Token Budget"
     category: ClassVar[str] = CATEGORY
@@ -397,42 +328,46 @@ class TokenBudget(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="skein", type=SKEIN, description="Measured and trimmed to the budget"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="max_context_tokens",
-            type=INTEGER,
-            default=0,
-            minimum=0,
-            description="The model's context size; 0: settings' user_llm.context_window, "
-            f"else {DEFAULT_CONTEXT_WINDOW}",
-        ),
-        ConfigField(
-            name="reserve_tokens",
-            type=INTEGER,
-            default=1024,
-            minimum=0,
-            description="Kept free for the reply (SillyTavern's max response length)",
-        ),
-    )
 
-    def fingerprint(self, config: Mapping[str, Any], services: WorkflowServices) -> str | None:
+    def fingerprint(self, config: TokenBudgetConfig, services: WorkflowServices) -> str | None:
         llm = services.require_settings().user_llm
         return f"{llm.model}|{llm.token_encoding}|{llm.context_window}"
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: TokenBudgetConfig
     ) -> dict[str, Any]:
         skein = skein_input(inputs)
         llm = ctx.services.require_settings().user_llm
-        context = int(config.get("max_context_tokens") or 0)
-        context = context or llm.context_tokens
-        budget = max(0, context - int(config.get("reserve_tokens") or 0))
+        context = config.max_context_tokens or llm.context_tokens
+        budget = max(0, context - config.reserve_tokens)
         counter = token_counter(llm.model, llm.token_encoding)
         trimmed = await ctx.run_blocking(apply_budget, skein, budget, counter.count)
         return {"skein": trimmed.as_json()}
 
 
-class Weaver(NodeType):
+class WeaverConfig(NodeConfig):
+    names_behavior: Annotated[
+        NamesBehavior,
+        Suggestions(
+            *(
+                Suggestion(value=value, label=label)
+                for value, label in zip(
+                    NAMES_BEHAVIORS,
+                    (
+                        "None",
+                        "Default (only other speakers)",
+                        "Completion object (name field)",
+                        "Message content (Name: prefix)",
+                    ),
+                    strict=True,
+                )
+            )
+        ),
+    ] = Field("none", description="How speakers are named (SillyTavern's character names behavior)")
+    squash_system: bool = Field(False, description="Merge consecutive system messages into one")
+
+
+class Weaver(NodeType[WeaverConfig]):
     type: ClassVar[str] = "chat:Weaver"
     display_name: ClassVar[str] = "Weaver"
     category: ClassVar[str] = CATEGORY
@@ -445,72 +380,53 @@ class Weaver(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="messages", type=MESSAGES, description="[{role, content, name?}]"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="names_behavior",
-            default="none",
-            strict=True,
-            suggestions=tuple(
-                Suggestion(value=value, label=label)
-                for value, label in zip(
-                    NAMES_BEHAVIORS,
-                    (
-                        "None",
-                        "Default (only other speakers)",
-                        "Completion object (name field)",
-                        "Message content (Name: prefix)",
-                    ),
-                    strict=True,
-                )
-            ),
-            description="How speakers are named (SillyTavern's character names behavior)",
-        ),
-        ConfigField(
-            name="squash_system",
-            type=BOOLEAN,
-            default=False,
-            description="Merge consecutive system messages into one",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: WeaverConfig
     ) -> dict[str, Any]:
         skein = skein_input(inputs)
-        behavior = config.get("names_behavior") or "none"
-        if behavior not in NAMES_BEHAVIORS:
-            raise ShuttleError(
-                f"config names_behavior: {behavior!r} is not one of {', '.join(NAMES_BEHAVIORS)}"
-            )
         messages = weave(
-            skein, names_behavior=behavior, squash_system=bool(config.get("squash_system"))
+            skein, names_behavior=config.names_behavior, squash_system=config.squash_system
         )
         return {"messages": messages}
 
 
 # -- the model ------------------------------------------------------------------------------
 
-_SAMPLING = (
-    "model",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "frequency_penalty",
-    "presence_penalty",
-    "seed",
-)
+
+class LLMInvokerConfig(NodeConfig):
+    role: LlmRole = "user"
+    model: str | None = Field(None, description="Another model on the same endpoint (optional)")
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature (optional)"
+    )
+    top_p: float | None = Field(None, ge=0, le=1, description="Top P (optional)")
+    max_tokens: int | None = Field(None, ge=1, description="Longest reply in tokens (optional)")
+    frequency_penalty: float | None = Field(
+        None, ge=-2, le=2, description="Frequency penalty (optional)"
+    )
+    presence_penalty: float | None = Field(
+        None, ge=-2, le=2, description="Presence penalty (optional)"
+    )
+    stop: list[str] = Field(
+        default_factory=list, description="Strings that end the reply (optional)"
+    )
+    seed: int | None = Field(
+        None, description="Fixed seed, where the endpoint honours it (optional)"
+    )
 
 
-def sampling_overrides(config: Mapping[str, Any]) -> dict[str, Any]:
+def sampling_overrides(config: LLMInvokerConfig) -> dict[str, Any]:
     """The config values an LLM call sends instead of the endpoint's (unset ones omitted)."""
-    overrides = {k: config[k] for k in _SAMPLING if config.get(k) not in (None, "")}
-    stop = config.get("stop")
-    if isinstance(stop, list) and stop:
-        overrides["stop"] = [str(s) for s in stop]
+    overrides = config.model_dump(exclude={"role", "stop"}, exclude_none=True)
+    if overrides.get("model") == "":
+        del overrides["model"]
+    if config.stop:
+        overrides["stop"] = list(config.stop)
     return overrides
 
 
-class LLMInvoker(NodeType):
+class LLMInvoker(NodeType[LLMInvokerConfig]):
     type: ClassVar[str] = "chat:LLMInvoker"
     display_name: ClassVar[str] = "LLM Invoker"
     category: ClassVar[str] = CATEGORY
@@ -531,54 +447,14 @@ class LLMInvoker(NodeType):
             description="Reasoning the endpoint sent apart from the answer (may be empty)",
         ),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ROLE_FIELD,
-        ConfigField(name="model", description="Another model on the same endpoint (optional)"),
-        ConfigField(
-            name="temperature",
-            type=FLOAT,
-            minimum=0,
-            maximum=2,
-            description="Sampling temperature (optional)",
-        ),
-        ConfigField(name="top_p", type=FLOAT, minimum=0, maximum=1, description="Top P (optional)"),
-        ConfigField(
-            name="max_tokens",
-            type=INTEGER,
-            minimum=1,
-            description="Longest reply in tokens (optional)",
-        ),
-        ConfigField(
-            name="frequency_penalty",
-            type=FLOAT,
-            minimum=-2,
-            maximum=2,
-            description="Frequency penalty (optional)",
-        ),
-        ConfigField(
-            name="presence_penalty",
-            type=FLOAT,
-            minimum=-2,
-            maximum=2,
-            description="Presence penalty (optional)",
-        ),
-        ConfigField(
-            name="stop", type=ARRAY, default=[], description="Strings that end the reply (optional)"
-        ),
-        ConfigField(
-            name="seed",
-            type=INTEGER,
-            description="Fixed seed, where the endpoint honours it (optional)",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: LLMInvokerConfig
     ) -> dict[str, Any]:
         messages = inputs.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise ShuttleError(f"input messages: expected a list of messages, got {messages!r}")
-        endpoint = endpoint_for_role(config, ctx.services)
+        endpoint = endpoint_for_role(config.role, ctx.services)
         overrides = sampling_overrides(config)
         request = [dict(m) for m in messages]
         # An LLMError propagates as is: the chat turn keeps its partial_text.
@@ -591,7 +467,13 @@ class LLMInvoker(NodeType):
 # -- the answer -----------------------------------------------------------------------------
 
 
-class FilamentParser(NodeType):
+class FilamentParserConfig(NodeConfig):
+    extra_tags: list[str] = Field(
+        default_factory=list, description="More tag names whose text is captured (e.g. status)"
+    )
+
+
+class FilamentParser(NodeType[FilamentParserConfig]):
     type: ClassVar[str] = "chat:FilamentParser"
     display_name: ClassVar[str] = "Filament Parser"
     category: ClassVar[str] = CATEGORY
@@ -617,23 +499,15 @@ class FilamentParser(NodeType):
         Slot(name="problems", type=ARRAY, description="Malformed updates and the like"),
         Slot(name="tags", type=OBJECT, description="Text of the extra tags, by name"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="extra_tags",
-            type=ARRAY,
-            default=[],
-            description="More tag names whose text is captured (e.g. status)",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: FilamentParserConfig
     ) -> dict[str, Any]:
         text = inputs.get("text")
         if not isinstance(text, str):
             raise ShuttleError(f"input text: expected text, got {text!r}")
-        extra = config.get("extra_tags") or []
-        if not isinstance(extra, list) or not all(isinstance(t, str) and t for t in extra):
+        extra = config.extra_tags
+        if not all(extra):
             raise ShuttleError(f"config extra_tags: expected a list of tag names, got {extra!r}")
         try:
             tags = FilamentTags(extra=tuple(extra))
@@ -735,7 +609,7 @@ class StateUpdater(NodeType):
     )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any]:
         snapshot = snapshot_input(inputs)
         decode_problems: list[str] = []

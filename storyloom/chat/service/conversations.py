@@ -64,12 +64,11 @@ from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import (
     ChatError,
     NewMessage,
-    NotFound,
     TurnTree,
     VersionConflict,
     new_id,
 )
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import NotFound, StoryloomError
 from storyloom.llm.tokens import token_counter
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner

@@ -32,7 +32,8 @@ from pydantic import BaseModel
 from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, ConversationSettings
 from storyloom.chat.store.message import Message, Role
 from storyloom.chat.store.state import ChatState
-from storyloom.chat.store.turn_tree import NewMessage, NotFound, TurnTree, new_id
+from storyloom.chat.store.turn_tree import NewMessage, TurnTree, new_id
+from storyloom.core.errors import NotFound
 from storyloom.sillytavern.chat_log import (
     ChatLog,
     ChatMessage,

@@ -4,17 +4,18 @@ branches that may or may not have produced a value."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.knowledge.variables import render_value
 from storyloom.workflow.node_type import (
-    ConfigField,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeType,
     Slot,
-    Suggestion,
 )
 from storyloom.workflow.slot_types import ANY, BOOLEAN
 
@@ -50,12 +51,12 @@ class Switch(NodeType):
         Slot(name="value", type=ANY, description="The chosen branch's value"),
     )
 
-    def check_lazy(self, available: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    def check_lazy(self, available: Mapping[str, Any], config: NodeConfig) -> list[str]:
         chosen = _branch(available.get("condition"))
         return [] if chosen in available else [chosen]
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         return {"value": inputs.get(_branch(inputs.get("condition")))}
 
@@ -64,11 +65,20 @@ def _branch(condition: Any) -> str:
     return "on_true" if bool(condition) else "on_false"
 
 
-MERGE_MODES = ("first-present", "concat", "list")
+MergeMode = Literal["first-present", "concat", "list"]
 _MERGE_INPUTS = ("first", "second", "third")
 
 
-class Merge(NodeType):
+class MergeConfig(NodeConfig):
+    mode: MergeMode = Field(
+        "first-present",
+        description="first-present: the first value given; concat: lists joined into one "
+        "list, anything else joined as text; list: the values given, as a list",
+    )
+    separator: str = Field("\n", description="With concat of text: put between the values")
+
+
+class Merge(NodeType[MergeConfig]):
     """Joins up to three optional values. A value counts as present when it is not null,
     so the outputs of branches that did not run (or produced nothing) are skipped."""
 
@@ -85,35 +95,18 @@ class Merge(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="value", type=ANY, description="The merged value"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="mode",
-            description="first-present: the first value given; concat: lists joined into one "
-            "list, anything else joined as text; list: the values given, as a list",
-            default="first-present",
-            strict=True,
-            suggestions=tuple(Suggestion(value=mode) for mode in MERGE_MODES),
-        ),
-        ConfigField(
-            name="separator",
-            description="With concat of text: put between the values",
-            default="\n",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: MergeConfig
     ) -> dict[str, Any] | NodeExpansion:
         present = [inputs[name] for name in _MERGE_INPUTS if inputs.get(name) is not None]
-        mode = config.get("mode") or "first-present"
+        mode = config.mode
         if mode == "list":
             return {"value": present}
         if mode == "concat":
             if present and all(isinstance(v, list) for v in present):
                 return {"value": [item for value in present for item in value]}
-            separator = config.get("separator")
-            separator = "\n" if separator is None else str(separator)
-            return {"value": separator.join(render_value(v) for v in present)}
+            return {"value": config.separator.join(render_value(v) for v in present)}
         return {"value": present[0] if present else None}
 
 

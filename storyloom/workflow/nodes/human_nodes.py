@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from storyloom.core.errors import StoryloomError
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.workflow.node_type import (
-    ConfigField,
+    TEXTAREA,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeType,
@@ -25,7 +28,19 @@ class HumanDecisionRefused(StoryloomError):
 DEFAULT_REASON = "Review this output before the workflow goes on"
 
 
-class HumanDecisionNode(NodeType):
+class HumanDecisionConfig(NodeConfig):
+    reason: Annotated[str, TEXTAREA] = Field(
+        DEFAULT_REASON, description="What the user is asked to check (shown with the value)"
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="How many times the user may ask for the value to be regenerated",
+    )
+
+
+class HumanDecisionNode(NodeType[HumanDecisionConfig]):
     """Shows ``value`` to the user and waits for their decision.
 
     approve → ``value`` goes on as it is; edit → the user's ``editedOutput`` goes on instead;
@@ -50,28 +65,12 @@ class HumanDecisionNode(NodeType):
         Slot(name="decision", type=STRING, description="approve or edit: how it was accepted"),
         Slot(name="retries", type=INTEGER, description="How many times it was regenerated"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="reason",
-            description="What the user is asked to check (shown with the value)",
-            default=DEFAULT_REASON,
-            widget="textarea",
-        ),
-        ConfigField(
-            name="max_retries",
-            type=INTEGER,
-            description="How many times the user may ask for the value to be regenerated",
-            default=3,
-            minimum=0,
-            maximum=20,
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: HumanDecisionConfig
     ) -> dict[str, Any] | NodeExpansion:
-        reason = str(config.get("reason") or DEFAULT_REASON)
-        max_retries = int(config.get("max_retries", 3))
+        reason = config.reason or DEFAULT_REASON
+        max_retries = config.max_retries
         value = _text(inputs.get("value"))
         retries = 0
         while True:

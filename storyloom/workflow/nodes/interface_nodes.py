@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.workflow.node_type import (
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeSlots,
@@ -45,7 +46,7 @@ class GroupInput(NodeType):
         return NodeSlots((), outputs)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         return dict(ctx.interface_inputs)
 
@@ -70,7 +71,7 @@ class GroupOutput(NodeType):
         return NodeSlots(inputs, ())
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: NodeConfig
     ) -> dict[str, Any] | NodeExpansion:
         return dict(inputs)
 

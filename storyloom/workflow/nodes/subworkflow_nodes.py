@@ -7,12 +7,15 @@ are shared with the iteration nodes, which call workflows the same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from storyloom.core.errors import FileFormatError, StoryloomError
+from pydantic import Field
+
+from storyloom.core.errors import FileFormatError, NotFound, StoryloomError
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.workflow.node_type import (
-    ConfigField,
+    WORKFLOW_PICKER,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeSlots,
@@ -23,14 +26,8 @@ from storyloom.workflow.node_type import (
 from storyloom.workflow.workflow_file import InterfaceSlot, Workflow, WorkflowNode
 
 
-class SubWorkflowMissing(StoryloomError, LookupError):
+class SubWorkflowMissing(NotFound):
     """A node names a workflow that the project does not have (or that does not load)."""
-
-
-def workflow_config(node: WorkflowNode, field: str) -> str:
-    """The workflow id in config ``field`` of ``node``; "" when unset."""
-    value = node.config.get(field)
-    return value.strip() if isinstance(value, str) else ""
 
 
 def load_referenced(env: SlotEnvironment, field: str, workflow_id: str) -> Workflow:
@@ -102,11 +99,15 @@ def given_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in inputs.items() if value is not None}
 
 
-def workflow_field(name: str, description: str, *, required: bool = True) -> ConfigField:
-    return ConfigField(name=name, description=description, required=required, widget="workflow")
+WorkflowId = Annotated[str, WORKFLOW_PICKER]
+"""A config field naming another workflow of the project (the canvas offers a picker)."""
 
 
-class SubWorkflowNode(NodeType):
+class SubWorkflowConfig(NodeConfig):
+    workflow: WorkflowId = Field(description="The id of the workflow to call (its file name)")
+
+
+class SubWorkflowNode(NodeType[SubWorkflowConfig]):
     """Runs another workflow: this node's inputs and outputs are that workflow's
     ``interfaceInputs`` and ``interfaceOutputs``.
 
@@ -124,21 +125,19 @@ class SubWorkflowNode(NodeType):
     )
     idempotent: ClassVar[bool] = False
     dynamic_slots: ClassVar[bool] = True
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        workflow_field("workflow", "The id of the workflow to call (its file name)"),
-    )
 
     def slots(self, node: WorkflowNode, env: SlotEnvironment) -> NodeSlots:
-        workflow_id = workflow_config(node, "workflow")
+        config = self.lenient_config(node.config)
+        workflow_id = config.workflow.strip() if config else ""
         if not workflow_id:
             return NodeSlots((), ())  # config validation reports the missing id
         workflow = load_referenced(env, "workflow", workflow_id)
         return NodeSlots(interface_input_slots(workflow), interface_output_slots(workflow))
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: SubWorkflowConfig
     ) -> dict[str, Any] | NodeExpansion:
-        workflow_id = str(config["workflow"])
+        workflow_id = config.workflow
         return await ctx.run_workflow(workflow_id, given_inputs(inputs))
 
 

@@ -7,29 +7,36 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import regex
+from pydantic import Field
 
 from storyloom.core.errors import StoryloomError
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.knowledge.variables import apply_variables, lookup_variable, placeholders
 from storyloom.workflow.node_type import (
-    ConfigField,
+    TEXTAREA,
+    NodeConfig,
     NodeContext,
     NodeExpansion,
     NodeType,
     Slot,
     Suggestion,
+    Suggestions,
 )
-from storyloom.workflow.slot_types import ANY, ARRAY, BOOLEAN, FLOAT, INTEGER, OBJECT, STRING
+from storyloom.workflow.slot_types import ANY, ARRAY, BOOLEAN, INTEGER, OBJECT, STRING
 
 
 class TextNodeError(StoryloomError, ValueError):
     """A text node cannot do what its inputs ask (a bad pattern, a missing variable)."""
 
 
-class TextInput(NodeType):
+class TextInputConfig(NodeConfig):
+    text: Annotated[str, TEXTAREA] = Field("", description="The text")
+
+
+class TextInput(NodeType[TextInputConfig]):
     """Text typed on the node."""
 
     type: ClassVar[str] = "core:TextInput"
@@ -39,17 +46,20 @@ class TextInput(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="text", type=STRING, description="The text as typed"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="text", description="The text", default="", widget="textarea"),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: TextInputConfig
     ) -> dict[str, Any] | NodeExpansion:
-        return {"text": config.get("text") or ""}
+        return {"text": config.text}
 
 
-class TextTemplate(NodeType):
+class TextTemplateConfig(NodeConfig):
+    template: Annotated[str | None, TEXTAREA] = Field(
+        None, description="The template, used when the template input is not connected"
+    )
+
+
+class TextTemplate(NodeType[TextTemplateConfig]):
     """``{{name}}`` and ``{{a.b}}`` filled from an object; unknown placeholders stay as
     they are, so macros meant for a later stage survive."""
 
@@ -75,25 +85,26 @@ class TextTemplate(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="text", type=STRING, description="The template with placeholders filled"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="template",
-            description="The template, used when the template input is not connected",
-            widget="textarea",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: TextTemplateConfig
     ) -> dict[str, Any] | NodeExpansion:
-        template = _text(inputs.get("template", config.get("template")), "template")
+        template = _text(inputs.get("template", config.template), "template")
         return {"text": apply_variables(template, _object(inputs.get("variables"), "variables"))}
 
 
-MISSING_MODES = ("keep", "empty", "error")
+class VariableApplicatorConfig(NodeConfig):
+    missing: Annotated[
+        Literal["keep", "empty", "error"],
+        Suggestions(
+            Suggestion(value="keep", label="Keep the placeholder"),
+            Suggestion(value="empty", label="Remove it"),
+            Suggestion(value="error", label="Fail the node"),
+        ),
+    ] = Field("keep", description="What a placeholder naming no variable becomes")
 
 
-class VariableApplicator(NodeType):
+class VariableApplicator(NodeType[VariableApplicatorConfig]):
     """Seed 000's Variable Applicator: chat variables into a text, with a choice of what a
     placeholder naming no variable becomes."""
 
@@ -114,26 +125,13 @@ class VariableApplicator(NodeType):
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="text", type=STRING, description="The text with variables applied"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="missing",
-            description="What a placeholder naming no variable becomes",
-            default="keep",
-            strict=True,
-            suggestions=(
-                Suggestion(value="keep", label="Keep the placeholder"),
-                Suggestion(value="empty", label="Remove it"),
-                Suggestion(value="error", label="Fail the node"),
-            ),
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: VariableApplicatorConfig
     ) -> dict[str, Any] | NodeExpansion:
         text = _text(inputs.get("text"), "text")
         variables = _object(inputs.get("variables"), "variables")
-        mode = config.get("missing") or "keep"
+        mode = config.missing
         missing = [name for name in placeholders(text) if not lookup_variable(variables, name)[0]]
         if missing and mode == "error":
             names = ", ".join("{{" + name + "}}" for name in missing)
@@ -166,7 +164,21 @@ class RegexRule:
     flags: str
 
 
-class RegexApplicator(NodeType):
+class RegexApplicatorConfig(NodeConfig):
+    pattern: str | None = Field(None, description="The pattern, or /pattern/flags")
+    replacement: str = Field("", description="The replacement")
+    flags: Annotated[str, Suggestions("g", "gi", "gm")] = Field(
+        "g", description="JavaScript-style flags for a bare pattern: g (all matches), i, m, s, x"
+    )
+    timeout_s: float = Field(
+        DEFAULT_REGEX_TIMEOUT_S,
+        ge=0.001,
+        le=60,
+        description="Seconds one pattern may run before the node fails",
+    )
+
+
+class RegexApplicator(NodeType[RegexApplicatorConfig]):
     """Seed 000's Dynamic Regex Applicator: patterns that may arrive from other nodes (a
     character card's regex scripts, a generated rule list) rewrite a text.
 
@@ -212,41 +224,23 @@ class RegexApplicator(NodeType):
         Slot(name="text", type=STRING, description="The rewritten text"),
         Slot(name="matches", type=INTEGER, description="How many replacements were made"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(name="pattern", description="The pattern, or /pattern/flags"),
-        ConfigField(name="replacement", description="The replacement", default=""),
-        ConfigField(
-            name="flags",
-            description="JavaScript-style flags for a bare pattern: g (all matches), i, m, s, x",
-            default="g",
-            suggestions=(Suggestion(value="g"), Suggestion(value="gi"), Suggestion(value="gm")),
-        ),
-        ConfigField(
-            name="timeout_s",
-            type=FLOAT,
-            description="Seconds one pattern may run before the node fails",
-            default=DEFAULT_REGEX_TIMEOUT_S,
-            minimum=0.001,
-            maximum=60,
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: RegexApplicatorConfig
     ) -> dict[str, Any] | NodeExpansion:
         text = _text(inputs.get("text"), "text")
-        flags = str(config.get("flags") or "")
+        flags = config.flags
         rules: list[RegexRule] = []
-        pattern = inputs.get("pattern", config.get("pattern"))
+        pattern = inputs.get("pattern", config.pattern)
         if pattern not in (None, ""):
-            replacement = inputs.get("replacement", config.get("replacement"))
+            replacement = inputs.get("replacement", config.replacement)
             rules.append(_rule(_text(pattern, "pattern"), replacement, flags, "pattern"))
         given = inputs.get("rules")
         if given is not None:
             rules += _rules(given, flags)
         if not rules and given is None:
             raise TextNodeError("nothing to apply: set a pattern or connect rules")
-        timeout = float(config.get("timeout_s") or DEFAULT_REGEX_TIMEOUT_S)
+        timeout = config.timeout_s
         return await ctx.run_blocking(_apply_rules, text, rules, timeout)
 
 
@@ -334,7 +328,14 @@ def _replacer(template: str, compiled: regex.Pattern[str]) -> Any:
     return expand
 
 
-class JsonExtract(NodeType):
+class JsonExtractConfig(NodeConfig):
+    path: str = Field(
+        "",
+        description='JSON Pointer ("/a/0/b") or dotted path ("a.0.b"); empty: the whole value',
+    )
+
+
+class JsonExtract(NodeType[JsonExtractConfig]):
     """JSON out of an LLM's reply: the whole text, a fenced ``json`` block, or the first
     balanced ``{...}`` / ``[...]`` that parses; then a path into it. Finding nothing is an
     answer (``found`` false), not an error, so a Switch can route on it."""
@@ -357,16 +358,9 @@ class JsonExtract(NodeType):
         Slot(name="value", type=ANY, description="The value at the path (null when not found)"),
         Slot(name="found", type=BOOLEAN, description="Whether JSON and the path were found"),
     )
-    config: ClassVar[tuple[ConfigField, ...]] = (
-        ConfigField(
-            name="path",
-            description='JSON Pointer ("/a/0/b") or dotted path ("a.0.b"); empty: the whole value',
-            default="",
-        ),
-    )
 
     async def run(
-        self, ctx: NodeContext, inputs: dict[str, Any], config: dict[str, Any]
+        self, ctx: NodeContext, inputs: dict[str, Any], config: JsonExtractConfig
     ) -> dict[str, Any] | NodeExpansion:
         source = inputs.get("text")
         if not isinstance(source, str):
@@ -376,7 +370,7 @@ class JsonExtract(NodeType):
         else:
             found, value = find_json(source)
         if found and value is not None:
-            found, value = follow_path(value, str(config.get("path") or ""))
+            found, value = follow_path(value, config.path)
         else:
             found, value = False, None
         return {"value": value if found else None, "found": found}

@@ -1,10 +1,13 @@
 // Typed calls for /api/chats and /api/presets, and the shapes they carry (the snake_case
 // fields of storyloom/chat/*.py models). Hand-written; tests/chatApiTypes.test.ts holds them
 // against the schema generated from the server's OpenAPI (src/api/schema.d.ts).
+// The chat's WebSocket messages are not hand-written: they are the generated types of the
+// server's models (storyloom/server/chat_ws.py, added to the OpenAPI document's components).
 //
 // Every write that changes a conversation sends `expected_version`; the server answers 409
 // when another tab (or a turn) changed it first: `isConflict()` tells the page to reload.
 import { ApiError, type Fetch, fetchJson, errorFromBody, postForm, requestJson } from './client'
+import type { components } from './schema'
 import { listWorkflows } from './workflows'
 
 export type Role = 'user' | 'assistant' | 'system'
@@ -277,6 +280,23 @@ export interface PipelineChoice {
   /** Shipped with storyloom; the project has no file of its own for it. */
   builtin: boolean
 }
+
+// -- the WebSocket's chat messages (generated) ------------------------------------------
+
+type Schemas = components['schemas']
+
+/** Browser → server: `chat:subscribe` / `chat:unsubscribe` one conversation's turns. */
+export type ChatSubscribeMessage = Schemas['ChatSubscribe']
+/** Server → browser: a message added or finalised (`message` as the chat view has it). */
+export type ChatMessageEvent = Schemas['ChatMessageMessage']
+/** Server → browser: visible reply text (and thought text) as it arrives. */
+export type ChatStreamEvent = Schemas['ChatStreamMessage']
+/** Server → browser: the reply ended: complete, or partial/error with why. */
+export type ChatDoneEvent = Schemas['ChatDoneMessage']
+/** Server → browser: anything else changed the conversation, or the list (`listed`). */
+export type ChatChangedEvent = Schemas['ChatChangedMessage']
+/** Every `chat:*` message the server sends. */
+export type ChatServerMessage = Schemas['ChatServerMessage']
 
 const BASE = '/api/chats'
 const PRESETS = '/api/presets'

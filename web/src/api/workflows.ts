@@ -1,5 +1,6 @@
 // Typed calls for /api/workflows and /api/workflow-runs, and the shapes they carry
 // (the camelCase aliases of storyloom/workflow/*.py models).
+import type { JsonSchema } from '../lib/jsonSchema'
 import { ApiError, errorFromBody, type Fetch, fetchJson, postForm, requestJson } from './client'
 
 export interface Position {
@@ -80,22 +81,6 @@ export interface SlotInfo {
   default?: unknown
 }
 
-export type Widget = 'text' | 'textarea' | 'number' | 'checkbox' | 'select' | 'json' | 'kb' | 'workflow'
-
-export interface ConfigFieldInfo {
-  name: string
-  type: string
-  description?: string
-  default?: unknown
-  required?: boolean
-  minimum?: number | null
-  maximum?: number | null
-  suggestions?: Suggestion[]
-  strict?: boolean
-  widget?: Widget | null
-  matchCategories?: string[]
-}
-
 export interface NodeTypeInfo {
   type: string
   displayName: string
@@ -107,7 +92,9 @@ export interface NodeTypeInfo {
   dynamicSlots: boolean
   inputs: SlotInfo[]
   outputs: SlotInfo[]
-  config: ConfigFieldInfo[]
+  /** The node's config as a JSON Schema object (`$ref`s inlined), with `x-widget`,
+   * `x-suggestions` and `x-match-categories` as editor hints; rendered by SchemaField. */
+  configSchema: JsonSchema
 }
 
 export interface WorkflowProblem {

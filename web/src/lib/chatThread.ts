@@ -4,7 +4,17 @@
 // page keeps it in one shallowRef and Vue never walks 10,000 messages deeply. Events the
 // page cannot place (a message whose parent it does not show, a change it did not see)
 // answer `reload: true`, and the page fetches the conversation again.
-import type { ChatMessage, ChatView, Conversation, MessageStatus } from '../api/chat'
+import type {
+  ChatChangedEvent,
+  ChatDoneEvent,
+  ChatMessage,
+  ChatMessageEvent,
+  ChatServerMessage,
+  ChatStreamEvent,
+  ChatView,
+  Conversation,
+  MessageStatus,
+} from '../api/chat'
 import type { ServerMessage } from './connection'
 
 export interface ThreadState {
@@ -150,13 +160,16 @@ export function isNewer(state: ThreadState, v: number): boolean {
 
 // -- server events ----------------------------------------------------------------------
 
+/** A `chat:*` message as the server's models declare it, checked; the message of a
+ * `chat:message` is completed the way the chat view's are (the server leaves out what is
+ * null or at its default). */
 export type ChatEvent =
-  | { type: 'chat:message'; conversationId: string; message: ChatMessage; version?: number }
-  | { type: 'chat:stream'; conversationId: string; messageId: string; text: string; thought?: string }
-  | { type: 'chat:done'; conversationId: string; messageId: string; status: MessageStatus; error?: string | null; version?: number }
-  | { type: 'chat:changed'; conversationId: string; version: number; deleted: boolean; listed: boolean }
+  | (Omit<ChatMessageEvent, 'message'> & { message: ChatMessage })
+  | ChatStreamEvent
+  | ChatDoneEvent
+  | ChatChangedEvent
 
-export const CHAT_EVENT_TYPES = ['chat:message', 'chat:stream', 'chat:done', 'chat:changed'] as const
+export const CHAT_EVENT_TYPES = ['chat:message', 'chat:stream', 'chat:done', 'chat:changed'] as const satisfies readonly ChatServerMessage['type'][]
 
 const STATUSES: readonly string[] = ['complete', 'streaming', 'partial', 'error']
 
@@ -182,7 +195,8 @@ export function chatEvent(msg: ServerMessage): ChatEvent | null {
   if (!conversationId) return null
   switch (msg.type) {
     case 'chat:message': {
-      if (!isMessage(msg.message)) return null
+      const version = num(msg, 'version')
+      if (!isMessage(msg.message) || version === undefined) return null
       const m = msg.message
       const message: ChatMessage = {
         ...m,
@@ -190,7 +204,7 @@ export function chatEvent(msg: ServerMessage): ChatEvent | null {
         sibling_count: typeof m.sibling_count === 'number' ? m.sibling_count : 1,
         sibling_index: typeof m.sibling_index === 'number' ? m.sibling_index : 0,
       }
-      return { type: 'chat:message', conversationId, message, version: num(msg, 'version') }
+      return { type: 'chat:message', conversationId, message, version }
     }
     case 'chat:stream': {
       const messageId = str(msg, 'messageId', 'message_id')
@@ -202,9 +216,10 @@ export function chatEvent(msg: ServerMessage): ChatEvent | null {
     case 'chat:done': {
       const messageId = str(msg, 'messageId', 'message_id')
       const status = typeof msg.status === 'string' && STATUSES.includes(msg.status) ? (msg.status as MessageStatus) : 'complete'
-      if (!messageId) return null
+      const version = num(msg, 'version')
+      if (!messageId || version === undefined) return null
       const error = typeof msg.error === 'string' ? msg.error : null
-      return { type: 'chat:done', conversationId, messageId, status, error, version: num(msg, 'version') }
+      return { type: 'chat:done', conversationId, messageId, status, error, version }
     }
     case 'chat:changed': {
       const v = num(msg, 'version')

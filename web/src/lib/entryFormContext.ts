@@ -1,6 +1,8 @@
-// What every field of the generated entry form needs from the page: the schema (for
-// nested defaults), the errors by field path, and the entry being edited.
+// What every field of a generated form needs from the page: the schema (for nested
+// defaults), the errors by field path, and what is being edited (a knowledge entry, or a
+// workflow node's config).
 import type { ComputedRef, InjectionKey } from 'vue'
+import type { WorkflowSummary } from '../api/workflows'
 import type { FieldSpec, JsonSchema } from './jsonSchema'
 
 export interface EntryFormContext {
@@ -9,6 +11,16 @@ export interface EntryFormContext {
   errors: ComputedRef<Map<string, string[]>>
   kbId: ComputedRef<string>
   entryId: ComputedRef<string>
+  /** `data-testid` of a field: this prefix and its path (default `field-`). */
+  testidPrefix?: string
+  /** Labels, hints and long-text fields from the knowledge translations (default true);
+   * off, the schema's own titles and descriptions are shown. */
+  knowledgeLabels?: boolean
+  /** What a `workflow` field may name, and the workflow being edited (never offered). */
+  workflows?: ComputedRef<WorkflowSummary[]>
+  workflowId?: ComputedRef<string>
+  /** Top-level fields whose value is not used (a connected input of the same name). */
+  overridden?: ComputedRef<Set<string>>
 }
 
 export const ENTRY_FORM: InjectionKey<EntryFormContext> = Symbol('entry-form')

@@ -1,6 +1,14 @@
-// The JSON Schema subset pydantic writes for the knowledge-base file, and the form fields
-// generated from it. The form editor walks the schema the server sends
-// (GET /api/knowledge/schema), so a field added to the models shows up without UI work.
+// The JSON Schema subset pydantic writes for the knowledge-base file and for node config,
+// and the form fields generated from it. The form editor walks the schema the server sends
+// (GET /api/knowledge/schema, a node type's `configSchema`), so a field added to the models
+// shows up without UI work. Editor hints beside the standard keys: `x-widget` (textarea,
+// json, kb, workflow), `x-suggestions` (offered values, or labels of an enum's values).
+
+/** A value offered for a field; `label` is shown instead of it. */
+export interface SchemaSuggestion {
+  value: unknown
+  label?: string | null
+}
 
 export interface JsonSchema {
   $ref?: string
@@ -25,6 +33,10 @@ export interface JsonSchema {
   title?: string
   description?: string
   default?: unknown
+  'x-widget'?: string
+  'x-suggestions'?: SchemaSuggestion[]
+  'x-match-categories'?: string[]
+  [extra: string]: unknown
 }
 
 /** Follow a local `$ref` (`#/$defs/Name`); keys beside the `$ref` win over the target's. */
@@ -77,6 +89,8 @@ export type FieldKind =
   | 'objectList'
   | 'scalarUnion'
   | 'json'
+  | 'kb'
+  | 'workflow'
 
 export interface FieldSpec {
   key: string
@@ -96,6 +110,10 @@ export interface FieldSpec {
   max?: number
   step?: string
   default?: unknown
+  /** `x-widget`: how the field wants to be edited when its type does not say. */
+  widget?: string
+  /** `x-suggestions`: values offered (a datalist), or the labels of an enum's values. */
+  suggestions: SchemaSuggestion[]
   children: FieldSpec[]
   schema: JsonSchema
 }
@@ -117,7 +135,11 @@ function scalarUnion(root: JsonSchema, s: JsonSchema): { types: string[]; consta
   return { types, constants }
 }
 
+const WIDGET_KINDS: Record<string, FieldKind> = { kb: 'kb', workflow: 'workflow', json: 'json' }
+
 function kindOf(root: JsonSchema, s: JsonSchema, nullable: boolean): FieldKind {
+  const widget = s['x-widget'] ? WIDGET_KINDS[s['x-widget']] : undefined
+  if (widget) return widget
   if (s.enum) return 'enum'
   const type = typeOf(s)
   if (type === 'boolean') return nullable ? 'tristate' : 'boolean'
@@ -177,9 +199,18 @@ export function describeField(root: JsonSchema, raw: JsonSchema, path: string[],
     max,
     step: kind === 'integer' ? '1' : kind === 'number' ? (max !== undefined && max <= 1 ? '0.05' : 'any') : undefined,
     default: raw.default ?? schema.default,
+    widget: schema['x-widget'] ?? raw['x-widget'],
+    suggestions: schema['x-suggestions'] ?? raw['x-suggestions'] ?? [],
     children,
     schema,
   }
+}
+
+/** The label of `value` among a field's suggestions, else the value itself. */
+export function suggestionLabel(spec: FieldSpec, value: unknown): string {
+  const found = spec.suggestions.find((s) => JSON.stringify(s.value) === JSON.stringify(value))
+  if (found?.label) return found.label
+  return typeof value === 'string' ? value : JSON.stringify(value)
 }
 
 /** A fresh value for an object schema: defaults where given, required strings empty. */

@@ -155,8 +155,8 @@ export function newNodeId(type: string, existing: Iterable<string>): string {
 /** The config a new node starts with: every field that has a default. */
 export function defaultConfig(info: NodeTypeInfo | undefined): Record<string, unknown> {
   const config: Record<string, unknown> = {}
-  for (const field of info?.config ?? []) {
-    if (field.default !== null && field.default !== undefined) config[field.name] = clone(field.default)
+  for (const [name, field] of Object.entries(info?.configSchema.properties ?? {})) {
+    if (field.default !== null && field.default !== undefined) config[name] = clone(field.default)
   }
   return config
 }
@@ -200,7 +200,9 @@ export function slotsFromServer(info: NodeTypeInfo | undefined): boolean {
 
 /** What a node's server-given slots were worked out for: its type and its `workflow` config. */
 export function calledKey(data: Pick<FlowNodeData, 'nodeType' | 'config'>, info: NodeTypeInfo | undefined): string {
-  const called = (info?.config ?? []).filter((f) => f.widget === 'workflow').map((f) => data.config[f.name] ?? null)
+  const called = Object.entries(info?.configSchema.properties ?? {})
+    .filter(([, field]) => field['x-widget'] === 'workflow' || field.anyOf?.some((o) => o['x-widget'] === 'workflow'))
+    .map(([name]) => data.config[name] ?? null)
   return JSON.stringify([data.nodeType, ...called])
 }
 

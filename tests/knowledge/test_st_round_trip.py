@@ -1,4 +1,5 @@
-"""Every real SillyTavern file in shared/st-samples imports, and exports back equal."""
+"""Every kind of SillyTavern file imports, and exports back equal: the fixtures in
+``tests/fixtures/sillytavern`` (see ``make_fixtures.py`` for the variant each one is)."""
 
 from __future__ import annotations
 
@@ -15,38 +16,38 @@ from storyloom.knowledge.st_export import (
     export_world_info,
 )
 from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.knowledge.st_world_info import export_character_book
 from storyloom.sillytavern.character_card import read_png_card
-from storyloom.sillytavern.world_info import export_character_book
+from storyloom.sillytavern.charx import read_charx
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "st-samples"
-SAMPLE_FILES = sorted(
-    p for p in SAMPLES.glob("*") if p.is_file() and p.suffix.lower() not in (".md", ".txt")
-)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
+# The preset is no file the importer reads: tests/chat/test_chat_cli.py imports it.
+IMPORTABLE = sorted(p for p in FIXTURES.iterdir() if not p.name.startswith("preset_"))
 
-# Entries in the book each sample holds (a card's embedded book, or the world info).
+# Entries in the book each fixture holds (a card's embedded book, or the world info).
 BOOK_ENTRIES = {
-    "st-default_Eldoria_worldinfo_v1.18.0.json": 4,
-    "st-default_Eldoria_worldinfo_2024-09.json": 4,
-    "zh_worldinfo_chujuyiqinzhi_19entries.json": 19,
-    "worldinfo_EU4_imported_with_originalData_20entries.json": 20,
-    "st-default_Seraphina_card_v1.18.0_v2+v3.png": 4,
-    "st-default_Seraphina_card_2024-09_v2only.png": 4,
-    "zh_card_ai_v3json_mvu_27entries.json": 27,
+    "world_info_lanternfall_2024.json": 4,
+    "world_info_lanternfall_v1.18.json": 4,
+    "world_info_tea_road_zh_original_data.json": 8,
+    "world_info_star_port_imported_original_data.json": 6,
+    "card_maren_v2_v3.png": 4,
+    "card_maren_2024_v2_only.png": 4,
+    "card_academy_zh_v3_mvu.json": 9,
 }
 
 
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    # The samples are part of the test setup (../shared beside the checkout): missing is a
-    # failure, not a reason to skip.
-    assert path.exists(), f"sample {name} is not in {SAMPLES}"
-    return path
+def fixture(name: str) -> Path:
+    return FIXTURES / name
 
 
-def _source_json(path: Path) -> Any:
+def source_card(path: Path) -> Any:
+    """The card as the file holds it: the chunk a PNG is read by, a CHARX's card.json."""
+    data = path.read_bytes()
     if path.suffix == ".png":
-        return read_png_card(path.read_bytes(), path).card
-    return json.loads(path.read_text(encoding="utf-8"))
+        return read_png_card(data, path).card
+    if path.suffix == ".charx":
+        return read_charx(data, path).card
+    return json.loads(data)
 
 
 def assert_same_where_original_has_it(original: Any, exported: Any, where: str) -> None:
@@ -60,25 +61,29 @@ def assert_same_where_original_has_it(original: Any, exported: Any, where: str) 
         assert exported == original, where
 
 
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
-def test_every_sample_imports_and_exports_back_equal(path: Path) -> None:
+@pytest.mark.parametrize("path", IMPORTABLE, ids=lambda p: p.name)
+def test_every_kind_of_file_imports_and_exports_back_equal(path: Path) -> None:
     result = import_sillytavern(path)
-    original: Any = (
-        path.read_text(encoding="utf-8") if result.kind == "chat" else _source_json(path)
-    )
     if result.kind == "world_info":
+        original = json.loads(path.read_text(encoding="utf-8"))
         (kb,) = result.knowledge_bases
         assert kb.entries and all(e.content.value is not None for e in kb.entries)
-        exported: Any = export_world_info(kb)
+        exported = export_world_info(kb)
         assert set(exported) == set(original)
         assert_same_where_original_has_it(original, exported, "")
         assert export_world_info(kb, fill_defaults=False) == original
     elif result.kind == "chat":
         assert result.chat is not None and result.chat.messages
-        assert export_chat_jsonl(result.chat) == original
+        assert export_chat_jsonl(result.chat) == path.read_text(encoding="utf-8")
     else:
         assert result.character is not None
+        original = source_card(path)
         exported = export_card_json(result.character, result.character_book)
+        if "data" not in original:
+            # A V1 card comes back as V2 with its top-level fields as they were.
+            assert exported["spec"] == "chara_card_v2"
+            assert {k: exported[k] for k in original} == original
+            return
         assert set(exported) == set(original)
         for key in original:
             if key != "data":
@@ -88,44 +93,41 @@ def test_every_sample_imports_and_exports_back_equal(path: Path) -> None:
         assert all(exported["data"][key] == [] for key in added)
         assert {k: exported["data"][k] for k in original["data"]} == original["data"]
     if path.name in BOOK_ENTRIES:
-        book = result.knowledge_bases[-1]
-        assert len(book.entries) == BOOK_ENTRIES[path.name]
+        assert len(result.knowledge_bases[-1].entries) == BOOK_ENTRIES[path.name]
 
 
-def test_seraphina_png_reads_the_v3_chunk_when_both_are_present() -> None:
-    result = import_sillytavern(sample("st-default_Seraphina_card_v1.18.0_v2+v3.png"))
+def test_a_png_with_both_chunks_is_read_by_its_v3_chunk() -> None:
+    result = import_sillytavern(fixture("card_maren_v2_v3.png"))
     assert result.character is not None
     assert result.character.card_spec == "chara_card_v3"
-    assert result.character.name == "Seraphina"
+    assert result.character.name == "Maren"
     assert result.avatar_png is not None and result.avatar_png.startswith(b"\x89PNG")
     assert result.character_book is not None
     assert [e.activation_criteria.keywords[0] for e in result.character_book.entries] == [
-        "eldoria",
-        "shadowfang",
-        "glade",
-        "power",
+        "harbour",
+        "wraith",
+        "lighthouse",
+        "tide",
     ]
 
 
-def test_seraphina_2024_png_reads_the_v2_chunk() -> None:
-    result = import_sillytavern(sample("st-default_Seraphina_card_2024-09_v2only.png"))
+def test_a_png_with_only_the_chara_chunk_is_read_as_v2() -> None:
+    result = import_sillytavern(fixture("card_maren_2024_v2_only.png"))
     assert result.character is not None and result.character.card_spec == "chara_card_v2"
 
 
 def test_png_export_carries_the_card_in_chara_and_ccv3_chunks() -> None:
-    result = import_sillytavern(sample("st-default_Seraphina_card_v1.18.0_v2+v3.png"))
+    path = fixture("card_maren_v2_v3.png")
+    result = import_sillytavern(path)
     assert result.character is not None and result.avatar_png is not None
     png = export_card_png(result.character, result.character_book, result.avatar_png)
-    original = read_png_card(
-        sample("st-default_Seraphina_card_v1.18.0_v2+v3.png").read_bytes(), "x"
-    )
     again = read_png_card(png, "again.png")
     assert again.chunk == "ccv3"
-    assert again.card == original.card
+    assert again.card == read_png_card(path.read_bytes(), path).card
 
 
-def test_kori_keeps_its_unknown_top_level_keys() -> None:
-    result = import_sillytavern(sample("zh_card_kori_v2+v3_aichared.png"))
+def test_a_card_keeps_top_level_keys_from_other_editors() -> None:
+    result = import_sillytavern(fixture("card_teahouse_zh_unknown_keys.png"))
     assert result.character is not None and result.character.source_card is not None
     source = result.character.source_card
     exported = export_card_json(result.character, result.character_book)
@@ -134,8 +136,8 @@ def test_kori_keeps_its_unknown_top_level_keys() -> None:
         assert exported[key] == source[key]
 
 
-def test_german_card_keeps_talkativeness_as_the_string_it_was_given() -> None:
-    result = import_sillytavern(sample("de_card_PeerDerPersonaler_v2only_tiny.png"))
+def test_talkativeness_given_as_a_string_is_exported_as_that_string() -> None:
+    result = import_sillytavern(fixture("card_greta_de_v2_tiny.png"))
     preset = result.character
     assert preset is not None
     assert preset.talkativeness == 0.5
@@ -147,7 +149,7 @@ def test_german_card_keeps_talkativeness_as_the_string_it_was_given() -> None:
 
 
 def test_v3_json_card_keeps_regex_scripts_and_tavern_helper() -> None:
-    result = import_sillytavern(sample("zh_card_ai_v3json_mvu_27entries.json"))
+    result = import_sillytavern(fixture("card_academy_zh_v3_mvu.json"))
     assert result.character is not None
     ext = result.character.extensions
     assert ext["regex_scripts"] and "tavern_helper" in ext
@@ -155,8 +157,23 @@ def test_v3_json_card_keeps_regex_scripts_and_tavern_helper() -> None:
     assert exported["data"]["extensions"] == ext
 
 
-def test_old_eldoria_entries_get_sillytavern_defaults() -> None:
-    (kb,) = import_sillytavern(sample("st-default_Eldoria_worldinfo_2024-09.json")).knowledge_bases
+def test_a_charx_card_brings_its_icon_as_the_avatar_and_keeps_its_assets() -> None:
+    result = import_sillytavern(fixture("card_wren_v3.charx"))
+    assert result.kind == "character_charx"
+    assert result.character is not None and result.character.card_spec == "chara_card_v3"
+    assert result.avatar_png is not None and result.avatar_png.startswith(b"\x89PNG")
+    assert list(result.assets) == ["assets/icon/images/main.png"]
+
+
+def test_a_v1_card_imports_with_its_fields() -> None:
+    result = import_sillytavern(fixture("card_old_tom_v1.json"))
+    assert result.kind == "character_json"
+    assert result.character is not None
+    assert (result.character.name, result.character.personality) == ("Old Tom", "gruff, honest")
+
+
+def test_entries_of_2024_get_sillytavern_defaults() -> None:
+    (kb,) = import_sillytavern(fixture("world_info_lanternfall_2024.json")).knowledge_bases
     entry = kb.entries[0]
     assert entry.activation_criteria.secondary_logic == "AND_ANY"
     assert entry.usage_metadata.role == "system"
@@ -169,47 +186,44 @@ def test_old_eldoria_entries_get_sillytavern_defaults() -> None:
 
 
 def test_chinese_book_maps_positions_roles_and_keeps_original_data() -> None:
-    path = sample("zh_worldinfo_chujuyiqinzhi_19entries.json")
+    path = fixture("world_info_tea_road_zh_original_data.json")
     (kb,) = import_sillytavern(path).knowledge_bases
     by_uid = {e.extensions["sillytavern"]["uid"]: e for e in kb.entries}
     assert by_uid[0].usage_metadata.placement == "at_depth"
     assert by_uid[0].usage_metadata.depth == 1
-    assert by_uid[0].activation_criteria.keywords == ["昌平君", "熊启", "芈启"]
+    assert by_uid[0].activation_criteria.keywords == ["马帮", "锅头", "赶马人"]
     assert by_uid[5].usage_metadata.placement == "authors_note_bottom"
     assert by_uid[7].usage_metadata.role == "assistant"
     assert by_uid[5].usage_metadata.role == "system"  # null role
-    assert by_uid[0].displayName == "[主角设定] 昌平君"
+    assert by_uid[0].displayName == "[主角] 马帮锅头"
     original = json.loads(path.read_text(encoding="utf-8"))
     assert export_world_info(kb)["originalData"] == original["originalData"]
 
 
-def test_eu4_book_follows_entries_where_original_data_says_after_char() -> None:
-    (kb,) = import_sillytavern(
-        sample("worldinfo_EU4_imported_with_originalData_20entries.json")
-    ).knowledge_bases
+def test_book_follows_its_entries_where_original_data_says_after_char() -> None:
+    path = fixture("world_info_star_port_imported_original_data.json")
+    (kb,) = import_sillytavern(path).knowledge_bases
     # entries say position 2; originalData says "after_char" with extensions.position 2.
     assert {e.usage_metadata.placement for e in kb.entries} == {"authors_note_top"}
 
 
 def test_chats_keep_swipes_send_dates_and_models() -> None:
-    result = import_sillytavern(sample("chat_legacy_header_Seraphina_2024.jsonl"))
+    result = import_sillytavern(fixture("chat_maren_legacy_header.jsonl"))
     chat = result.chat
     assert chat is not None and chat.header is not None
-    assert chat.header.user_name == "白羽" and not chat.header.is_modern
-    assert chat.messages[0].send_date == "September 19, 2024 8:03pm"
-    assert any(m.swipes for m in chat.messages)
-    assert "claude-3-5-sonnet-20240620" in {m.model for m in chat.messages}
-    modern = import_sillytavern(sample("chat_modern_header_Seraphina_2026_reconstructed.jsonl"))
+    assert chat.header.user_name == "青禾" and not chat.header.is_modern
+    assert chat.messages[0].send_date == "October 2, 2024 9:14pm"
+    assert max(len(m.swipes or []) for m in chat.messages) == 2
+    assert {"gpt-4o-2024-08-06", "gemini-1.5-pro-002"} <= {m.model for m in chat.messages}
+    modern = import_sillytavern(fixture("chat_maren_modern_header.jsonl"))
     assert modern.chat is not None and modern.chat.header is not None
-    assert modern.chat.header.integrity == "aa6b43a4-7acb-42c2-9946-5acce736ea22"
-    assert modern.chat.character_name == "Seraphina"
+    assert modern.chat.header.integrity == "5d0c7a8e-2f41-4b6a-9c3e-7a1b2c3d4e5f"
+    assert modern.chat.character_name == "Maren"
 
 
-def test_eldoria_as_a_card_book_matches_the_book_sillytavern_embedded_in_seraphina() -> None:
-    (world,) = import_sillytavern(
-        sample("st-default_Eldoria_worldinfo_v1.18.0.json")
-    ).knowledge_bases
-    card = import_sillytavern(sample("st-default_Seraphina_card_v1.18.0_v2+v3.png")).character
+def test_a_world_info_as_a_card_book_matches_the_book_sillytavern_embeds() -> None:
+    (world,) = import_sillytavern(fixture("world_info_lanternfall_v1.18.json")).knowledge_bases
+    card = import_sillytavern(fixture("card_maren_v2_v3.png")).character
     assert card is not None and card.source_card is not None
     embedded = card.source_card["data"]["character_book"]["entries"]
     ours = export_character_book(world)["entries"]

@@ -13,7 +13,7 @@ from storyloom.knowledge.caiu import CAIU, Content, Placement, SecondaryLogic
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_export import export_world_info
 from storyloom.knowledge.st_import import import_sillytavern
-from storyloom.sillytavern.world_info import (
+from storyloom.knowledge.st_world_info import (
     character_book_to_kb,
     export_character_book,
     world_info_to_kb,

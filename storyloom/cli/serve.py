@@ -1,0 +1,85 @@
+"""``storyloom serve``: the web server on a socket bound before uvicorn starts."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from storyloom import __version__
+from storyloom.cli.options import HomeOption, fail
+from storyloom.core.home import ensure_home, resolve_home
+from storyloom.core.settings import SettingsStore
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind before starting uvicorn so a busy port is one clear line, not a traceback."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise fail(
+                f"port {port} on {host} is already in use; stop what uses it or pass --port"
+            ) from None
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind (default 127.0.0.1, from settings).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8420, from settings).")] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(help="Access token; required off loopback (generated when not given)."),
+    ] = None,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            help="Project folder the web app works on (default: <data dir>/projects/default).",
+            show_default=False,
+        ),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Start the web server and print its address."""
+    import uvicorn
+
+    from storyloom.server.app import create_app
+    from storyloom.server.token_auth import is_loopback, new_token
+
+    data_dir = ensure_home(resolve_home(home))
+    loaded = SettingsStore(data_dir).load()
+    if loaded.error:
+        typer.echo(
+            f"storyloom: {loaded.error}\n  defaults are in use; the file was not changed",
+            err=True,
+        )
+    bind_host = host or loaded.effective.server.host
+    bind_port = loaded.effective.server.port if port is None else port
+    if not is_loopback(bind_host) and not token:
+        token = new_token()
+    sock = bind_socket(bind_host, bind_port)
+    actual_port = sock.getsockname()[1]
+    shown_host = f"[{bind_host}]" if ":" in bind_host else bind_host
+    address = f"http://{shown_host}:{actual_port}/"
+    if token:
+        address += f"?token={token}"
+    application = create_app(
+        data_dir, token=token, loopback_only=is_loopback(bind_host), project_dir=project
+    )
+    typer.echo(f"storyloom {__version__} serving {address}  (data: {data_dir})", err=False)
+    sys.stdout.flush()
+    config = uvicorn.Config(application, log_level="warning", ws="websockets-sansio")
+    uvicorn.Server(config).run(sockets=[sock])

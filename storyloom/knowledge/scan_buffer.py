@@ -1,0 +1,358 @@
+"""The text one activation scan reads, and where each key of each entry matched in it.
+
+A :class:`ScanBuffer` scans each chat message once, newest first, with the engine's
+:class:`KeywordMatcher` and remembers, per plain key, the newest message it matched in;
+character fields, extra texts and each recursion step's text are scanned once too. Regex
+keys are searched lazily, part by part, and each result is kept for the rest of the
+scan. :meth:`ScanBuffer.match` says whether an entry's keys (primary, key groups,
+secondary by its logic) or its semantic score activate it in the current step;
+:meth:`ScanBuffer.locate` finds the words a key matched, for the explanation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from storyloom.knowledge.activation_request import SCAN_SOURCES, ActivationRequest
+from storyloom.knowledge.activation_settings import MAX_SCAN_DEPTH
+from storyloom.knowledge.caiu import ScanSource, SecondaryLogic
+from storyloom.knowledge.compiled_entry import CompiledEntry
+from storyloom.knowledge.keyword_matcher import KeywordMatcher, folds_oddly
+
+_SOURCE_ATTR = {source: attr for source, attr, _ in SCAN_SOURCES}
+_SOURCE_LABEL = {source: label for source, _, label in SCAN_SOURCES}
+_SNIPPET = 30
+
+
+class ScanBuffer:
+    """The scanned text and key matches of one :meth:`ActivationEngine.activate` call.
+
+    ``depth`` is the chat window of the current step and ``use_recursion`` whether the
+    recursion text counts in it; the scan loop moves both.
+    """
+
+    def __init__(
+        self,
+        request: ActivationRequest,
+        *,
+        entries: Sequence[CompiledEntry],
+        matcher: KeywordMatcher,
+        owners: Sequence[tuple[int, ...]],
+        used_sources: frozenset[ScanSource],
+        include_names: bool,
+        chat_length: int,
+        depth: int,
+        candidates: set[int],
+        semantic: dict[int, float],
+    ) -> None:
+        self.request = request
+        self.entries = entries
+        self.matcher = matcher
+        self.owners = owners
+        self.used_sources = used_sources
+        self.include_names = include_names
+        self.messages = request.messages
+        self.chat_length = chat_length
+        self.depth = depth
+        self.use_recursion = False
+        self.candidates = candidates
+        """Ranks of the entries that may match: an owner of a key found, or always."""
+        self.semantic = semantic
+        """Rank → similarity, for entries whose score reached their threshold."""
+        self.texts: list[str] = []
+        self.chat_first: dict[int, int] = {}
+        self.chunks: list[tuple[str, list[tuple[int, str]]]] = []
+        self.recursion_hits: set[int] = set()
+        self.recursion_first: dict[int, int] = {}  # slot -> first chunk it is in
+        self.inject_hits: set[int] = set()
+        self.source_hits: dict[str, set[int]] = {}
+        self.source_texts: dict[str, str] = {}
+        # Regex keys are searched lazily, text by text, and the results kept.
+        self.regex_first: dict[int, int] = {}
+        self.regex_searched: dict[int, int] = {}
+        self.regex_chunks: dict[int, tuple[int, int]] = {}  # (searched, found at or -1)
+        self.regex_other: dict[tuple[int, str], bool] = {}
+        self.fold_odd = False
+
+    # scanning ---------------------------------------------------------------
+
+    def _add_owners(self, slots: Iterable[int]) -> None:
+        owners = self.owners
+        candidates = self.candidates
+        for slot in slots:
+            candidates.update(owners[slot])
+
+    def ensure_depth(self, depth: int) -> None:
+        """Scan messages until the newest ``depth`` are scanned."""
+        messages = self.messages
+        total = len(messages)
+        depth = min(depth, total, MAX_SCAN_DEPTH)
+        texts = self.texts
+        if depth <= len(texts):
+            return
+        first = self.chat_first
+        before = len(first)
+        names = self.include_names
+        scan = self.matcher.scan_first
+        for index in range(len(texts), depth):
+            message = messages[total - 1 - index]
+            text = (f"{message.name}: {message.text}" if names else message.text).strip()
+            texts.append(text)
+            scan(text, index, first)
+            if not self.fold_odd and folds_oddly(text):
+                self.drop_prefilter()
+        if len(first) > before:
+            self._add_owners(itertools.islice(first, before, None))
+
+    def scan_context(self) -> None:
+        request = self.request
+        character = request.character
+        if character is not None:
+            for source in self.used_sources:
+                text = getattr(character, _SOURCE_ATTR[source])
+                if text:
+                    if not self.fold_odd and folds_oddly(text):
+                        self.drop_prefilter()
+                    self.source_texts[source] = text
+                    hits = self.matcher.scan(text)
+                    self.source_hits[source] = hits
+                    self._add_owners(hits)
+        for text in request.extra_scan_texts:
+            if text:
+                if not self.fold_odd and folds_oddly(text):
+                    self.drop_prefilter()
+                hits = self.matcher.scan(text)
+                self.inject_hits |= hits
+                self._add_owners(hits)
+
+    def add_recursion(self, members: list[tuple[int, str]]) -> None:
+        text = "\n".join(text for _, text in members)
+        if not text:
+            return
+        if not self.fold_odd and folds_oddly(text):
+            self.drop_prefilter()
+        self.chunks.append((text, members))
+        hits = self.matcher.scan(text)
+        new = hits - self.recursion_hits
+        if new:
+            self.recursion_hits |= new
+            chunk = len(self.chunks) - 1
+            for slot in new:
+                self.recursion_first[slot] = chunk
+            self._add_owners(new)
+
+    def drop_prefilter(self) -> None:
+        """A text folds oddly: forget regex misses that relied on the literal prefilter."""
+        self.fold_odd = True
+        self.regex_searched = {
+            r: n for r, n in self.regex_searched.items() if r in self.regex_first
+        }
+        self.regex_chunks = {r: v for r, v in self.regex_chunks.items() if v[1] >= 0}
+        self.regex_other = {k: v for k, v in self.regex_other.items() if v}
+
+    # matching ---------------------------------------------------------------
+
+    def hit(self, code: int, e: CompiledEntry, depth: int, recursion: bool) -> bool:
+        if code >= 0:
+            first = self.chat_first.get(code)
+            if first is not None and first < depth:
+                return True
+            if code in self.inject_hits:
+                return True
+            for source in e.also_scan:
+                hits = self.source_hits.get(source)
+                if hits is not None and code in hits:
+                    return True
+            return recursion and code in self.recursion_hits
+        return self.regex_hit(~code, e, depth, recursion)
+
+    def regex_hit(self, regex_id: int, e: CompiledEntry, depth: int, recursion: bool) -> bool:
+        literal = -1 if self.fold_odd else self.matcher.regex_literals[regex_id]
+        first = self.regex_first.get(regex_id)
+        if first is None:
+            searched = self.regex_searched.get(regex_id, 0)
+            limit = min(depth, len(self.texts))
+            if literal >= 0:
+                # Newer messages than the literal's first one cannot match.
+                seen = self.chat_first.get(literal)
+                searched = max(searched, limit if seen is None else seen)
+            if searched < limit:
+                search = self.matcher.regex_search
+                texts = self.texts
+                for index in range(searched, limit):
+                    if search(regex_id, texts[index]) is not None:
+                        first = self.regex_first[regex_id] = index
+                        limit = index + 1
+                        break
+                self.regex_searched[regex_id] = limit
+        if first is not None and first < depth:
+            return True
+        if (
+            self.request.extra_scan_texts
+            and (literal < 0 or literal in self.inject_hits)
+            and self._regex_other(regex_id, "")
+        ):
+            return True
+        for source in e.also_scan:
+            if (
+                source in self.source_texts
+                and (literal < 0 or literal in self.source_hits[source])
+                and self._regex_other(regex_id, source)
+            ):
+                return True
+        if not recursion or not self.chunks:
+            return False
+        searched, found = self.regex_chunks.get(regex_id, (0, -1))
+        if found < 0 and literal >= 0 and literal not in self.recursion_hits:
+            self.regex_chunks[regex_id] = (len(self.chunks), -1)
+            return False
+        if found < 0 and searched < len(self.chunks):
+            search = self.matcher.regex_search
+            for index in range(searched, len(self.chunks)):
+                if search(regex_id, self.chunks[index][0]) is not None:
+                    found = index
+                    break
+            self.regex_chunks[regex_id] = (len(self.chunks), found)
+        return found >= 0
+
+    def _regex_other(self, regex_id: int, source: str) -> bool:
+        """A regex in a character field (``source``) or, for "", the extra scan texts."""
+        key = (regex_id, source)
+        found = self.regex_other.get(key)
+        if found is None:
+            texts = [self.source_texts[source]] if source else self.request.extra_scan_texts
+            search = self.matcher.regex_search
+            found = self.regex_other[key] = any(search(regex_id, t) is not None for t in texts)
+        return found
+
+    def where(self, e: CompiledEntry) -> tuple[int, bool, int]:
+        """(depth, recursion text included, recursion chunks) for ``e`` in this step."""
+        depth = self.depth if e.depth is None else e.depth
+        recursion = self.use_recursion and not e.exclude_recursion
+        return depth, recursion, len(self.chunks) if recursion else 0
+
+    def match(self, e: CompiledEntry, sticky: bool) -> list[tuple[Any, ...]] | None:
+        """Why ``e`` matches in this step, compactly; None when it does not."""
+        if e.constant:
+            return [("constant",)]
+        if sticky:
+            return [("sticky",)]
+        found: list[tuple[Any, ...]] | None = None
+        depth = self.depth if e.depth is None else e.depth
+        if depth > 0 and (e.primary or e.groups):
+            recursion = self.use_recursion and not e.exclude_recursion
+            hit = self.hit
+            for i, code in enumerate(e.primary):
+                if hit(code, e, depth, recursion):
+                    found = [("key", i)]
+                    break
+            else:
+                for i, (need_all, codes, _, _) in enumerate(e.groups):
+                    if need_all:
+                        ok = all(hit(code, e, depth, recursion) for code in codes)
+                    else:
+                        ok = any(hit(code, e, depth, recursion) for code in codes)
+                    if ok:
+                        found = [("key_group", i)]
+                        break
+            if found is not None and e.selective:
+                hits = [hit(code, e, depth, recursion) for code in e.secondary]
+                logic = e.logic
+                if logic is SecondaryLogic.AND_ANY:
+                    ok = any(hits)
+                elif logic is SecondaryLogic.NOT_ALL:
+                    ok = not all(hits)
+                elif logic is SecondaryLogic.NOT_ANY:
+                    ok = not any(hits)
+                else:
+                    ok = all(hits)
+                found = [*found, ("secondary", tuple(hits))] if ok else None
+        if found is None:
+            score = self.semantic.get(e.rank)
+            if score is not None:
+                found = [("semantic", score)]
+        return found
+
+    def score(self, rank: int) -> int:
+        """SillyTavern's ``getScore``: matched keys, for group scoring."""
+        e = self.entries[rank]
+        if not e.primary and not e.groups:
+            return 0
+        depth, recursion, _ = self.where(e)
+        if depth <= 0:
+            return 0
+        hit = self.hit
+        primary = sum(hit(code, e, depth, recursion) for code in e.primary)
+        for need_all, codes, _, _ in e.groups:
+            hits = [hit(code, e, depth, recursion) for code in codes]
+            primary += all(hits) if need_all else any(hits)
+        if not e.secondary:
+            return primary
+        secondary = sum(hit(code, e, depth, recursion) for code in e.secondary)
+        if e.logic is SecondaryLogic.AND_ANY:
+            return primary + secondary
+        if e.logic is SecondaryLogic.AND_ALL and secondary == len(e.secondary):
+            return primary + secondary
+        return primary
+
+    def hit_then(self, code: int, e: CompiledEntry, where: tuple[int, bool, int]) -> bool:
+        """Whether ``code`` matched for ``e`` in the step described by ``where``."""
+        depth, recursion, chunks = where
+        if code < 0:
+            regex_id = ~code
+            first = self.regex_first.get(regex_id)
+            if first is not None and first < depth:
+                return True
+            chunk = self.regex_chunks.get(regex_id, (0, -1))[1]
+            if recursion and 0 <= chunk < chunks:
+                return True
+            # Extra texts and character fields do not change during a scan.
+            return self.hit(code, e, depth, False)
+        if not self.hit(code, e, depth, False):
+            return recursion and self.recursion_first.get(code, chunks) < chunks
+        return True
+
+    def locate(self, code: int, e: CompiledEntry, where: tuple[int, bool, int]) -> str:
+        """Where a key matched, as '"…the red dragon…" in message 12 (Alice)'."""
+        depth, recursion, chunks = where
+        first = self.chat_first.get(code) if code >= 0 else self.regex_first.get(~code)
+        places: list[tuple[str, str]] = []
+        if first is not None and first < depth:
+            places.append((self.message_label(first), self.texts[first]))
+        places.extend(("the extra scanned text", t) for t in self.request.extra_scan_texts)
+        for source in e.also_scan:
+            if source in self.source_texts:
+                places.append((f"the {_SOURCE_LABEL[source]}", self.source_texts[source]))
+        if recursion:
+            if code >= 0:
+                chunk = self.recursion_first.get(code, -1)
+            else:
+                chunk = self.regex_chunks.get(~code, (0, -1))[1]
+            if 0 <= chunk < chunks:
+                for rank, text in self.chunks[chunk][1]:
+                    places.append((f"the text of entry {self.entries[rank].name}", text))
+        for label, text in places:
+            if code >= 0:
+                span = self.matcher.find(code, text)
+                if span is not None and not self.matcher.slots[code].case_sensitive:
+                    lowered = text.lower()
+                    text = lowered if len(lowered) != len(text) else text
+            else:
+                span = self.matcher.regex_search(~code, text)
+            if span is not None:
+                return f'"{_snippet(text, *span)}" in {label}'
+        return "in the scanned text"
+
+    def message_label(self, index: int) -> str:
+        message = self.messages[len(self.messages) - 1 - index]
+        number = self.chat_length - 1 - index
+        return f"message {number} ({message.name})" if message.name else f"message {number}"
+
+
+def _snippet(text: str, start: int, end: int) -> str:
+    left = max(0, start - _SNIPPET)
+    right = min(len(text), end + _SNIPPET)
+    body = text[left:right].replace("\n", " ")
+    return f"{'…' if left else ''}{body}{'…' if right < len(text) else ''}"

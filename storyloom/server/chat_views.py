@@ -1,0 +1,175 @@
+"""How the chat page sees a conversation: its messages as views, and the whole chat.
+
+A view is a stored message plus what the page shows with it (how many siblings it has,
+the text after display-only regex scripts). Both the REST routes (:mod:`.chat_api`) and
+the WebSocket delivery (:mod:`.chat_ws`) build them here.
+
+Opening a conversation must stay fast at 10,000 messages, so :func:`chat_view_json`
+builds its answer with one ``TypeAdapter.dump_json`` call and returns the bytes as they
+are, without FastAPI's ``jsonable_encoder`` walking every field again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from storyloom.chat.prompt.macros import expand_macros
+from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
+from storyloom.chat.service.conversations import (
+    ChatService,
+    allowed_scripts,
+    macro_context,
+    placement_of,
+)
+from storyloom.chat.store.conversation import Conversation
+from storyloom.chat.store.message import Message
+from storyloom.chat.store.turn_tree import TurnTree
+
+
+class MessageView(Message):
+    """A message as the page shows it."""
+
+    sibling_count: int = Field(default=1, description="Siblings including itself (n/m)")
+    display: str | None = Field(
+        default=None, description="The text after display-only regex scripts, when different"
+    )
+
+
+class ChatView(BaseModel):
+    conversation: Conversation
+    messages: list[MessageView] = Field(description="Root → pointer")
+    continuation: list[MessageView] = Field(
+        description="After the pointer along the active children: what time travel left"
+    )
+    running: bool = Field(description="A reply is being written")
+    earlier: int = Field(
+        default=0, description="With ?tail=N: messages of the path before the first one sent"
+    )
+
+
+_chat_view_adapter: TypeAdapter[ChatView] = TypeAdapter(ChatView)
+
+
+def display_texts(
+    conversation: Conversation,
+    messages: Sequence[Message],
+    newest_depth: int = 0,
+    scripts: Sequence[RegexScript] | None = None,
+) -> dict[str, str]:
+    """Message id → text after the display-only (``markdownOnly``) scripts, for the
+    messages it changes; depth counts from the newest message of ``messages``."""
+    scripts = allowed_scripts(conversation) if scripts is None else scripts
+    shown = [s for s in scripts if s.markdownOnly and not s.disabled]
+    if not shown:
+        return {}
+    context = macro_context(conversation)
+
+    def macros(text: str) -> str:
+        return expand_macros(text, context)
+
+    out: dict[str, str] = {}
+    last = len(messages) - 1
+    for n, message in enumerate(messages):
+        text = apply_regex_scripts(
+            message.content,
+            shown,
+            placement=placement_of(message.role),
+            phase="display",
+            depth=newest_depth + last - n,
+            macros=macros,
+        )
+        if text != message.content:
+            out[message.id] = text
+    return out
+
+
+_VIEW_FIELDS = frozenset(MessageView.model_fields)
+
+
+def message_view(
+    message: Message, sibling_count: int = 1, display: str | None = None
+) -> MessageView:
+    """The view of a stored message, built without validating again (the store did): at
+    10,000 messages, ``model_construct`` alone would cost more than reading them."""
+    values = dict(message.__dict__)
+    values["sibling_count"] = sibling_count
+    values["display"] = display
+    view = object.__new__(MessageView)
+    object.__setattr__(view, "__dict__", values)
+    object.__setattr__(view, "__pydantic_fields_set__", _VIEW_FIELDS)
+    object.__setattr__(view, "__pydantic_extra__", None)
+    object.__setattr__(view, "__pydantic_private__", None)
+    return view
+
+
+def message_views(
+    tree: TurnTree, conversation: Conversation, messages: Sequence[Message], newest_depth: int = 0
+) -> list[MessageView]:
+    counts = tree.sibling_counts([m.id for m in messages])
+    shown = display_texts(conversation, messages, newest_depth)
+    return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
+
+
+def single_view(tree: TurnTree, message: Message) -> MessageView:
+    """One message (just added or finalised: the newest of its branch)."""
+    conversation = tree.conversation(message.conversation_id)
+    return message_views(tree, conversation, [message])[0]
+
+
+def chat_view(
+    tree: TurnTree, chat: ChatService, conversation_id: str, tail: int | None = None
+) -> ChatView:
+    # Asked first: "not running" then means what is read next is the reply as finished.
+    running = chat.running(conversation_id)
+    conversation = tree.conversation(conversation_id)
+    if tail is None:
+        path = tree.active_path(conversation_id)
+    else:
+        path = tree.path_tail(conversation.pointer, tail)
+    later = tree.continuation(conversation_id)
+    # Built without validation: every part is a model the store already validated.
+    return ChatView.model_construct(
+        conversation=conversation,
+        messages=message_views(tree, conversation, path),
+        continuation=message_views(tree, conversation, later),
+        running=running,
+        earlier=path[0].depth if path else 0,
+    )
+
+
+_views_adapter: TypeAdapter[list[MessageView]] = TypeAdapter(list[MessageView])
+
+
+def chat_view_json(
+    tree: TurnTree, chat: ChatService, conversation_id: str, tail: int | None = None
+) -> bytes:
+    """:func:`chat_view` as JSON bytes. Unless display-only regex scripts change the
+    texts, the messages come as JSON from SQLite (:meth:`TurnTree.path_json`): that is
+    what keeps opening a 10,000-message chat within a frame or two."""
+    running = chat.running(conversation_id)
+    conversation = tree.conversation(conversation_id)
+    if any(s.markdownOnly and not s.disabled for s in allowed_scripts(conversation)):
+        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
+    pointer = conversation.pointer
+    messages = tree.path_json(pointer, limit=tail)
+    earlier = 0
+    if tail is not None and pointer is not None:
+        earlier = max(0, tree.message(pointer).depth + 1 - tail)
+    later = message_views(tree, conversation, tree.continuation(conversation_id))
+    return b"".join(
+        (
+            b'{"conversation":',
+            conversation.model_dump_json().encode(),
+            b',"messages":',
+            messages.encode(),
+            b',"continuation":',
+            _views_adapter.dump_json(later),
+            b',"running":',
+            b"true" if running else b"false",
+            b',"earlier":',
+            str(earlier).encode(),
+            b"}",
+        )
+    )

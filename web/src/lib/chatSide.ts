@@ -1,0 +1,6 @@
+// The chat page's side panels: the conversation's tree, the state at a message, a turn's
+// prompt and the conversation's settings.
+
+export type SideTab = 'tree' | 'state' | 'prompt' | 'settings'
+
+export const SIDE_TABS: readonly SideTab[] = ['tree', 'state', 'prompt', 'settings']
