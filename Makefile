@@ -30,7 +30,7 @@ test-corpus: setup-dev
 		echo "corpus folder $(CORPUS) not found: set STORYLOOM_CORPUS=DIR"; \
 	fi
 
-BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/runner.py bench/chat.py
+BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py
 
 ## Run every benchmark in bench/.
 bench: setup-dev
