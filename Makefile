@@ -10,7 +10,7 @@ CHROMIUM := /usr/bin/chromium
 WEB_BUILT := storyloom/server/static/index.html
 WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig*.json web/package.json web/src/api/openapi.json -type f 2>/dev/null)
 
-.PHONY: run test test-corpus bench setup setup-dev web lint typecheck test-web test-python chromium lock clean
+.PHONY: run test test-corpus bench fuzz setup setup-dev web lint typecheck test-web test-python chromium lock clean
 
 ## Start storyloom (sets up the venv and the web app first).
 run: setup web
@@ -35,6 +35,15 @@ BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/ve
 ## Run every benchmark in bench/.
 bench: setup-dev
 	@set -e; for b in $(BENCHMARKS); do echo "== $$b"; $(BIN)/python $$b; done
+
+FUZZ_EXAMPLES ?= 20000
+API_FUZZ_EXAMPLES ?= 300
+
+## The long fuzzing campaign over every importer (FUZZ_EXAMPLES cases); prints its figures.
+fuzz: setup-dev
+	STORYLOOM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -s -p no:cacheprovider tests/fuzz
+	@# Then schemathesis over the REST API: API_FUZZ_EXAMPLES random cases per operation, a new seed.
+	STORYLOOM_API_FUZZ_EXAMPLES=$(API_FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/server/test_api_schemathesis.py
 
 setup: $(VENV)/.runtime
 setup-dev: $(VENV)/.dev

@@ -19,9 +19,9 @@ import typer
 
 from storyloom.cli.options import HomeOption
 from storyloom.core.errors import StoryloomError
-from storyloom.core.home import resolve_home
+from storyloom.core.home import DataDirError, ensure_home, resolve_home
 from storyloom.core.settings import ROLES, ChatEndpoint, EmbeddingEndpoint, Settings, SettingsStore
-from storyloom.store.database import Database
+from storyloom.store.database import Database, SqliteVecUnavailable
 
 if TYPE_CHECKING:
     from storyloom.llm.connection_check import ConnectionReport
@@ -44,9 +44,12 @@ class Check:
 
 def check_home(home: Path) -> Check:
     try:
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_home(home)
         with tempfile.NamedTemporaryFile(dir=home, prefix=".doctor-"):
             pass
+    except DataDirError as exc:
+        detail, _, fix = str(exc).partition("; ")
+        return Check("data directory", "fail", detail.removeprefix("data directory "), fix)
     except OSError as exc:
         return Check(
             "data directory",
@@ -58,7 +61,11 @@ def check_home(home: Path) -> Check:
 
 
 def check_settings(store: SettingsStore) -> tuple[Check, Settings]:
-    loaded = store.load()
+    try:
+        loaded = store.load()
+    except DataDirError as exc:
+        detail, _, fix = str(exc).partition("; ")
+        return Check("settings", "fail", f"{detail}; nothing can be saved", fix), Settings()
     if loaded.error:
         return (
             Check(
@@ -81,13 +88,17 @@ def check_settings(store: SettingsStore) -> tuple[Check, Settings]:
 def check_database(home: Path) -> Check:
     try:
         db = Database.in_home(home)
-    except StoryloomError as exc:
+    except SqliteVecUnavailable as exc:
         return Check(
             "database",
             "fail",
             str(exc),
             "reinstall with `make run` (sqlite-vec and apsw come from requirements.lock)",
         )
+    except StoryloomError as exc:
+        # The message is "what is wrong; how to fix it".
+        detail, _, fix = str(exc).partition("; ")
+        return Check("database", "fail", detail, fix or "see the message above")
     try:
         return Check(
             "database",

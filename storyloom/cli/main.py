@@ -7,16 +7,20 @@ never import each other.
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from storyloom import __version__
 from storyloom.cli.chat import chat_app
 from storyloom.cli.doctor import doctor
 from storyloom.cli.kb import kb_app
+from storyloom.cli.options import fail
 from storyloom.cli.project import project_app
 from storyloom.cli.schemas import openapi, schema
 from storyloom.cli.serve import serve
 from storyloom.cli.workflow import workflow_app
+from storyloom.core.errors import StoryloomError
 
 app = typer.Typer(
     help="storyloom: a local-first engine and web app for AI roleplay and long-form fiction.",
@@ -42,4 +46,10 @@ app.add_typer(workflow_app, name="workflow")
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except StoryloomError as exc:
+        # A domain error no command caught (the data directory unusable, say) is still one
+        # clear message, never a traceback.
+        fail(exc)
+        sys.exit(1)

@@ -34,6 +34,9 @@ def fail(problem: Exception | str) -> typer.Exit:
         typer.echo(f"storyloom: {problem.path}:", err=True)
         for field_problem in problem.problems:
             typer.echo(f"  {field_problem}", err=True)
+    elif isinstance(problem, OSError) and problem.filename is not None:
+        # A file or folder the command needs (the project, the data directory) is unusable.
+        typer.echo(f"storyloom: cannot use {problem.filename} ({problem.strerror})", err=True)
     else:
         typer.echo(f"storyloom: {problem}", err=True)
     return typer.Exit(1)

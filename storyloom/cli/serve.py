@@ -12,6 +12,7 @@ import typer
 
 from storyloom import __version__
 from storyloom.cli.options import HomeOption, fail
+from storyloom.core.errors import StoryloomError
 from storyloom.core.home import ensure_home, resolve_home
 from storyloom.core.settings import SettingsStore
 
@@ -19,7 +20,9 @@ from storyloom.core.settings import SettingsStore
 def bind_socket(host: str, port: int) -> socket.socket:
     """Bind before starting uvicorn so a busy port is one clear line, not a traceback."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP by name: asyncio turns TCP_NODELAY on only for such sockets, and without
+    # it every request after the first on a kept-alive connection waits ~40 ms (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -51,16 +54,36 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    max_body_mb: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Largest request body and WebSocket message in MB (default 16).",
+            show_default=False,
+        ),
+    ] = None,
+    max_upload_mb: Annotated[
+        int | None,
+        typer.Option(min=1, help="Largest uploaded file in MB (default 50).", show_default=False),
+    ] = None,
     home: HomeOption = None,
 ) -> None:
     """Start the web server and print its address."""
     import uvicorn
 
     from storyloom.server.app import create_app
-    from storyloom.server.token_auth import is_loopback, new_token
+    from storyloom.server.limits import RequestLimits
+    from storyloom.server.token_auth import is_loopback, new_token, weak_token_reason
 
-    data_dir = ensure_home(resolve_home(home))
-    loaded = SettingsStore(data_dir).load()
+    if token is not None and (weak := weak_token_reason(token)):
+        raise fail(weak)
+    limits = RequestLimits.in_mib(body=max_body_mb, upload=max_upload_mb)
+
+    try:
+        data_dir = ensure_home(resolve_home(home))
+        loaded = SettingsStore(data_dir).load()
+    except StoryloomError as exc:
+        raise fail(exc) from None
     if loaded.error:
         typer.echo(
             f"storyloom: {loaded.error}\n  defaults are in use; the file was not changed",
@@ -76,10 +99,20 @@ def serve(
     address = f"http://{shown_host}:{actual_port}/"
     if token:
         address += f"?token={token}"
-    application = create_app(
-        data_dir, token=token, loopback_only=is_loopback(bind_host), project_dir=project
-    )
+    try:
+        application = create_app(
+            data_dir,
+            token=token,
+            loopback_only=is_loopback(bind_host),
+            project_dir=project,
+            limits=limits,
+        )
+    except (StoryloomError, OSError) as exc:
+        sock.close()
+        raise fail(exc) from None
     typer.echo(f"storyloom {__version__} serving {address}  (data: {data_dir})", err=False)
     sys.stdout.flush()
-    config = uvicorn.Config(application, log_level="warning", ws="websockets-sansio")
+    config = uvicorn.Config(
+        application, log_level="warning", ws="websockets-sansio", ws_max_size=limits.body_bytes
+    )
     uvicorn.Server(config).run(sockets=[sock])

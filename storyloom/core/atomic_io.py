@@ -10,19 +10,27 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then rename."""
+def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same folder, fsync, then rename.
+
+    ``mode`` set: the file gets exactly that mode, given to the temp file before a byte
+    is written (a file holding a secret is never readable by others, not even for a
+    moment). Unset: an existing file keeps its mode, a new one is 0600.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp creates the file 0600, whatever the umask.
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            elif target.exists():
+                # Keep the permissions the user gave the old file.
+                os.fchmod(handle.fileno(), target.stat().st_mode & 0o777)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if target.exists():
-            # Keep the permissions the user gave the old file (settings may hold keys).
-            os.chmod(tmp_name, target.stat().st_mode & 0o777)
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -36,9 +44,9 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_text(path: Path | str, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path | str, text: str, *, mode: int | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
-def atomic_write_json(path: Path | str, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+def atomic_write_json(path: Path | str, value: Any, *, mode: int | None = None) -> None:
+    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n", mode=mode)

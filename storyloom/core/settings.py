@@ -28,8 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from storyloom.core.atomic_io import atomic_write_json
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
+from storyloom.core.home import unusable_file
 
 SETTINGS_FILE = "settings.json"
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
 ENV_PREFIX = "STORYLOOM_"
 TOKEN_ENCODINGS = ("cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2")
 
@@ -255,7 +258,8 @@ class Settings(BaseModel):
         data = self.to_file_json()
         given = update.model_dump(exclude_unset=True)
         for section in ("server", "user_llm", "agent_llm", "embedding", "knowledge"):
-            if section not in given:
+            # A section sent as null is left as it is, like one not sent.
+            if given.get(section) is None:
                 continue
             values = dict(given[section])
             if section in ROLES:
@@ -335,13 +339,24 @@ class SettingsStore:
         if not self.path.exists():
             return Settings()
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise FileFormatError(self.path, [FieldProblem("", f"not UTF-8 text ({exc})")]) from exc
+        except OSError as exc:
+            # Not a bad file but no file at all (a folder, no permission): defaults would be
+            # lost on the next save, so this stops the caller instead.
+            raise unusable_file(self.path, exc, "the settings file") from None
+        try:
+            raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise FileFormatError(
                 self.path, [FieldProblem("", f"not valid JSON (line {exc.lineno}: {exc.msg})")]
             ) from exc
+        except (ValueError, RecursionError) as exc:
+            # An integer of thousands of digits, or nesting deeper than Python recurses.
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            problem = FieldProblem("", f"not valid JSON ({reason})")
+            raise FileFormatError(self.path, [problem]) from None
         if not isinstance(raw, dict):
             raise FileFormatError(self.path, [FieldProblem("", "must be a JSON object")])
         try:
@@ -350,7 +365,8 @@ class SettingsStore:
             raise FileFormatError(self.path, problems_from_validation(exc)) from exc
 
     def load(self) -> LoadedSettings:
-        """Never raises on a bad file: defaults are used and the error is reported."""
+        """Never raises on a bad file: defaults are used and the error is reported. A
+        settings file that cannot be read at all (a folder) is a :class:`DataDirError`."""
         error: FileFormatError | None = None
         try:
             from_file = self.read_file()
@@ -380,19 +396,44 @@ class SettingsStore:
             raise FileFormatError("environment", problems_from_validation(exc)) from exc
 
     def save(self, settings: Settings) -> Path | None:
-        """Write atomically with mode 0600. A broken file is kept aside, never lost.
+        """Write atomically with mode 0600 in a 0700 folder. A broken file is kept aside
+        (also 0600: it may hold a key), never lost.
 
         Returns the path of the kept copy when the old file did not validate.
         """
         kept: Path | None = None
-        if self.path.exists():
-            try:
-                self.read_file()
-            except FileFormatError:
-                kept = self.path.with_name(f"{SETTINGS_FILE}.invalid-{int(time.time())}")
-                kept.write_bytes(self.path.read_bytes())
-        self.home.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
-            self.path.touch(mode=0o600)
-        atomic_write_json(self.path, settings.to_file_json())
+        try:
+            self.home.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+            make_private_dir(self.home)
+            if self.path.exists():
+                try:
+                    self.read_file()
+                except FileFormatError:
+                    kept = self._keep_invalid_copy()
+            atomic_write_json(self.path, settings.to_file_json(), mode=PRIVATE_FILE_MODE)
+        except OSError as exc:
+            raise unusable_file(self.path, exc, "the settings file") from None
         return kept
+
+    def _keep_invalid_copy(self) -> Path:
+        """``settings.json.invalid-<time>`` (``-2``, ``-3``… when one of that second
+        exists), created 0600 before the old content is written into it."""
+        stamp = f"{SETTINGS_FILE}.invalid-{int(time.time())}"
+        content = self.path.read_bytes()
+        for attempt in range(1, 1000):
+            kept = self.path.with_name(stamp if attempt == 1 else f"{stamp}-{attempt}")
+            try:
+                fd = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), PRIVATE_FILE_MODE)
+                handle.write(content)
+            return kept
+        raise FileExistsError(f"too many copies named {stamp}-N")
+
+
+def make_private_dir(folder: Path) -> None:
+    """The folder that holds keys: readable by its owner only."""
+    if folder.stat().st_mode & 0o077:
+        os.chmod(folder, PRIVATE_DIR_MODE)

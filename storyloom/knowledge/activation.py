@@ -95,7 +95,7 @@ from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.compiled_entry import CompiledEntry, compile_entry
 from storyloom.knowledge.entry_text import injected_text
 from storyloom.knowledge.inclusion_groups import GroupMember, filter_by_inclusion_groups
-from storyloom.knowledge.keyword_matcher import KeywordMatcher, RegexKeyError
+from storyloom.knowledge.keyword_matcher import KeywordMatcher, UnusableKeyError
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.scan_buffer import ScanBuffer
 from storyloom.knowledge.timed_effects import (
@@ -226,7 +226,7 @@ class ActivationEngine:
             return None
         try:
             regex_id = self.matcher.add_regex(text)
-        except RegexKeyError as exc:
+        except UnusableKeyError as exc:
             self.problems.append(KeyProblem(kb.kb_id, entry.id, path, str(exc)))
             return None
         if regex_id is not None:

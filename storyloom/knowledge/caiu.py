@@ -16,6 +16,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+#: The longest key (keyword or ``/regex/flags``) an entry may have. Real keys are names and
+#: phrases (the longest in the SillyTavern samples is 16 characters; a long regex
+#: alternation a few hundred): the limit is far above them and far below what the
+#: keyword automaton's C code can build without overflowing its stack (~500,000).
+MAX_KEY_CHARS = 2000
+
+# The editor validates entries against the JSON schema: it gets the limit as maxLength.
+_KEYS_SCHEMA: dict[str, Any] = {"items": {"type": "string", "maxLength": MAX_KEY_CHARS}}
+
+
+def _check_key_lengths(keys: list[str]) -> list[str]:
+    for index, key in enumerate(keys):
+        if len(key) > MAX_KEY_CHARS:
+            raise ValueError(
+                f"key {index} has {len(key)} characters; a key has at most {MAX_KEY_CHARS}"
+            )
+    return keys
+
 
 class _Open(BaseModel):
     """Base of every file model: unknown fields are kept and written back."""
@@ -63,8 +81,12 @@ class KeyGroup(_Open):
     """Keys that count together: AND needs every key, OR any one of them."""
 
     group_id: str = Field(default="", description="Name of the group, for reasons and editing")
-    keys: list[str] = Field(default_factory=list, description="Keywords or /regex/flags")
+    keys: list[str] = Field(
+        default_factory=list, description="Keywords or /regex/flags", json_schema_extra=_KEYS_SCHEMA
+    )
     logic: Literal["AND", "OR"] = Field(default="AND", description="AND: all keys; OR: any key")
+
+    check_key_lengths = field_validator("keys")(_check_key_lengths)
 
 
 ConditionOperator = Literal[
@@ -124,7 +146,9 @@ class ActivationCriteria(_Open):
     """When the entry enters a prompt."""
 
     keywords: list[str] = Field(
-        default_factory=list, description="Primary keys; any one matches. /regex/flags allowed"
+        default_factory=list,
+        description="Primary keys; any one matches. /regex/flags allowed",
+        json_schema_extra=_KEYS_SCHEMA,
     )
     key_groups: list[KeyGroup] = Field(
         default_factory=list,
@@ -145,9 +169,12 @@ class ActivationCriteria(_Open):
     # World Info behaviours the seed leaves to the implementation.
     constant: bool = Field(default=False, description="Always active (still subject to rules)")
     secondary_keywords: list[str] = Field(
-        default_factory=list, description="Optional filter keys combined by secondary_logic"
+        default_factory=list,
+        description="Optional filter keys combined by secondary_logic",
+        json_schema_extra=_KEYS_SCHEMA,
     )
     secondary_logic: SecondaryLogic = Field(default=SecondaryLogic.AND_ANY)
+    check_key_lengths = field_validator("keywords", "secondary_keywords")(_check_key_lengths)
     selective: bool = Field(
         default=True, description="Use secondary keys (SillyTavern's 'selective')"
     )

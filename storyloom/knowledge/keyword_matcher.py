@@ -37,6 +37,8 @@ from typing import Any
 
 import regex
 
+from storyloom.knowledge.caiu import MAX_KEY_CHARS
+
 # pyahocorasick ships no type information; loading it this way keeps mypy strict quiet.
 ahocorasick: Any = importlib.import_module("ahocorasick")
 # The standard parser finds the literal text a regex needs (it has no public API).
@@ -79,8 +81,28 @@ _UNESCAPED_SLASH = re.compile(r"(?:^|[^\\])/")
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 
 
-class RegexKeyError(ValueError):
+class UnusableKeyError(ValueError):
+    """A key the matcher refuses; the activation engine reports it and ignores the key."""
+
+
+class RegexKeyError(UnusableKeyError):
     """A ``/pattern/flags`` key whose pattern does not compile."""
+
+
+class KeyTooLongError(UnusableKeyError):
+    """A key longer than :data:`MAX_KEY_CHARS`.
+
+    The models refuse such keys already; this guard holds whatever path a key takes,
+    because pyahocorasick's C code overflows the stack (the process dies) building an
+    automaton with a key of some 500,000 characters.
+    """
+
+
+def _check_length(key: str) -> None:
+    if len(key) > MAX_KEY_CHARS:
+        raise KeyTooLongError(
+            f"a key of {len(key)} characters is longer than the limit ({MAX_KEY_CHARS})"
+        )
 
 
 def is_word_char(char: str) -> bool:
@@ -186,7 +208,11 @@ class KeywordMatcher:
         self._cased_automaton: Any = None
 
     def add_plain(self, key: str, *, case_sensitive: bool, whole_words: bool) -> int:
-        """Register a plain key; returns its slot id (shared with identical keys)."""
+        """Register a plain key; returns its slot id (shared with identical keys).
+
+        Raises :class:`KeyTooLongError` for a key past :data:`MAX_KEY_CHARS`.
+        """
+        _check_length(key)
         text = key if case_sensitive else key.lower()
         slot = Slot(text, case_sensitive, whole_words and needs_word_boundaries(text))
         slot_id = self._slot_ids.get(slot)
@@ -210,8 +236,10 @@ class KeywordMatcher:
     def add_regex(self, key: str) -> int | None:
         """Register ``key`` if it is a ``/regex/``: its regex id, or None for a plain key.
 
-        Raises :class:`RegexKeyError` when it looks like a regex but does not compile.
+        Raises :class:`RegexKeyError` when it looks like a regex but does not compile, and
+        :class:`KeyTooLongError` for any key past :data:`MAX_KEY_CHARS`.
         """
+        _check_length(key)
         parsed = parse_regex_key(key)
         if parsed is None:
             return None

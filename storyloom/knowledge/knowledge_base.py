@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 from storyloom.core.atomic_io import atomic_write_text
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
 from storyloom.knowledge.caiu import CAIU, _Open
+from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
 
 KNOWLEDGE_FILE = "knowledge.json"
 MEDIA_DIR = "media"
@@ -91,12 +92,9 @@ def read_json_file(path: Path) -> Any:
     except OSError as exc:
         raise FileFormatError(path, [FieldProblem("", f"cannot read: {exc.strerror}")]) from None
     try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise FileFormatError(path, [FieldProblem("", "not UTF-8 text")]) from None
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise FileFormatError(path, [FieldProblem("", reason)]) from None
+        return loads_untrusted(raw)
+    except UntrustedJsonError as exc:
+        raise FileFormatError(path, [FieldProblem(exc.where, exc.reason)]) from None
 
 
 def knowledge_file(location: Path) -> Path:

@@ -30,7 +30,6 @@ import stat
 import tempfile
 import uuid
 import zipfile
-import zlib
 from collections import Counter
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
@@ -58,6 +57,12 @@ from storyloom.knowledge.knowledge_base import (
 )
 from storyloom.knowledge.search_index import IndexedEntry, sync_kb
 from storyloom.knowledge.vector_index import StoredVector, load_vectors, store_vectors
+from storyloom.sillytavern.charx import (
+    ZIP_MEMBER_ERRORS,
+    ZIP_OPEN_ERRORS,
+    member_layout_problems,
+)
+from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
 from storyloom.store.database import Database
 
 PACKAGE_SUFFIX = ".ctkbz"
@@ -385,6 +390,7 @@ def _check_members(
             else (VECTORS_MEMBER, MANIFEST_MEMBER)
         )
         problems.append(FieldProblem(lacking, f"missing while {have} is present"))
+    problems.extend(FieldProblem(n, r) for n, r in member_layout_problems(list(files)))
     if problems:
         raise FileFormatError(src, problems)
     return files
@@ -393,7 +399,7 @@ def _check_members(
 def _open_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, src: Path) -> IO[bytes]:
     try:
         return archive.open(info)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+    except ZIP_MEMBER_ERRORS as exc:
         raise FileFormatError(
             src, [FieldProblem(info.filename, f"cannot be read: {exc}")]
         ) from None
@@ -406,7 +412,7 @@ def _chunks(archive: zipfile.ZipFile, info: zipfile.ZipInfo, src: Path) -> Itera
         while True:
             try:
                 chunk = handle.read(_CHUNK)
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+            except ZIP_MEMBER_ERRORS as exc:
                 raise FileFormatError(
                     src, [FieldProblem(info.filename, f"corrupt data: {exc}")]
                 ) from None
@@ -428,12 +434,10 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, src: Path) -> 
 def _json_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, src: Path) -> Any:
     raw = _read_member(archive, info, src)
     try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise FileFormatError(src, [FieldProblem(info.filename, "not UTF-8 text")]) from None
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise FileFormatError(src, [FieldProblem(info.filename, reason)]) from None
+        return loads_untrusted(raw)
+    except UntrustedJsonError as exc:
+        where = f"{info.filename}:{exc.where}" if exc.where else info.filename
+        raise FileFormatError(src, [FieldProblem(where, exc.reason)]) from None
 
 
 def _parse_kb(archive: zipfile.ZipFile, info: zipfile.ZipInfo, src: Path) -> KnowledgeBase:
@@ -515,7 +519,7 @@ def import_package(
         archive = zipfile.ZipFile(src)
     except FileNotFoundError:
         raise PackageError(f"{src}: no such file") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+    except ZIP_OPEN_ERRORS as exc:
         raise FileFormatError(
             src, [FieldProblem("", f"not a readable .ctkbz (zip) package, or truncated: {exc}")]
         ) from None
@@ -533,11 +537,17 @@ def import_package(
         _unpack(archive, files, src, dest_folder, replace=replace)
     inserted = 0
     if db is not None:
-        sync_kb(db, kb)
-        if plan.items:
-            inserted = store_vectors(
-                db.connection(), kb.kb_id, plan.model_id, plan.items, only_current=True
-            )
+        try:
+            sync_kb(db, kb)
+            if plan.items:
+                inserted = store_vectors(
+                    db.connection(), kb.kb_id, plan.model_id, plan.items, only_current=True
+                )
+        except BaseException:
+            # A failed import leaves no folder behind (a replaced one cannot come back).
+            if not replace:
+                shutil.rmtree(dest_folder, ignore_errors=True)
+            raise
     elif plan.items:
         warnings.append("no database given: the package's vectors were not stored")
     reembed = inserted < len(kb.entries)

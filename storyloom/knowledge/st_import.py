@@ -28,6 +28,11 @@ from storyloom.sillytavern.character_card import (
 from storyloom.sillytavern.charx import is_zip, read_charx
 from storyloom.sillytavern.chat_log import ChatLog, parse_chat_jsonl
 from storyloom.sillytavern.png_chunks import is_png
+from storyloom.sillytavern.untrusted_json import (
+    JsonSyntaxError,
+    UntrustedJsonError,
+    loads_untrusted,
+)
 
 ImportKind = Literal["world_info", "character_png", "character_json", "character_charx", "chat"]
 # Larger than any real card, book or chat; a guard against reading a disk image by mistake.
@@ -88,12 +93,13 @@ def import_sillytavern_bytes(data: bytes, path: Path | str) -> ImportResult:
             path, [FieldProblem("", "not a PNG, a zip or UTF-8 text: not a SillyTavern file")]
         ) from None
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
+        document = loads_untrusted(text)
+    except JsonSyntaxError as exc:
         if _looks_like_jsonl(text):
             return ImportResult(kind="chat", source=path, chat=parse_chat_jsonl(text, path))
-        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise FileFormatError(path, [FieldProblem("", reason)]) from None
+        raise FileFormatError(path, [FieldProblem("", exc.reason)]) from None
+    except UntrustedJsonError as exc:
+        raise FileFormatError(path, [FieldProblem(exc.where, exc.reason)]) from None
     return _import_json(document, path)
 
 
@@ -102,9 +108,11 @@ def _looks_like_jsonl(text: str) -> bool:
     if len(lines) < 2:
         return False
     try:
-        first = json.loads(lines[0])
-    except json.JSONDecodeError:
+        first = loads_untrusted(lines[0])
+    except JsonSyntaxError:
         return False
+    except UntrustedJsonError:
+        return True  # JSON past a limit: the chat reader says which line and why
     return isinstance(first, dict)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
-from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.caiu import CAIU, MAX_KEY_CHARS
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_world_info_entry import (
     EXTENSION_KEY,
@@ -147,6 +147,27 @@ class _EntryReader:
         return kb, self.warnings
 
 
+# Key fields of a world-info entry and of a card book entry.
+_KEY_FIELDS = ("key", "keysecondary", "keys", "secondary_keys")
+
+
+def _refuse_long_keys(path: Path, where: str, raw: Mapping[str, Any]) -> None:
+    """A key past :data:`MAX_KEY_CHARS` refuses the whole file (an invalid entry is only
+    skipped): such a key is no real key, and the file is not what it claims to be."""
+    problems = [
+        FieldProblem(
+            f"{where}.{name}[{i}]",
+            f"a key of {len(key)} characters is longer than the limit ({MAX_KEY_CHARS})",
+        )
+        for name in _KEY_FIELDS
+        if isinstance(raw.get(name), list)
+        for i, key in enumerate(raw[name])
+        if isinstance(key, str) and len(key) > MAX_KEY_CHARS
+    ]
+    if problems:
+        raise FileFormatError(path, problems)
+
+
 def world_info_to_kb(
     data: Any, path: Path | str, *, name: str | None = None
 ) -> tuple[KnowledgeBase, list[str]]:
@@ -164,6 +185,7 @@ def world_info_to_kb(
         if not isinstance(raw, dict):
             reader.not_object(key, where, raw)
             continue
+        _refuse_long_keys(path, where, raw)
         entry_id = reader.new_id(raw.get("uid", key))
         try:
             caiu = wi_entry_to_caiu(raw, entry_id=entry_id, warnings=reader.warnings)
@@ -192,6 +214,7 @@ def character_book_to_kb(
         if not isinstance(raw, dict):
             reader.not_object(index, where, raw)
             continue
+        _refuse_long_keys(path, where, raw)
         uid = raw.get("id")
         entry_id = reader.new_id(index if uid is None else uid)
         try:

@@ -3,7 +3,9 @@
 The importers in :mod:`storyloom.knowledge` only parse; this module decides where the
 results go. With a project, KBs become local KBs referenced in ``project.json`` and a
 card's character preset goes to ``presets/characters/``. Without one, KBs go to the
-global folder. Everything is parsed and validated before the first write.
+global folder. Everything is parsed, validated and serialised before the first write;
+the files are then staged and moved into place together (:mod:`import_staging`), so a
+failed import leaves the project exactly as it was.
 
 A SillyTavern chat becomes a conversation when the caller passes ``chat_importer`` (the
 chat engine sits a layer above this module, so the caller hands it in); without one the
@@ -13,37 +15,44 @@ chat is checked and kept as a ``.jsonl`` file under ``imports/chats/``.
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from storyloom.core.atomic_io import atomic_write_bytes, atomic_write_text
-from storyloom.core.errors import StoryloomError
+from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
 from storyloom.knowledge.activation import ActivationEngine
 from storyloom.knowledge.activation_settings import ActivationSettings
 from storyloom.knowledge.global_library import scan_global_folders
 from storyloom.knowledge.knowledge_base import (
     KNOWLEDGE_FILE,
+    MEDIA_DIR,
     KnowledgeBase,
     load_knowledge_base,
+    now_iso,
     save_knowledge_base,
 )
 from storyloom.knowledge.package import PACKAGE_SUFFIX, import_package
 from storyloom.knowledge.st_export import export_chat_jsonl
 from storyloom.knowledge.st_import import import_sillytavern
-from storyloom.project.project_file import folder_slug
+from storyloom.project.import_staging import StagedImport
+from storyloom.project.project_file import folder_slug, load_project
 from storyloom.project.project_knowledge import (
     LOCAL_KB_DIR,
-    add_global_knowledge_base,
-    add_local_knowledge_base,
     open_project_knowledge,
     register_local_folder,
+    register_local_folders,
 )
+from storyloom.sillytavern.charx import ZIP_MEMBER_ERRORS
 from storyloom.sillytavern.chat_log import ChatLog
+from storyloom.sillytavern.untrusted_json import loads_untrusted
 from storyloom.store.database import Database
 
 MAX_PEEK_BYTES = 64 * 1024 * 1024
+# Anything a hostile package raises while peeked at (UntrustedJsonError is a ValueError).
+_PEEK_ERRORS: tuple[type[Exception], ...] = (KeyError, zipfile.LargeZipFile, *ZIP_MEMBER_ERRORS)
 PRESETS_DIR = "presets/characters"
 CHATS_DIR = "imports/chats"
 
@@ -73,14 +82,24 @@ class ImportSummary:
     reembed_needed: bool = False
 
 
-def _created(kb: KnowledgeBase, folder: Path) -> CreatedKnowledgeBase:
-    return CreatedKnowledgeBase(kb.kb_id, kb.display_name, len(kb.entries), str(folder))
+def _serialised(path: Path, where: str, value: Any, *, indent: int | None = 2) -> bytes:
+    """``value`` as the UTF-8 JSON file it becomes; a value that cannot be written (too
+    deep, broken text) is the import's format error, raised before the first write."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, indent=indent)
+        return (text + "\n").encode("utf-8")
+    except (ValueError, RecursionError, UnicodeEncodeError) as exc:
+        raise FileFormatError(path, [FieldProblem(where, f"cannot be stored: {exc}")]) from None
 
 
-def _write_kb(kb: KnowledgeBase, project_dir: Path | None, global_folder: Path) -> Path:
-    if project_dir is not None:
-        return add_local_knowledge_base(project_dir, kb, name=kb.kb_displayName or None)
-    return add_global_knowledge_base(global_folder, kb, name=kb.kb_displayName or None)
+def _kb_files(kb: KnowledgeBase, path: Path, where: str) -> dict[str, bytes | None]:
+    kb.updated_at = now_iso()
+    kb.created_at = kb.created_at or kb.updated_at
+    try:
+        data = kb.to_json()
+    except (ValueError, RecursionError) as exc:
+        raise FileFormatError(path, [FieldProblem(where, f"cannot be stored: {exc}")]) from None
+    return {KNOWLEDGE_FILE: _serialised(path, where, data), MEDIA_DIR: None}
 
 
 def import_knowledge_file(
@@ -93,44 +112,75 @@ def import_knowledge_file(
     display_name: str | None = None,
     chat_importer: ChatImporter | None = None,
 ) -> ImportSummary:
-    """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a ``.ctkbz``)."""
+    """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a ``.ctkbz``).
+
+    Everything is parsed, validated and serialised before the first write; the files are
+    then written aside and moved into place together (:mod:`import_staging`), and a
+    failure leaves the project (or the global folder) as it was.
+    """
     if path.suffix.lower() == PACKAGE_SUFFIX:
         return _import_package(path, project_dir, global_folder, database, available_model_ids)
+    if project_dir is not None:
+        load_project(project_dir)  # refuse before anything else when project.json is broken
     result = import_sillytavern(path)
     summary = ImportSummary(source=str(path), kind=result.kind, warnings=list(result.warnings))
-    for kb in result.knowledge_bases:
+    base_dir = project_dir or global_folder.parent
+    staged = StagedImport(base_dir, path)
+    kb_parent = project_dir / LOCAL_KB_DIR if project_dir is not None else global_folder
+    taken = {p.name for p in kb_parent.iterdir()} if kb_parent.is_dir() else set()
+    local_folders: list[tuple[Path, str]] = []
+    for number, kb in enumerate(result.knowledge_bases):
         if display_name and len(result.knowledge_bases) == 1:
             kb.kb_displayName = display_name
         summary.warnings.extend(unusable_keys(kb))
-        summary.created.append(_created(kb, _write_kb(kb, project_dir, global_folder)))
+        folder = kb_parent / folder_slug(kb.kb_displayName or kb.kb_id, taken)
+        taken.add(folder.name)
+        staged.add_folder(folder, _kb_files(kb, path, f"knowledge base {number + 1}"))
+        local_folders.append((folder, kb.kb_displayName))
+        summary.created.append(_created(kb, folder))
     if result.character is not None:
-        base = (project_dir or global_folder.parent) / PRESETS_DIR
-        base.mkdir(parents=True, exist_ok=True)
-        taken = {p.stem for p in base.glob("*.json")}
-        slug = folder_slug(result.character.name or path.stem, taken)
+        base = base_dir / PRESETS_DIR
+        names = {p.stem for p in base.glob("*.json")} if base.is_dir() else set()
+        # Each name the preset takes (.json, .png, .assets) must be free.
+        names |= {p.stem for p in base.glob("*.png")}
+        names |= {p.name.removesuffix(".assets") for p in base.glob("*.assets")}
+        slug = folder_slug(result.character.name or path.stem, names)
         preset_path = base / f"{slug}.json"
         if result.avatar_png is not None:
-            atomic_write_bytes(base / f"{slug}.png", result.avatar_png)
+            staged.add_file(base / f"{slug}.png", result.avatar_png)
             result.character.avatar = f"{slug}.png"
-        for name, data_bytes in result.assets.items():
-            # CHARX member names were checked for traversal when the archive was read.
-            atomic_write_bytes(base / f"{slug}.assets" / name, data_bytes)
+        if result.assets:
+            # CHARX member names were checked (traversal, collisions, lengths) when read.
+            staged.add_folder(base / f"{slug}.assets", dict(result.assets))
         data = result.character.model_dump(mode="json")
-        atomic_write_text(preset_path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        staged.add_file(preset_path, _serialised(path, "character", data))
         summary.character = result.character.name
         summary.character_file = str(preset_path)
+    if result.chat is not None and chat_importer is None:
+        base = base_dir / CHATS_DIR
+        names = {p.stem for p in base.glob("*.jsonl")} if base.is_dir() else set()
+        chat_path = base / f"{folder_slug(path.stem, names)}.jsonl"
+        try:
+            staged.add_file(chat_path, export_chat_jsonl(result.chat).encode("utf-8"))
+        except (ValueError, RecursionError, UnicodeEncodeError) as exc:
+            problem = FieldProblem("chat", f"cannot be stored: {exc}")
+            raise FileFormatError(path, [problem]) from None
+        summary.chat_file = str(chat_path)
+        summary.chat_messages = len(result.chat.messages)
+
+    def register() -> None:
+        if project_dir is not None and local_folders:
+            register_local_folders(project_dir, local_folders)
+
+    staged.commit(register)
     if result.chat is not None and chat_importer is not None:
         summary.conversation_id = chat_importer(result.chat, path.stem)
         summary.chat_messages = len(result.chat.messages)
-    elif result.chat is not None:
-        base = (project_dir or global_folder.parent) / CHATS_DIR
-        base.mkdir(parents=True, exist_ok=True)
-        taken = {p.stem for p in base.glob("*.jsonl")}
-        chat_path = base / f"{folder_slug(path.stem, taken)}.jsonl"
-        atomic_write_text(chat_path, export_chat_jsonl(result.chat))
-        summary.chat_file = str(chat_path)
-        summary.chat_messages = len(result.chat.messages)
     return summary
+
+
+def _created(kb: KnowledgeBase, folder: Path) -> CreatedKnowledgeBase:
+    return CreatedKnowledgeBase(kb.kb_id, kb.display_name, len(kb.entries), str(folder))
 
 
 def _import_package(
@@ -149,23 +199,28 @@ def _import_package(
             f"{existing[1]}; remove that folder first to import the package again"
         )
     parent = project_dir / LOCAL_KB_DIR if project_dir is not None else global_folder
-    parent.mkdir(parents=True, exist_ok=True)
-    taken = {p.name for p in parent.iterdir()}
+    # The folder is made by import_package once the package passed every check.
+    taken = {p.name for p in parent.iterdir()} if parent.is_dir() else set()
     target = parent / folder_slug(path.stem, taken)
     report = import_package(path, target, db=database, available_model_ids=set(available_model_ids))
-    kb = load_knowledge_base(target)
     summary = ImportSummary(source=str(path), kind="package", warnings=list(report.warnings))
-    if report.kb_model_id and not report.package_model_available:
-        # Seed 2.2.2: vectors of a model missing here are not used; the KB falls back to
-        # the project's or the global (local) model and is embedded again with it.
-        summary.warnings.append(
-            f"embedding model {report.kb_model_id!r} of the package is not available here; "
-            "the knowledge base now uses the project's or the global default model"
-        )
-        kb.embedding_model_id = None
-        save_knowledge_base(kb, target, touch=False)
-    if project_dir is not None:
-        register_local_folder(project_dir, target, name=kb.kb_displayName)
+    try:
+        kb = load_knowledge_base(target)
+        if report.kb_model_id and not report.package_model_available:
+            # Seed 2.2.2: vectors of a model missing here are not used; the KB falls back
+            # to the project's or the global (local) model and is embedded again with it.
+            summary.warnings.append(
+                f"embedding model {report.kb_model_id!r} of the package is not available "
+                "here; the knowledge base now uses the project's or the global default model"
+            )
+            kb.embedding_model_id = None
+            save_knowledge_base(kb, target, touch=False)
+        if project_dir is not None:
+            register_local_folder(project_dir, target, name=kb.kb_displayName)
+    except BaseException:
+        # Not registered, so not imported: leave no folder behind.
+        shutil.rmtree(target, ignore_errors=True)
+        raise
     summary.created.append(
         CreatedKnowledgeBase(report.kb_id, kb.display_name, report.entries, str(target))
     )
@@ -183,9 +238,10 @@ def package_kb_id(path: Path) -> str | None:
             info = archive.getinfo(KNOWLEDGE_FILE)
             if info.file_size > MAX_PEEK_BYTES:
                 return None
-            kb_id = json.loads(archive.read(info)).get("kb_id")
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, AttributeError):
+            document = loads_untrusted(archive.read(info))
+    except _PEEK_ERRORS:
         return None
+    kb_id = document.get("kb_id") if isinstance(document, dict) else None
     return kb_id if isinstance(kb_id, str) else None
 
 

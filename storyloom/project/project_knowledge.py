@@ -118,18 +118,28 @@ def add_local_knowledge_base(root: Path, kb: KnowledgeBase, *, name: str | None 
 
 def register_local_folder(root: Path, folder: Path, *, name: str = "") -> KnowledgeBaseReference:
     """Reference the KB folder ``folder`` (inside the project) in project.json."""
+    return register_local_folders(root, [(folder, name)])[0]
+
+
+def register_local_folders(
+    root: Path, folders: Sequence[tuple[Path, str]]
+) -> list[KnowledgeBaseReference]:
+    """Reference each (KB folder, name) in project.json, in one write."""
     project = load_project(root)
-    relative = folder.resolve().relative_to(root.resolve()).as_posix()
-    ref_ids = {r.id for r in project.knowledgeBaseReferences}
-    ref = KnowledgeBaseReference(
-        id=folder_slug(f"kb_{folder.name}", ref_ids),
-        type="local",
-        path=f"{relative}/",
-        name=name,
-    )
-    project.knowledgeBaseReferences.append(ref)
+    refs: list[KnowledgeBaseReference] = []
+    for folder, name in folders:
+        relative = folder.resolve().relative_to(root.resolve()).as_posix()
+        ref_ids = {r.id for r in project.knowledgeBaseReferences}
+        ref = KnowledgeBaseReference(
+            id=folder_slug(f"kb_{folder.name}", ref_ids),
+            type="local",
+            path=f"{relative}/",
+            name=name,
+        )
+        project.knowledgeBaseReferences.append(ref)
+        refs.append(ref)
     save_project(root, project)
-    return ref
+    return refs
 
 
 def add_global_knowledge_base(folder: Path, kb: KnowledgeBase, *, name: str | None = None) -> Path:

@@ -12,6 +12,8 @@ from fastapi import FastAPI
 from storyloom import __version__
 from storyloom.server import chat_api, health, knowledge_api, settings_api, workflow_api, ws
 from storyloom.server.api_errors import install_error_handlers
+from storyloom.server.json_text import LoneSurrogates
+from storyloom.server.limits import BodyLimit, RequestLimits
 from storyloom.server.origin_guard import OriginGuard
 from storyloom.server.state import ServerState
 from storyloom.server.token_auth import TokenAuth
@@ -29,6 +31,7 @@ def create_app(
     static_dir: Path = STATIC_DIR,
     project_dir: Path | None = None,
     node_registry: NodeRegistry | None = None,
+    limits: RequestLimits | None = None,
 ) -> FastAPI:
     """Build the app; ``token`` set means every request must carry it.
 
@@ -36,8 +39,10 @@ def create_app(
     any ``Host`` that does not name this computer (see :mod:`origin_guard`).
     ``project_dir`` is the project the web app works on (default
     ``<home>/projects/default``, created when missing). ``node_registry`` gives the
-    workflow node types (default: the built-ins and installed plugins).
+    workflow node types (default: the built-ins and installed plugins). ``limits`` are the
+    request body limits (default: :class:`RequestLimits`' defaults).
     """
+    limits = limits or RequestLimits()
     state = ServerState.open(
         home, token=token, environ=environ, project_dir=project_dir, node_registry=node_registry
     )
@@ -50,8 +55,13 @@ def create_app(
         await state.knowledge.aclose()
         state.database.close()
 
-    app = FastAPI(title="storyloom", version=__version__, lifespan=lifespan)
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN into this origin,
+    # and storyloom is offline-first. /openapi.json stays (`storyloom openapi` prints it).
+    app = FastAPI(
+        title="storyloom", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     app.state.storyloom = state
+    app.state.limits = limits
     # FastAPI's documented way to extend the document: replace the app's openapi().
     app.openapi = partial(openapi_with_ws_messages, app)  # type: ignore[method-assign]
     install_error_handlers(app)
@@ -63,6 +73,9 @@ def create_app(
     app.include_router(chat_api.presets_router)
     app.include_router(ws.router)
     mount_web_app(app, static_dir)
+    # Innermost of the three: only a request the guards let through has its body read.
+    app.add_middleware(LoneSurrogates)
+    app.add_middleware(BodyLimit, limits=limits)
     if token:
         app.add_middleware(TokenAuth, token=token)
     # Added last so it runs first: a foreign page is refused before anything else.

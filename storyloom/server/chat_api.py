@@ -44,7 +44,15 @@ from storyloom.core.errors import InvalidInput, NotFound
 from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.server.api_errors import ErrorBody, error_response, field_errors, upload_errors
 from storyloom.server.chat_views import ChatView, MessageView, chat_view_json, single_view
-from storyloom.server.file_transfer import download, read_upload, too_large, upload_name
+from storyloom.server.file_transfer import (
+    download,
+    image_type,
+    read_upload,
+    too_large,
+    upload_limit,
+    upload_name,
+)
+from storyloom.server.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 from storyloom.server.state import ServerState
 from storyloom.sillytavern.character import CharacterDefinition
 
@@ -96,8 +104,8 @@ def list_chats(request: Request) -> ConversationList:
 class NewChat(_Body):
     character_id: str | None = Field(default=None, description="A character preset's id")
     background_id: str | None = Field(default=None, description="A background preset's id")
-    title: str | None = None
-    user_name: str | None = None
+    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
+    user_name: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     persona: str | None = None
 
 
@@ -132,9 +140,10 @@ async def import_chat(
     knowledge base of the project) and a new conversation with it."""
     state = _state(request)
     filename = upload_name(file)
-    data = await read_upload(file)
+    limit = upload_limit(request)
+    data = await read_upload(file, limit)
     if data is None:
-        return error_response(413, too_large(filename))
+        return error_response(413, too_large(filename, limit))
     # Told apart by content, before anything is written: a world-info book sent here
     # must be refused without landing in the project first.
     with upload_errors(filename):
@@ -205,7 +214,7 @@ def get_chat(
 
 class ChatPatch(_Body):
     expected_version: int | None = None
-    title: str | None = None
+    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
     settings: dict[str, Any] | None = Field(
         default=None, description="Settings to change (the others stay as they are)"
     )
@@ -493,7 +502,7 @@ class ContinueBody(_Body):
     )
     order: SeedOrder = "summary_first"
     last_n_turns: int = Field(default=3, ge=0)
-    title: str | None = None
+    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
 
 
 @router.post(
@@ -588,7 +597,12 @@ def character_avatar(request: Request, character_id: str) -> Response:
     path = presets.folder("characters") / Path(preset.avatar).name
     if not path.is_file():
         raise NotFound(f"the avatar of character {character_id} is missing ({path.name})")
-    return Response(path.read_bytes(), media_type="image/png")
+    data = path.read_bytes()
+    # Only an image goes out, with its own type: the preset names any file of the folder.
+    media_type = image_type(data)
+    if media_type is None:
+        raise NotFound(f"the avatar of character {character_id} ({path.name}) is not an image")
+    return Response(data, media_type=media_type)
 
 
 @presets_router.post(

@@ -1,26 +1,52 @@
 """Files crossing the HTTP boundary: uploads read with a size limit, downloads named.
 
-A browser may send a path as the upload's file name, and a name that is not ASCII must
-still reach the user's save dialog intact; both are handled here once, for every route
-that takes or gives a file.
+A browser may send a path as the upload's file name, a name longer than a file system
+allows or one with control characters; and a name that is not ASCII must still reach the
+user's save dialog intact. Both directions are handled here once, for every route that
+takes or gives a file. The limits are those of :mod:`.limits`.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePosixPath
 from urllib.parse import quote
 
-from fastapi import Response, UploadFile
+from fastapi import Request, Response, UploadFile
 
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
-"""More than any SillyTavern card, book, chat or knowledge package."""
+from storyloom.server.limits import MAX_FILENAME_BYTES, MAX_UPLOAD_BYTES, RequestLimits, size_text
+
 _CHUNK = 1024 * 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DOWNLOAD_NAME_BYTES = 120
+"""A download's name is cut to this; the title it comes from may be much longer."""
+
+
+def upload_limit(request: Request) -> int:
+    """The largest file this server takes (``storyloom serve --max-upload-mb``)."""
+    limits = getattr(request.app.state, "limits", None)
+    return limits.upload_bytes if isinstance(limits, RequestLimits) else MAX_UPLOAD_BYTES
+
+
+def _cut(name: str, limit: int) -> str:
+    """``name`` at most ``limit`` UTF-8 bytes, its extension kept when it is short."""
+    if len(name.encode("utf-8")) <= limit:
+        return name
+    suffix = PurePosixPath(name).suffix
+    suffix = suffix if len(suffix.encode("utf-8")) <= 16 else ""
+    stem = name[: len(name) - len(suffix)] if suffix else name
+    room = limit - len(suffix.encode("utf-8"))
+    return stem.encode("utf-8")[:room].decode("utf-8", "ignore") + suffix
 
 
 def upload_name(file: UploadFile) -> str:
     """The upload's file name for messages: only its last part (it never names a place to
-    write)."""
-    name = (file.filename or "upload").replace("\\", "/").rsplit("/", 1)[-1].strip()
-    return name or "upload"
+    write), without control characters, and at most 255 UTF-8 bytes (a longer one is cut,
+    keeping its extension), so it can name a temporary copy of the upload."""
+    name = (file.filename or "upload").replace("\\", "/").rsplit("/", 1)[-1]
+    name = _CONTROL.sub("", name).strip()
+    name = _cut(name, MAX_FILENAME_BYTES).strip()
+    return name if name not in ("", ".", "..") else "upload"
 
 
 async def read_upload(file: UploadFile, limit: int = MAX_UPLOAD_BYTES) -> bytes | None:
@@ -34,11 +60,29 @@ async def read_upload(file: UploadFile, limit: int = MAX_UPLOAD_BYTES) -> bytes 
 
 
 def too_large(filename: str, limit: int = MAX_UPLOAD_BYTES) -> str:
-    return f"{filename} is larger than {limit // (1024 * 1024)} MB"
+    return f"{filename} is larger than {size_text(limit)}, the most this server takes"
+
+
+_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def image_type(data: bytes) -> str | None:
+    """The media type of a PNG, JPEG, GIF or WebP image by its first bytes; None for
+    anything else (never served as an image)."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for magic, kind in _IMAGE_MAGIC if data.startswith(magic)), None)
 
 
 def download(data: bytes, filename: str, media_type: str) -> Response:
-    """``data`` as an attachment called ``filename`` (any script; an ASCII fallback too)."""
-    ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
-    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
+    """``data`` as an attachment called ``filename`` (RFC 6266: the name in any script as
+    ``filename*``, an ASCII fallback as ``filename``); a long name is cut."""
+    name = _cut(_CONTROL.sub("", filename).strip() or "download", _DOWNLOAD_NAME_BYTES)
+    ascii_name = "".join(c if c.isascii() and c not in '"\\;%' else "_" for c in name)
+    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"
     return Response(data, media_type=media_type, headers={"content-disposition": disposition})

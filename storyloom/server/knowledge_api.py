@@ -30,7 +30,7 @@ from storyloom.knowledge.st_export import export_world_info
 from storyloom.project.knowledge_service import EmbeddingState, KnowledgeService, Snapshot
 from storyloom.project.project_file import folder_slug
 from storyloom.server.api_errors import ErrorBody, error_response, field_errors, upload_errors
-from storyloom.server.file_transfer import MAX_UPLOAD_BYTES, download, upload_name
+from storyloom.server.file_transfer import download, too_large, upload_limit, upload_name
 from storyloom.server.state import ServerState
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])
@@ -584,17 +584,15 @@ async def import_file(
     service = state.knowledge
     chat_importer = conversation_importer(state.turn_tree, project_id=state.chat.project_id)
     filename = upload_name(file)
+    limit = upload_limit(request)
     with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
         path = Path(tmp) / "upload"
         size = 0
         with path.open("wb") as out:
             while chunk := await file.read(_CHUNK):
                 size += len(chunk)
-                if size > MAX_UPLOAD_BYTES:
-                    limit = MAX_UPLOAD_BYTES // (1024 * 1024)
-                    return error_response(
-                        413, f"{filename} is larger than {limit} MB, the most this page imports"
-                    )
+                if size > limit:
+                    return error_response(413, too_large(filename, limit))
                 out.write(chunk)
         with upload_errors(filename, saved_as=path.with_name(filename)):
             outcome = await asyncio.to_thread(

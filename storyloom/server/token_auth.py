@@ -2,9 +2,11 @@
 
 On 127.0.0.1 only the local user can connect, so no token is asked. On any other address
 every HTTP request and WebSocket handshake must carry the token: as ``Authorization:
-Bearer``, as the ``storyloom_token`` cookie, or once as ``?token=`` in the address the
-server prints, which sets the cookie (HttpOnly, so page scripts never see it) and redirects
-to the same address without the token.
+Bearer`` or as the ``storyloom_token`` cookie. The address the server prints carries it
+as ``?token=``: on a page navigation (GET or HEAD of a page, not ``/api`` or ``/ws``) that
+sets the cookie (HttpOnly, so page scripts never see it) and redirects to the same path on
+this server without the token; anywhere else a token in the address counts for nothing,
+so it is not left in logs and histories of API calls.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import secrets
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,8 +32,38 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MIN_TOKEN_CHARS = 16
+
+
 def new_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+def weak_token_reason(token: str) -> str | None:
+    """Why ``token`` is too weak to guard a server (None: it is strong enough)."""
+    if len(token) < MIN_TOKEN_CHARS:
+        return (
+            f"the token must be at least {MIN_TOKEN_CHARS} characters; leave out --token "
+            "and one is generated"
+        )
+    if len(set(token)) < 6:
+        return "the token repeats too few characters; leave out --token and one is generated"
+    return None
+
+
+def _page_navigation(scope: Scope) -> bool:
+    path: str = scope["path"]
+    return (
+        scope["type"] == "http"
+        and scope["method"] in ("GET", "HEAD")
+        and not (path == "/api" or path.startswith("/api/") or path == "/ws")
+    )
+
+
+def same_origin_path(path: str) -> str:
+    """``path`` as a redirect target that stays on this server: ``//host/x`` or ``/\\host``
+    would send the browser to another site, so leading slashes and backslashes become one."""
+    return "/" + path.lstrip("/\\")
 
 
 class TokenAuth:
@@ -59,11 +91,8 @@ class TokenAuth:
         if self._valid(bearer) or self._valid(from_cookie):
             await self.app(scope, receive, send)
             return
-        if self._valid(from_query):
-            if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
-                await self._set_cookie_and_redirect(scope, send, query)
-            else:
-                await self.app(scope, receive, send)
+        if self._valid(from_query) and _page_navigation(scope):
+            await self._set_cookie_and_redirect(scope, send, query)
             return
         await refuse(scope, send, 401, "this server needs its access token")
 
@@ -71,7 +100,8 @@ class TokenAuth:
         self, scope: Scope, send: Send, query: list[tuple[str, str]]
     ) -> None:
         rest = urlencode([(k, v) for k, v in query if k != "token"])
-        location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
+        path = same_origin_path(scope.get("root_path", "") + scope["path"])
+        location = quote(path, safe="/") + (f"?{rest}" if rest else "")
         cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
         await send(
             {

@@ -15,6 +15,13 @@ _NOT_BUILT = """<!doctype html><html><head><meta charset="utf-8"><title>storyloo
 <code>cd web &amp;&amp; npm ci &amp;&amp; npm run build</code>) and reload.</p></body></html>"""
 
 
+def _may_name_a_file(path: str) -> bool:
+    """False for a path no file system takes (a NUL, a part over 255 bytes, over 2 KB in
+    all): asking the file system about it would fail instead of saying no."""
+    sizes = [len(part.encode("utf-8", "surrogatepass")) for part in path.split("/")]
+    return "\0" not in path and max(sizes) <= 255 and sum(sizes) <= 2048
+
+
 def mount_web_app(app: FastAPI, static_dir: Path = STATIC_DIR) -> None:
     assets = static_dir / "assets"
     if assets.is_dir():
@@ -25,6 +32,8 @@ def mount_web_app(app: FastAPI, static_dir: Path = STATIC_DIR) -> None:
         # The router of the single-page app owns every other path, but /api stays JSON.
         if path.startswith("api/") or path == "api":
             raise HTTPException(404, f"no such API path: /{path}")
+        if not _may_name_a_file(path):
+            raise HTTPException(404, "no such page: the path cannot name one")
         index = static_dir / "index.html"
         if not index.is_file():
             return HTMLResponse(_NOT_BUILT)

@@ -216,7 +216,8 @@ class RunAccepted(BaseModel):
     "/api/workflows/{workflow_id}/runs",
     status_code=202,
     response_model=RunAccepted,
-    responses={404: {"model": ErrorBody}, 422: {"model": WorkflowInvalidBody}},
+    # 422: an invalid graph lists its problems in full; a malformed request is the envelope.
+    responses={404: {"model": ErrorBody}, 422: {"model": WorkflowInvalidBody | ErrorBody}},
 )
 async def start_run(request: Request, workflow_id: str, body: RunRequest) -> RunAccepted:
     """Validate and start a run; its events go to the WebSocket (and ``GET`` the run)."""

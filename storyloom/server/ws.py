@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from storyloom import __version__
 from storyloom.core.errors import StoryloomError
+from storyloom.server import json_text
 from storyloom.server.protocol import (
     BrokenWorkflowFile,
     ClientMessage,
@@ -34,6 +36,7 @@ from storyloom.workflow.node_type import HumanDecision
 from storyloom.workflow.validation import WorkflowInvalid
 
 router = APIRouter()
+logger = logging.getLogger(__name__)
 
 
 @router.websocket("/ws")
@@ -47,14 +50,25 @@ async def websocket_endpoint(ws: WebSocket) -> None:
     hub.send(ws, StatusMessage(status="connected", message=f"storyloom {__version__}"))
     try:
         while True:
-            raw = await ws.receive_text()
+            frame = await ws.receive()
+            if frame["type"] == "websocket.disconnect":
+                return
+            raw = frame.get("text")
+            if raw is None:
+                hub.send_error(ws, "a binary frame: messages are JSON text frames")
+                continue
             try:
-                data = json.loads(raw)
+                data = json_text.loads(raw)
                 if state.chat_subscriptions.handle(ws, data):
                     continue
                 message = client_message_adapter.validate_python(data)
             except (json.JSONDecodeError, ValidationError) as exc:
                 hub.send_error(ws, exc)
+                continue
+            except (ValueError, RecursionError) as exc:
+                # Python's own limits: integers of thousands of digits, deep nesting.
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                hub.send_error(ws, f"not JSON this server reads: {why}")
                 continue
             if isinstance(message, DisconnectMessage):
                 await hub.drain(ws)
@@ -68,6 +82,10 @@ async def websocket_endpoint(ws: WebSocket) -> None:
                 hub.send(ws, invalid)
             except (StoryloomError, OSError) as exc:
                 hub.send_error(ws, exc)
+            except Exception as exc:
+                # A bug met by one message must not cut the tab off: logged, answered.
+                logger.exception("WebSocket message %s failed", message.type)
+                hub.send_error(ws, f"{message.type} failed: {type(exc).__name__}")
     except WebSocketDisconnect:
         return
     finally:

@@ -35,6 +35,11 @@ from storyloom.sillytavern.png_chunks import (
     remove_text_chunks,
     text_chunks,
 )
+from storyloom.sillytavern.untrusted_json import (
+    JsonSyntaxError,
+    UntrustedJsonError,
+    loads_untrusted,
+)
 
 V2_SPEC = "chara_card_v2"
 V3_SPEC = "chara_card_v3"
@@ -258,11 +263,11 @@ def _decode_card_text(text: str) -> Any:
     except UnicodeDecodeError:
         raise ValueError("the decoded bytes are not UTF-8 text") from None
     try:
-        return json.loads(decoded)
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"the decoded text is not JSON ({exc.msg} at column {exc.colno})"
-        ) from None
+        return loads_untrusted(decoded)
+    except JsonSyntaxError as exc:
+        raise ValueError(f"the decoded text is not JSON ({exc.reason})") from None
+    except UntrustedJsonError as exc:
+        raise ValueError(f"the card JSON {exc}") from None
 
 
 @dataclass

@@ -15,15 +15,35 @@ import json
 import stat
 import zipfile
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from storyloom.core.errors import FieldProblem, FileFormatError
+from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
 
 CARD_MEMBER = "card.json"
 EMBEDDED_PREFIXES = ("embeded://", "embedded://")
 _READ_BLOCK = 1 << 16
+# Longest file name (one path segment) common file systems take, and a whole member name.
+MAX_SEGMENT_BYTES = 255
+MAX_NAME_BYTES = 1024
+#: What reading one member of a hostile zip can raise: a corrupt deflate stream
+#: (``zlib.error``), a bad CRC or header (``BadZipFile``), a truncated member
+#: (``EOFError``), an encrypted one (``RuntimeError``), an unsupported compression method
+#: or zip version (``NotImplementedError``), an empty or odd one (``ValueError``, ``OSError``).
+ZIP_MEMBER_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    RuntimeError,
+    NotImplementedError,
+)
+#: What opening a hostile zip can raise (a version too new is found here already).
+ZIP_OPEN_ERRORS: tuple[type[Exception], ...] = (zipfile.LargeZipFile, *ZIP_MEMBER_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -104,13 +124,38 @@ def _read_member(
     return bytes(out)
 
 
+def member_layout_problems(names: Collection[str]) -> list[tuple[str, str]]:
+    """(name, reason) for member names that could not all be written as files: a member
+    that is also another's folder (``assets/x`` and ``assets/x/y``), empty or ``.``
+    segments, and names past what file systems take (:data:`MAX_SEGMENT_BYTES` a
+    segment, :data:`MAX_NAME_BYTES` in all). Checked before anything is written, so an
+    import fails whole. ``names`` are file members (no trailing ``/``)."""
+    problems: list[tuple[str, str]] = []
+    present = set(names)
+    for name in names:
+        segments = name.split("/")
+        if any(segment in ("", ".") for segment in segments):
+            problems.append((name, "has an empty or '.' path segment"))
+        elif len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            problems.append((name[:80], f"name longer than {MAX_NAME_BYTES} bytes"))
+        elif any(len(s.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES for s in segments):
+            reason = f"a name segment is longer than {MAX_SEGMENT_BYTES} bytes"
+            problems.append((name[:80], reason))
+        for end in range(1, len(segments)):
+            folder = "/".join(segments[:end])
+            if folder in present:
+                problems.append((name[:80], f"sits inside {folder!r}, which is a file"))
+                break
+    return problems
+
+
 def read_charx(data: bytes, path: Path | str, limits: CharxLimits | None = None) -> CharxContents:
     """The card and files of a CHARX archive, or :class:`FileFormatError` saying why not."""
     path = Path(path)
     limits = limits or CharxLimits()
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
+    except ZIP_OPEN_ERRORS as exc:
         raise FileFormatError(path, [FieldProblem("zip", f"not a readable zip: {exc}")]) from None
     with archive:
         members = archive.infolist()
@@ -132,21 +177,22 @@ def read_charx(data: bytes, path: Path | str, limits: CharxLimits | None = None)
             name = info.filename.replace("\\", "/").removeprefix("./")
             try:
                 content = _read_member(archive, info, limits, budget)
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+            except ZIP_MEMBER_ERRORS as exc:
                 raise FileFormatError(
                     path, [FieldProblem(f"zip:{info.filename}", f"unreadable: {exc}")]
                 ) from None
             budget -= len(content)
             files[name] = content
+    layout = member_layout_problems(list(files))
+    if layout:
+        raise FileFormatError(path, [FieldProblem(f"zip:{n}", r) for n, r in layout])
     if CARD_MEMBER not in files:
         raise FileFormatError(path, [FieldProblem(f"zip:{CARD_MEMBER}", "missing")])
     try:
-        card = json.loads(files[CARD_MEMBER].decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise FileFormatError(path, [FieldProblem(f"zip:{CARD_MEMBER}", "not UTF-8")]) from None
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise FileFormatError(path, [FieldProblem(f"zip:{CARD_MEMBER}", reason)]) from None
+        card = loads_untrusted(files[CARD_MEMBER])
+    except UntrustedJsonError as exc:
+        where = f"zip:{CARD_MEMBER}" + (f":{exc.where}" if exc.where else "")
+        raise FileFormatError(path, [FieldProblem(where, exc.reason)]) from None
     return CharxContents(card=card, files=files)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from storyloom.core.errors import FieldProblem, FileFormatError, field_path
+from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
 
 DateValue = str | int | float | None
 HEADER_KEYS = frozenset({"user_name", "character_name", "create_date", "chat_metadata"})
@@ -148,9 +149,10 @@ def parse_chat_jsonl(text: str, path: Path | str) -> ChatLog:
             continue
         where = f"line {number}"
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(FieldProblem(where, f"not valid JSON: {exc.msg} at column {exc.colno}"))
+            obj = loads_untrusted(line)
+        except UntrustedJsonError as exc:
+            spot = f"{where}.{exc.where}" if exc.where else where
+            problems.append(FieldProblem(spot, exc.reason))
             first = False
             continue
         if not isinstance(obj, dict):

@@ -13,7 +13,6 @@ Presets from before the prompt manager have no ``prompts``; their texts are in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
+from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
 
 GLOBAL_ORDER_IDS = (100001, 100000)
 """``character_id`` of the global prompt order: current SillyTavern, then older."""
@@ -115,11 +115,13 @@ def read_completion_preset(
     if isinstance(path_or_data, str | Path):
         source = Path(path_or_data)
         try:
-            data: Any = json.loads(source.read_text(encoding="utf-8"))
+            data: Any = loads_untrusted(source.read_bytes())
         except FileNotFoundError:
             raise FileFormatError(source, [FieldProblem("", "no such file")]) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise FileFormatError(source, [FieldProblem("", f"not JSON: {exc}")]) from None
+        except OSError as exc:
+            raise FileFormatError(source, [FieldProblem("", f"cannot read: {exc}")]) from None
+        except UntrustedJsonError as exc:
+            raise FileFormatError(source, [FieldProblem(exc.where, exc.reason)]) from None
     else:
         data, source = path_or_data, Path(f"{name or 'preset'}.json")
     if not isinstance(data, dict):

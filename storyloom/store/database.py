@@ -17,6 +17,7 @@ import apsw
 import sqlite_vec
 
 from storyloom.core.errors import Unavailable
+from storyloom.core.home import CHOOSE_ANOTHER
 from storyloom.store.migrations import MIGRATIONS, current_version, migrate
 
 DATABASE_FILE = "storyloom.sqlite3"
@@ -27,25 +28,56 @@ class DatabaseError(Unavailable):
     pass
 
 
+class DatabaseUnusable(DatabaseError):
+    """The file cannot be opened or is not a database; the message says how to fix it."""
+
+
+class SqliteVecUnavailable(DatabaseError):
+    """The sqlite-vec extension does not load: an installation problem."""
+
+
+def _unusable(path: Path, reason: str) -> DatabaseUnusable:
+    if path.is_dir():
+        return DatabaseUnusable(
+            f"{path} is a folder, not the database; move it away or {CHOOSE_ANOTHER}"
+        )
+    return DatabaseUnusable(
+        f"cannot open the database {path} ({reason}); "
+        f"fix its permissions, move it away or {CHOOSE_ANOTHER}"
+    )
+
+
+def _reason(exc: apsw.Error) -> str:
+    # apsw's text starts with the class name ("NotADBError: file is not a database").
+    text = str(exc)
+    return text.split(": ", 1)[1] if text.startswith(type(exc).__name__ + ": ") else text
+
+
 def open_connection(path: Path | str) -> apsw.Connection:
     """Open one connection with storyloom's pragmas and sqlite-vec loaded."""
+    path = Path(path)
     try:
         conn = apsw.Connection(str(path))
     except apsw.Error as exc:
-        raise DatabaseError(f"cannot open database {path}: {exc}") from exc
-    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    # Vector tables are read whole by exact search; mapping the file saves a copy per page.
-    conn.execute("PRAGMA mmap_size=1073741824")
+        raise _unusable(path, _reason(exc)) from exc
+    try:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        # Vector tables are read whole by exact search; mapping the file saves a copy per page.
+        conn.execute("PRAGMA mmap_size=1073741824")
+    except apsw.Error as exc:
+        # A folder or a file that is no database opens lazily and fails on first use.
+        conn.close()
+        raise _unusable(path, _reason(exc)) from exc
     try:
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
     except (apsw.Error, AttributeError) as exc:
         conn.close()
-        raise DatabaseError(f"cannot load sqlite-vec into {path}: {exc}") from exc
+        raise SqliteVecUnavailable(f"cannot load sqlite-vec into {path}: {exc}") from exc
     return conn
 
 
@@ -57,8 +89,16 @@ class Database:
         self._local = threading.local()
         self._all: list[apsw.Connection] = []
         self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.applied_migrations = migrate(self.connection())
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _unusable(path, exc.strerror or str(exc)) from exc
+        try:
+            self.applied_migrations = migrate(self.connection())
+        except apsw.Error as exc:
+            # A read-only file or folder fails on the first write, not on open.
+            self.close()
+            raise _unusable(path, _reason(exc)) from exc
 
     @classmethod
     def in_home(cls, home: Path) -> Database:

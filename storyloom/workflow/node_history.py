@@ -50,6 +50,11 @@ def output_preview(jsonable: Mapping[str, Any]) -> str:
     return to_json(jsonable).decode()
 
 
+def _is_row_id(history_id: int) -> bool:
+    """Whether SQLite could hold the id: a larger integer cannot even be bound to a query."""
+    return -(2**63) <= history_id < 2**63
+
+
 _COLUMNS = (
     "o.id, o.workflow_id, o.node_id, o.run_id, o.created_at, o.outputs, o.preview,"
     " p.history_id IS NOT NULL"
@@ -137,6 +142,8 @@ class NodeHistory:
         return [_entry(row) for row in rows]
 
     def get(self, history_id: int) -> HistoryEntry | None:
+        if not _is_row_id(history_id):
+            return None
         row = (
             self.database.connection()
             .execute(f"SELECT {_COLUMNS} {_FROM} WHERE o.id = ?", (history_id,))
@@ -147,10 +154,12 @@ class NodeHistory:
     def freeze(self, workflow_id: str, node_id: str, history_id: int) -> None:
         """Pin the node to one of its own history rows (replacing any earlier pin)."""
         with self.database.transaction() as conn:
-            row = conn.execute(
-                "SELECT workflow_id, node_id FROM workflow_node_output WHERE id = ?",
-                (history_id,),
-            ).fetchone()
+            row = None
+            if _is_row_id(history_id):
+                row = conn.execute(
+                    "SELECT workflow_id, node_id FROM workflow_node_output WHERE id = ?",
+                    (history_id,),
+                ).fetchone()
             if row is None or (row[0], row[1]) != (workflow_id, node_id):
                 raise NotFound(
                     f"node {node_id!r} of workflow {workflow_id!r} has no history entry"

@@ -22,7 +22,8 @@ WORKFLOWS_DIR = "workflows"
 WORKFLOW_SUFFIX = ".json"
 FORMAT_VERSION = 1
 RESERVED_IDS = frozenset({"schema", "node-types", "validate"})
-_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+# Checked with fullmatch: `$` would also match before a final newline ("x\n").
+_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 class _Open(BaseModel):
@@ -111,7 +112,7 @@ class Workflow(_Open):
     @field_validator("id")
     @classmethod
     def _file_safe(cls, value: str) -> str:
-        if not _ID.match(value):
+        if not _ID.fullmatch(value):
             raise ValueError(
                 "use letters, digits, `_`, `.` or `-` (at most 128, not starting with `.`"
                 " or `-`): the id is the file name"
@@ -178,14 +179,14 @@ class WorkflowLibrary:
         self.folder = project_dir / WORKFLOWS_DIR
 
     def path(self, workflow_id: str) -> Path:
-        if not _ID.match(workflow_id):
+        if not _ID.fullmatch(workflow_id):
             raise FileFormatError(
                 self.folder / workflow_id, [FieldProblem("id", "not a valid workflow id")]
             )
         return self.folder / f"{workflow_id}{WORKFLOW_SUFFIX}"
 
     def exists(self, workflow_id: str) -> bool:
-        return _ID.match(workflow_id) is not None and self.path(workflow_id).is_file()
+        return _ID.fullmatch(workflow_id) is not None and self.path(workflow_id).is_file()
 
     def load(self, workflow_id: str) -> Workflow:
         workflow = load_workflow_file(self.path(workflow_id))

@@ -288,7 +288,7 @@ def test_files_that_are_not_presets_are_refused(tmp_path: Path) -> None:
     text.write_text("{not json", encoding="utf-8")
     with pytest.raises(FileFormatError) as caught:
         import_st_preset(text)
-    assert caught.value.path == text and "not JSON" in str(caught.value)
+    assert caught.value.path == text and "not valid JSON" in str(caught.value)
     with pytest.raises(FileFormatError) as caught:
         import_st_preset(tmp_path / "absent.json")
     assert "no such file" in str(caught.value)

@@ -1,4 +1,5 @@
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -21,3 +22,16 @@ def test_failed_write_keeps_old_content(tmp_path: Path) -> None:
         atomic_write_json(target, {"bad": object()})
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["a.json"]
+
+
+def test_a_given_mode_replaces_the_old_files_and_otherwise_it_is_kept(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    target.write_text("old")
+    os.chmod(target, 0o644)
+    atomic_write_text(target, "kept mode")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    atomic_write_text(target, "secret", mode=0o600)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    fresh = tmp_path / "new.json"
+    atomic_write_text(fresh, "new")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600

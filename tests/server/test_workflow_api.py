@@ -132,6 +132,16 @@ def test_put_refuses_an_id_other_than_the_urls_and_a_body_off_the_model(
     assert not (workflows_dir(home) / "story.json").exists()
 
 
+def test_an_id_with_a_trailing_newline_is_refused_and_writes_nothing(
+    api: httpx.Client, home: Path
+) -> None:
+    refused = api.put("/api/workflows/x%0A", json=chat_workflow("x\n"))
+    assert refused.status_code == 422, refused.text
+    assert [p["field"] for p in refused.json()["error"]["problems"]] == ["id"]
+    assert api.get("/api/workflows/x%0A").status_code in (404, 422)
+    assert not workflows_dir(home).exists() or list(workflows_dir(home).iterdir()) == []
+
+
 def test_a_broken_file_is_listed_with_its_problems(api: httpx.Client, home: Path) -> None:
     folder = workflows_dir(home)
     folder.mkdir(parents=True, exist_ok=True)

@@ -68,7 +68,7 @@ def test_a_file_is_read_and_named_by_its_path(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "reason"),
-    [("{not json", "not JSON"), ("[1, 2]", "expected a JSON object, got list")],
+    [("{not json", "not valid JSON"), ("[1, 2]", "expected a JSON object, got list")],
 )
 def test_a_file_that_is_not_a_preset_is_refused(tmp_path: Path, content: str, reason: str) -> None:
     path = tmp_path / "broken.json"

@@ -65,6 +65,23 @@ def test_ids_that_are_routes_or_not_file_names_are_refused(bad_id: str) -> None:
     assert caught.value.problems[0].field == "id"
 
 
+@pytest.mark.parametrize("bad_id", ["x\n", "x\r\n", "\nx", "x\n.json"])
+def test_an_id_with_a_newline_is_refused_and_nothing_is_written(
+    tmp_path: Path, bad_id: str
+) -> None:
+    # `$` also matches before a final newline; the id must match whole.
+    with pytest.raises(FileFormatError) as caught:
+        parse_workflow({"id": bad_id})
+    assert caught.value.problems[0].field == "id"
+    library = WorkflowLibrary(tmp_path)
+    with pytest.raises(FileFormatError):
+        library.save(Workflow.model_construct(id=bad_id))
+    with pytest.raises(FileFormatError):
+        library.path(bad_id)
+    assert not library.exists(bad_id)
+    assert not (tmp_path / "workflows").exists() or not any((tmp_path / "workflows").iterdir())
+
+
 def test_listing_reports_broken_files_beside_the_good_ones(tmp_path: Path) -> None:
     library = WorkflowLibrary(tmp_path)
     library.save(Workflow(id="good", nodes=[]))

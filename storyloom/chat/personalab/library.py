@@ -155,18 +155,23 @@ def background_snapshot(preset: BackgroundPreset) -> BackgroundSnapshot:
     )
 
 
+MAX_PRESET_ID_BYTES = 200
+"""Room in a 255-byte file name for ``.<id>.json`` and the temporary suffix of a write."""
+
+
 def check_preset_id(preset_id: str) -> str:
-    """Refuse ids that are not a plain file stem (no separators, no ``..``)."""
+    """Refuse ids that are not a plain file stem (no separators, no ``..``, not too long)."""
     if (
         not preset_id
         or preset_id != preset_id.strip()
         or any(sep in preset_id for sep in ("/", "\\", "\0"))
         or preset_id in (".", "..")
         or preset_id.startswith(".")
+        or len(preset_id.encode("utf-8", "surrogatepass")) > MAX_PRESET_ID_BYTES
     ):
         raise ChatError(
-            f"preset id {preset_id!r} is not allowed: use a plain name without path "
-            "separators or a leading dot"
+            f"preset id {preset_id[:80]!r} is not allowed: use a plain name of at most "
+            f"{MAX_PRESET_ID_BYTES} bytes without path separators or a leading dot"
         )
     return preset_id
 
