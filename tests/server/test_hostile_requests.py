@@ -491,3 +491,31 @@ def test_no_api_docs_page_loads_scripts_from_a_cdn(http: httpx.Client, path: str
     assert "cdn.jsdelivr.net" not in response.text
     assert "swagger-ui" not in response.text.lower() and "redoc" not in response.text.lower()
     assert http.get("/openapi.json").status_code == 200
+
+
+def test_a_huge_keyword_upload_is_refused_and_the_server_lives_on(tmp_path: Path) -> None:
+    # A 700,000-character key once overflowed the keyword automaton's C stack and took
+    # the whole process down (SIGSEGV): only a real server process shows it survives.
+    from storyloom.testing.st_documents import world_info_document, world_info_entry
+
+    book = world_info_document([world_info_entry(0, ["k" * 700_000], "the content")])
+    upload = json.dumps(book).encode()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "STORYLOOM_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "storyloom", "serve", "--port", "0"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as server:
+        try:
+            assert server.stdout is not None
+            address = re.search(r"serving (http://\S+?)/ ", server.stdout.readline())
+            assert address is not None
+            url = address.group(1)
+            for route in ("/api/knowledge/import", "/api/chats/import"):
+                answer = httpx.post(
+                    f"{url}{route}", files={"file": ("huge.json", upload)}, timeout=60
+                )
+                assert "key" in refused(answer, 422)
+            assert server.poll() is None
+            assert httpx.get(f"{url}/api/health", timeout=30).status_code == 200
+        finally:
+            server.terminate()
