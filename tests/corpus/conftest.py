@@ -54,6 +54,8 @@ def corpus_sample() -> Callable[[str], Path]:
     def find(name: str) -> Path:
         path = CORPUS / name
         if not path.is_file():
+            # STORYLOOM_CORPUS may name any user's folder: a check tied to one known sample
+            # applies only where it is; every file present is still checked by the other tests.
             pytest.skip(f"{name} is not in the corpus {CORPUS}")
         return path
 
