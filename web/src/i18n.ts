@@ -1,6 +1,5 @@
 import { createI18n } from 'vue-i18n'
-import en from './locales/en.json'
-import zh from './locales/zh.json'
+import { en, zh } from './locales'
 
 export type Locale = 'en' | 'zh'
 export const LOCALES: readonly Locale[] = ['zh', 'en']

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import en from '../src/locales/en.json'
-import zh from '../src/locales/zh.json'
+import { en, zh } from '../src/locales'
 
 type Tree = { [key: string]: string | Tree }
 

@@ -1,8 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import en from '../src/locales/en.json'
-import zh from '../src/locales/zh.json'
+import { en, zh } from '../src/locales'
 import { initialLocale } from '../src/i18n'
 import { AREAS } from '../src/router'
 

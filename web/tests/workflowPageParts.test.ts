@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { completeWorkflow, startRun, WorkflowInvalidError, workflowProblemsFrom } from '../src/api/workflows'
-import en from '../src/locales/en.json'
-import zh from '../src/locales/zh.json'
+import { en, zh } from '../src/locales'
 import { parseRunInput } from '../src/lib/workflowEditor'
 import { NODE_STATES, RUN_EVENT_TYPES } from '../src/lib/workflowRun'
 
