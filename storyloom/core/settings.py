@@ -91,6 +91,24 @@ class _ChatEndpointFields(BaseModel):
     context_window: int | None = Field(
         default=None, gt=0, description="The model's context size in tokens, for budgets"
     )
+    tokenizer: Literal["auto", "llama", "openai", "endpoint"] = Field(
+        default="auto",
+        description=(
+            "How budgets count tokens. auto: the endpoint's own tokenize route where it "
+            "has one (llama.cpp, vLLM, KoboldCpp), else the OpenAI encoding for OpenAI "
+            "models or when token_encoding is set, else llama (SillyTavern's best match "
+            "for other models); llama: SillyTavern's default, LLaMA 1/2 (bundled, or the "
+            "SentencePiece file tokenizer_model); openai: the bundled OpenAI encoding "
+            "(token_encoding); endpoint: the endpoint's tokenize route"
+        ),
+    )
+    tokenizer_model: str | None = Field(
+        default=None,
+        description=(
+            "Path of a SentencePiece .model file the llama tokenizer uses instead of its "
+            "bundled LLaMA 1/2 vocabulary, e.g. SillyTavern's src/tokenizers/llama.model"
+        ),
+    )
 
     _url = field_validator("base_url")(_check_base_url)
 

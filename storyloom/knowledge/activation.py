@@ -34,8 +34,10 @@ Matching: every plain key of every entry is in one Aho–Corasick automaton per 
 (:mod:`keyword_matcher`); each message is scanned once per request, newest first, and
 each key remembers the newest message it matched in, so an entry with its own scan depth
 only checks "newest match < my depth". Recursion text is scanned once per step. Regex
-keys are searched lazily, part by part (each message, field, step of recursion text),
-and each result is kept for the rest of the request.
+keys search the joined scan text, built once per (window, character fields, recursion
+steps), and only when the regex's literal occurs in one of its parts; each result is
+kept for the rest of the request. Dropped entries keep a compact match record: their
+reasons in words are built when read (:class:`DroppedEntry`).
 
 This module holds the engine and the step loop (points 3 to 6 above). The rest of a scan
 lives beside it: :mod:`activation_request` and :mod:`activation_result` (what a scan is
@@ -48,24 +50,30 @@ Where storyloom differs from SillyTavern, on purpose:
 
 - probability and inclusion-group draws are seeded (:func:`seeded_unit` of the request's
   seed, the entry or group and the step): the same request gives the same result;
-- the budget is the sum of the active entries' own token counts (cached by text); an
-  entry fits while ``used + tokens <= budget`` (SillyTavern: ``< budget``, re-tokenising
-  the joined text); every active entry counts (SillyTavern counts only text also used
-  for recursion); only activated entries' text feeds recursion (SillyTavern also feeds
-  entries the budget cut);
+- tokens are counted per entry text (cached by text) and summed; SillyTavern re-counts
+  the joined text. The rule is SillyTavern's: an entry is cut once the tokens charged by
+  earlier steps (the text they passed to recursion, so not ``prevent_recursion``
+  entries) plus this step's entries so far, itself included, reach the budget;
+- only activated entries' text feeds recursion (SillyTavern also feeds entries the
+  budget cut when a delayed recursion level opens after the budget ran out);
 - ``exclude_recursion`` entries are matched against the chat part only, in every step
   (SillyTavern skips them in recursion steps);
-- a regex key matches within one part of the scan text (a message, a character field,
-  an extra text, one step's recursion text); SillyTavern searches the joined buffer,
-  where a match may span messages and ``^`` never matches (the buffer starts with
-  ``\\x01``);
 - an invalid regex key is reported in :attr:`ActivationEngine.problems` and ignored
   (SillyTavern matches it as plain text); keys are trimmed, empty keys ignored, and keys
-  are literal (no macros); CJK keys match as substrings (see :mod:`keyword_matcher`);
+  are literal (no macros);
+- semantic activation compares a calibrated similarity (:mod:`activation_calibration`)
+  and only in books with ``vector_activation`` on.
+
+As in SillyTavern, regex keys search the joined scan text (``\\x01`` before every part,
+parts joined by newlines: a match may span messages, ``^`` never matches at a message's
+start) and whole-word matching uses JavaScript's ASCII word characters (see
+:mod:`keyword_matcher`).
 - seed additions: ``key_groups``, ``trigger_conditions``, semantic activation,
   ``once_per_session`` (sticky re-activations are exempt), placements beyond SillyTavern's;
-- not supported: ``@@activate``/``@@dont_activate`` decorators and forced activations
-  by extensions.
+- decorators (``@@activate``, ``@@dont_activate``, ``@@depth``...) are read at import
+  into the entry's fields (:mod:`st_decorators`), not at scan time; a knowledge base's own
+  ``token_budget`` (a Character Card V3 book's) cuts its entries inside the global budget;
+- not supported: forced activations by extensions.
 """
 
 from __future__ import annotations
@@ -74,7 +82,7 @@ import functools
 import hashlib
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from storyloom.knowledge.activation_filters import static_block
@@ -87,6 +95,8 @@ from storyloom.knowledge.activation_request import (
 from storyloom.knowledge.activation_result import (
     ActivatedEntry,
     ActivationResult,
+    DroppedBrief,
+    DroppedEntries,
     DroppedEntry,
     Reason,
 )
@@ -97,7 +107,7 @@ from storyloom.knowledge.entry_text import injected_text
 from storyloom.knowledge.inclusion_groups import GroupMember, filter_by_inclusion_groups
 from storyloom.knowledge.keyword_matcher import KeywordMatcher, UnusableKeyError
 from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.knowledge.scan_buffer import ScanBuffer
+from storyloom.knowledge.scan_buffer import Match, ScanBuffer
 from storyloom.knowledge.timed_effects import (
     TimedConfig,
     TimedStatus,
@@ -123,6 +133,38 @@ Render = Callable[[KnowledgeBase, CAIU], str]
 
 _INITIAL, _RECURSION, _MIN_ACTIVATIONS = 1, 2, 3
 _TOKEN_CACHE_LIMIT = 100_000
+
+_Cut = tuple[Match, tuple[int, bool, int], list[Reason]]
+"""A dropped entry's match record, where it matched, and the reasons it was dropped."""
+
+
+class _Drops:
+    """Dropped (or waiting) entries by rank: their :data:`_Cut` records, kept in three
+    dicts. A scan of a big book over its budget drops thousands of entries; storing no
+    object per entry keeps the garbage collector from walking them all again and again."""
+
+    __slots__ = ("match", "tail", "where")
+
+    def __init__(self) -> None:
+        self.match: dict[int, Match] = {}
+        self.where: dict[int, tuple[int, bool, int]] = {}
+        self.tail: dict[int, list[Reason]] = {}
+
+    def __setitem__(self, rank: int, cut: _Cut) -> None:
+        self.match[rank], self.where[rank], self.tail[rank] = cut
+
+    def __getitem__(self, rank: int) -> _Cut:
+        return self.match[rank], self.where[rank], self.tail[rank]
+
+    def __contains__(self, rank: object) -> bool:
+        return rank in self.match
+
+    def pop(self, rank: int, default: None = None) -> None:
+        if self.match.pop(rank, None) is not None:
+            del self.where[rank], self.tail[rank]
+
+    def ranks(self) -> list[int]:
+        return sorted(self.match)
 
 
 class KeyProblem(NamedTuple):
@@ -152,7 +194,7 @@ class _Activation:
 
     def __init__(
         self,
-        match: list[tuple[Any, ...]],
+        match: Match,
         where: tuple[int, bool, int],
         step: int,
         text: str,
@@ -172,7 +214,8 @@ class ActivationEngine:
 
     ``count_tokens`` defaults to the ``gpt-4o`` counter; ``render`` gives an entry's
     prompt text (default :func:`entry_text.injected_text`; plug reference resolution in
-    here). ``{{variables}}`` in the rendered text are filled from the request.
+    here). ``{{variables}}`` in the rendered text are filled from the request. ``kb_rank``
+    orders whole books before priority (lower first; missing: 0).
     """
 
     def __init__(
@@ -182,6 +225,7 @@ class ActivationEngine:
         *,
         count_tokens: Callable[[str], int] | None = None,
         render: Render | None = None,
+        kb_rank: Mapping[str, int] | None = None,
     ) -> None:
         self.settings = settings or ActivationSettings()
         self.problems: list[KeyProblem] = []
@@ -190,7 +234,13 @@ class ActivationEngine:
         self._render: Render = render or injected_text
         self._token_cache: dict[str, int] = {}
         pairs = [(kb, entry) for kb in kbs for entry in kb.entries]
-        ranked = sorted(pairs, key=lambda pair: -pair[1].usage_metadata.priority)
+        # kb_rank (lower first) groups the books by lore scope before priority, as
+        # SillyTavern's insertion strategy does (chat lore, persona lore, then the rest).
+        rank_of = kb_rank or {}
+        ranked = sorted(
+            pairs,
+            key=lambda pair: (rank_of.get(pair[0].kb_id, 0), -pair[1].usage_metadata.priority),
+        )
         owners: dict[int, list[int]] = {}
         always: list[int] = []
         self.entries: list[CompiledEntry] = []
@@ -347,7 +397,7 @@ class _Run:
         seed = request.seed
         sticky_ranks = self.sticky
         scan = self.scan
-        match, where, explain = scan.match, scan.where, self.explain
+        match, where = scan.match, scan.where
         budget = _budget(settings, request.max_context_tokens)
         scan.ensure_depth(max(scan.depth, engine._max_entry_depth))
         scan.scan_context()
@@ -355,12 +405,21 @@ class _Run:
         levels = list(engine._delay_levels)
         level = levels.pop(0) if levels else 0
         activated: dict[int, _Activation] = {}
-        dropped: dict[int, list[Reason]] = {}
-        waiting: dict[int, list[Reason]] = {}
+        # Dropped and waiting entries keep their compact match record; the reasons in
+        # words are built only when someone reads them (DroppedEntry.reasons).
+        dropped = _Drops()
+        waiting = _Drops()
+        cut_tail: list[Reason] = []  # shared by every entry cut after the budget ran out
+        # Without cooldowns or once-per-session marks, a simple entry is never blocked.
+        untimed = not self.timed.cooldown and not self.timed.used_once
         failed: set[int] = set()
         blocked: set[int] = set()
         filled: dict[str, str] = {}
-        used = 0
+        used = 0  # tokens of the active entries the budget counts (reported)
+        # SillyTavern's textToScanTokens: what earlier steps charge to the budget, i.e.
+        # the text of their entries that feeds recursion (prevent_recursion ones do not).
+        charged = 0
+        book_used: dict[str, int] = {}
         overflowed = False
         step = 0
         skew = 0
@@ -370,14 +429,14 @@ class _Run:
             step += 1
             state = self.state
             scan.use_recursion = state != _MIN_ACTIVATIONS
-            matched: dict[int, list[tuple[Any, ...]]] = {}
+            matched: dict[int, Match] = {}
             new: list[int] = []
             for rank in sorted(scan.candidates):
                 if rank in activated or rank in failed or rank in blocked:
                     continue
                 e = entries[rank]
                 sticky = rank in sticky_ranks
-                reason = self.static.get(rank, _UNSET)
+                reason = None if e.simple and untimed else self.static.get(rank, _UNSET)
                 if reason is _UNSET:
                     reason = self.static[rank] = static_block(
                         e, sticky, request, self.chat_length, self.timed, self.condition_detail
@@ -385,7 +444,7 @@ class _Run:
                 if reason is not None:
                     found = match(e, sticky)
                     if found is not None:
-                        dropped[rank] = [*explain(e, found, where(e)), reason]
+                        dropped[rank] = (found, where(e), [reason])
                         blocked.add(rank)
                     continue
                 if (
@@ -395,7 +454,7 @@ class _Run:
                 ):
                     found = match(e, sticky)
                     if found is not None:
-                        waiting[rank] = explain(e, found, where(e))
+                        waiting[rank] = (found, where(e), [])
                     continue
                 found = match(e, sticky)
                 if found is None:
@@ -431,26 +490,27 @@ class _Run:
                 for rank, why in outcome.losers.items():
                     if rank in dropped:  # lost in an earlier step: keep the first reason
                         continue
-                    e = entries[rank]
                     lost = Reason("inclusion_group", why, "dropped")
-                    dropped[rank] = [*explain(e, matched[rank], where(e)), lost]
+                    dropped[rank] = (matched[rank], where(entries[rank]), [lost])
                 new = [rank for rank in new if rank not in outcome.losers]
                 won = outcome.winners
 
             critical_left = sum(entries[rank].critical for rank in new)
+            # SillyTavern's newContent: every entry of this step that passed its roll,
+            # critical ones too, counts against the entries after it.
+            step_tokens = 0
             for position, rank in enumerate(new):
                 e = entries[rank]
                 critical_left -= e.critical
                 if overflowed and not e.critical:
-                    cut = Reason(
-                        "budget", f"the budget of {budget} tokens was already used up", "dropped"
-                    )
-                    dropped[rank] = [*explain(e, matched[rank], where(e)), cut]
+                    if not cut_tail:
+                        used_up = f"the budget of {budget} tokens was already used up"
+                        cut_tail.append(Reason("budget", used_up, "dropped"))
+                    dropped[rank] = (matched[rank], where(e), cut_tail)
                     if critical_left > 0:
                         continue
                     for later in new[position + 1 :]:
-                        f = entries[later]
-                        dropped[later] = [*explain(f, matched[later], where(f)), cut]
+                        dropped[later] = (matched[later], where(entries[later]), cut_tail)
                     break
                 kept: list[Reason] = []
                 if rank in self.condition_detail:
@@ -463,27 +523,40 @@ class _Run:
                     if roll >= e.probability:
                         failed.add(rank)
                         detail = f"rolled {roll:.3f}, needed below {e.probability:g}"
-                        dropped[rank] = [
-                            *explain(e, matched[rank], where(e)),
-                            Reason("probability", detail, "dropped"),
-                        ]
+                        dropped[rank] = (
+                            matched[rank],
+                            where(e),
+                            [Reason("probability", detail, "dropped")],
+                        )
                         continue
                     detail = f"rolled {roll:.3f}, below {e.probability:g}"
                     kept.append(Reason("probability", detail, "kept"))
                 text = self.text(e)
                 tokens = engine.count_tokens(text)
+                step_tokens += tokens
                 if e.critical:
                     kept.append(Reason("budget", "critical: outside the token budget", "kept"))
-                elif used + tokens > budget:
+                elif charged + step_tokens >= budget:
                     overflowed = True
-                    detail = f"needs {tokens} tokens; {used} of the budget of {budget} are used"
-                    dropped[rank] = [
-                        *explain(e, matched[rank], where(e)),
-                        Reason("budget", detail, "dropped"),
-                    ]
+                    counted = charged + step_tokens - tokens
+                    detail = f"needs {tokens} tokens; {counted} of the budget of {budget} are used"
+                    dropped[rank] = (matched[rank], where(e), [Reason("budget", detail, "dropped")])
+                    continue
+                elif (
+                    e.kb.token_budget is not None
+                    and book_used.get(e.kb_id, 0) + tokens > e.kb.token_budget
+                ):
+                    # A book's own budget (Character Card V3) cuts only that book's entries.
+                    step_tokens -= tokens  # not in the prompt: not charged globally either
+                    detail = (
+                        f"needs {tokens} tokens; {book_used.get(e.kb_id, 0)} of its book's"
+                        f" budget of {e.kb.token_budget} are used"
+                    )
+                    dropped[rank] = (matched[rank], where(e), [Reason("budget", detail, "dropped")])
                     continue
                 else:
                     used += tokens
+                    book_used[e.kb_id] = book_used.get(e.kb_id, 0) + tokens
                 if step > 1:
                     kept.append(Reason("recursion", self._step_detail(step, state), "kept"))
                 activated[rank] = _Activation(matched[rank], where(e), step, text, tokens, kept)
@@ -497,6 +570,7 @@ class _Run:
                 for rank in new
                 if rank in activated and not entries[rank].prevent_recursion
             ]
+            charged += sum(activated[rank].tokens for rank, _ in recursing)
             next_state = 0
             if settings.recursive and not overflowed and recursing:
                 next_state = _RECURSION
@@ -522,15 +596,31 @@ class _Run:
             if next_state:
                 scan.add_recursion(recursing)
 
-        for rank, reasons in waiting.items():
+        for rank in waiting.ranks():
             if rank not in activated:
                 e = entries[rank]
                 detail = (
                     f"waits for recursion level {e.delay_recursion}; "
                     f"the scan ended at level {level} after {step} step(s)"
                 )
-                dropped[rank] = [*reasons, Reason("delay_until_recursion", detail, "dropped")]
+                found, at, _ = waiting[rank]
+                dropped[rank] = (found, at, [Reason("delay_until_recursion", detail, "dropped")])
         return self._result(activated, dropped, used, budget, step, overflowed)
+
+    def _explain_cut(self, rank: int, cut: _Cut) -> list[Reason]:
+        found, where, tail = cut
+        return [*self.explain(self.entries[rank], found, where), *tail]
+
+    def _dropped_entry(self, ranks: list[int], dropped: _Drops, index: int) -> DroppedEntry:
+        rank = ranks[index]
+        e = self.entries[rank]
+        explain = functools.partial(self._explain_cut, rank, dropped[rank])
+        return DroppedEntry(e.kb_id, e.entry_id, e.name, explain, cut=dropped.tail[rank])
+
+    def _dropped_brief(self, ranks: list[int], dropped: _Drops, index: int) -> DroppedBrief:
+        rank = ranks[index]
+        e = self.entries[rank]
+        return e.kb_id, e.entry_id, e.name, dropped.tail[rank]
 
     @staticmethod
     def _step_detail(step: int, state: int) -> str:
@@ -541,7 +631,7 @@ class _Run:
     def _result(
         self,
         activated: dict[int, _Activation],
-        dropped: dict[int, list[Reason]],
+        dropped: _Drops,
         used: int,
         budget: int,
         steps: int,
@@ -572,11 +662,12 @@ class _Run:
                     reasons=reasons,
                 )
             )
-        gone = [
-            DroppedEntry(entries[rank].kb_id, entries[rank].entry_id, entries[rank].name, reasons)
-            for rank, reasons in sorted(dropped.items())
-            if rank not in activated
-        ]
+        ranks = [rank for rank in dropped.ranks() if rank not in activated]
+        gone = DroppedEntries(
+            len(ranks),
+            functools.partial(self._dropped_entry, ranks, dropped),
+            functools.partial(self._dropped_brief, ranks, dropped),
+        )
         timed_state = record_activations(
             self.timed.carried,
             self.chat_length,

@@ -27,6 +27,8 @@ def static_block(
     A trigger condition that held leaves its words in ``condition_detail``."""
     if not e.enabled:
         return Reason("disabled", "the entry is disabled", "dropped")
+    if e.caiu.activation_criteria.never_activate:
+        return Reason("disabled", "a scan never activates it (@@dont_activate)", "dropped")
     if e.triggers and request.generation_type not in e.triggers:
         allowed = ", ".join(sorted(e.triggers))
         detail = f"only for {allowed} generations; this one is {request.generation_type}"

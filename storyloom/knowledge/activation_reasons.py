@@ -7,7 +7,7 @@ runs; :func:`describe` turns the record of an entry that activated or was droppe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storyloom.knowledge.activation_result import Reason
@@ -28,7 +28,7 @@ def describe(
     scan: ScanBuffer,
     sticky: Mapping[EntryKey, TimedEffect],
     e: CompiledEntry,
-    match: list[tuple[Any, ...]],
+    match: Sequence[tuple[Any, ...]],
     where: tuple[int, bool, int],
 ) -> list[Reason]:
     """The activating reasons of a compact match record, in words."""

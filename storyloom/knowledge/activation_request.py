@@ -34,6 +34,10 @@ class ScanMessage:
     name: str
     text: str
     is_user: bool = False
+    number: int | None = None
+    """Its place in the whole chat (0 first), which the reasons name it by; None: counted
+    back from the chat's length. A chat that hides messages from the prompt scans fewer
+    messages than it has, so counting back would name the wrong ones."""
 
 
 class CharacterContext(BaseModel):

@@ -7,7 +7,14 @@ Names follow storyloom's style; SillyTavern's names are in the descriptions so a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from storyloom.knowledge.activation_calibration import DEFAULT_THRESHOLD
+
+InsertionStrategy = Literal["evenly", "character_first", "global_first"]
 
 #: Deepest scan SillyTavern allows (``MAX_SCAN_DEPTH``); deeper settings are cut to it.
 MAX_SCAN_DEPTH = 1000
@@ -60,6 +67,35 @@ class ActivationSettings(BaseModel):
         default=False,
         description="Tell the user when the budget cut entries (world_info_overflow_alert)",
     )
-    semantic_threshold_default: float = Field(
-        default=0.75, ge=0, le=1, description="Similarity needed by semantic entries"
+    insertion_strategy: InsertionStrategy = Field(
+        default="evenly",
+        description="How global and character lore are ordered for the scan and the budget: "
+        "as one list by priority, character books first, or global books first; chat and "
+        "persona lore always come first (world_info_character_strategy)",
     )
+    semantic_threshold_default: float = Field(
+        default=DEFAULT_THRESHOLD,
+        ge=0,
+        le=1,
+        description="Calibrated similarity needed by semantic entries (0: no closer than "
+        "idle talk; see docs/knowledge.md, calibration)",
+    )
+
+
+class _HasText(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+#: Most characters of chat semantic activation embeds (the newest): about the 512 tokens
+#: an e5 model reads, and embedding time grows with the square of the length.
+MAX_WINDOW_CHARS = 2000
+
+
+def scan_window_text(messages: Sequence[_HasText], settings: ActivationSettings) -> str:
+    """The text semantic activation embeds: the newest ``scan_depth`` messages, oldest
+    first, one per line, at most :data:`MAX_WINDOW_CHARS` (the newest). Never the whole
+    chat: a long chat would cost every scan."""
+    depth = min(settings.scan_depth, MAX_SCAN_DEPTH)
+    window = messages[-depth:] if depth else []
+    return "\n".join(m.text for m in window).strip()[-MAX_WINDOW_CHARS:].strip()

@@ -168,6 +168,11 @@ class ActivationCriteria(_Open):
     )
     # World Info behaviours the seed leaves to the implementation.
     constant: bool = Field(default=False, description="Always active (still subject to rules)")
+    never_activate: bool = Field(
+        default=False,
+        description="A scan never activates it (keys, constant, sticky, similarity); "
+        "{{{references}}} still reach it. Character Card V3's @@dont_activate",
+    )
     secondary_keywords: list[str] = Field(
         default_factory=list,
         description="Optional filter keys combined by secondary_logic",

@@ -68,6 +68,7 @@ class CompiledEntry:
         "secondary_text",
         "selective",
         "semantic",
+        "simple",
         "sticky",
         "template",
         "threshold",
@@ -108,6 +109,8 @@ class CompiledEntry:
     triggers: frozenset[str]
     conditions: tuple[TriggerCondition, ...]
     semantic: bool
+    simple: bool
+    """Nothing but timed state can keep it out of a scan (no filter, delay, condition)."""
     threshold: float
     priority: int
     placement: Placement
@@ -172,7 +175,9 @@ def compile_entry(
     )
     e.triggers = frozenset(criteria.generation_triggers)
     e.conditions = tuple(criteria.trigger_conditions)
-    e.semantic = criteria.use_semantic_search
+    # Similarity activates only where the user turned vector activation on for the book,
+    # as SillyTavern's Vector Storage does for world info (off by default).
+    e.semantic = criteria.use_semantic_search and kb.vector_activation
     e.threshold = (
         settings.semantic_threshold_default
         if criteria.semantic_threshold is None
@@ -187,4 +192,12 @@ def compile_entry(
     e.once = usage.once_per_session
     e.template = None
     e.has_variables = False
+    e.simple = (
+        e.enabled
+        and not criteria.never_activate
+        and not e.triggers
+        and e.character_filter is None
+        and e.delay <= 0
+        and not e.conditions
+    )
     return e

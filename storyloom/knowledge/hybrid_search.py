@@ -8,8 +8,8 @@ candidates come from one FTS5 query over all requested KBs. Filters (KB, tags, e
 disabled entries) apply to both sides. An entry's ``semantic_threshold`` applies to the
 vector side: a vector match below it is not a vector hit.
 
-:func:`semantic_scores` gives the cosine similarity of a query vector to given entries,
-for the activation engine's semantic activation.
+:func:`semantic_scores` gives the similarity of a query vector to given entries, raw or
+calibrated against each entry's floor, for the activation engine's semantic activation.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Literal, TypedDict, TypeVar, Unpack, cast
 import numpy as np
 import numpy.typing as npt
 
+from storyloom.knowledge.activation_calibration import calibrated, entry_floors
 from storyloom.knowledge.search_index import EntryFilter
 from storyloom.knowledge.text_index import keyword_search
 from storyloom.knowledge.vector_index import (
@@ -241,10 +242,15 @@ def semantic_scores(
     query_vector: Sequence[float] | npt.NDArray[np.floating],
     entries: Sequence[EntryKey],
     model_id: str,
+    neutral_vectors: Sequence[Sequence[float]] | npt.NDArray[np.floating] | None = None,
 ) -> dict[EntryKey, float]:
     """Cosine similarity of ``query_vector`` to each entry's current vector of ``model_id``.
 
-    Entries without one (not embedded yet, text changed since, other dimension) are absent.
+    With ``neutral_vectors`` (the model's vectors of
+    :data:`~storyloom.knowledge.activation_calibration.NEUTRAL_TEXTS`), the score is
+    calibrated against each entry's floor instead (:func:`activation_calibration.calibrated`).
+    Entries without a vector (not embedded yet, text changed since, other dimension) are
+    absent.
     """
     if not entries:
         return {}
@@ -266,5 +272,9 @@ def semantic_scores(
     if not rows:
         return {}
     matrix = np.frombuffer(b"".join(cast(bytes, r[2]) for r in rows), dtype=np.float32)
-    scores = matrix.reshape(len(rows), -1) @ query
+    vectors = matrix.reshape(len(rows), -1)
+    scores = vectors @ query
+    if neutral_vectors is not None:
+        neutral = np.asarray(neutral_vectors, dtype=np.float32).reshape(-1, vectors.shape[1])
+        scores = calibrated(scores, entry_floors(vectors, neutral))
     return {(str(r[0]), str(r[1])): float(s) for r, s in zip(rows, scores, strict=True)}

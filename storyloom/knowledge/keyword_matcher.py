@@ -11,7 +11,11 @@ Matching follows SillyTavern's ``matchKeys``:
 
 - case-insensitive keys match the lower-cased text;
 - with whole words on, a key without spaces must not touch a word character on either
-  side (SillyTavern's ``(?:^|\\W)key(?:$|\\W)``); a key with spaces matches as a substring;
+  side (SillyTavern's ``(?:^|\\W)key(?:$|\\W)``); a key with spaces matches as a substring.
+  Word characters are JavaScript's: ASCII letters, digits and ``_``. So a Chinese key
+  matches between Chinese characters and punctuation (``龙`` in ``巨龙飞``, ``AI`` in
+  ``我是AI助手``) but not next to an ASCII letter or digit (``龙`` in ``a龙``), and
+  ``caf`` is a whole word of ``café``, all as in SillyTavern;
 - keys written ``/pattern/flags`` are regular expressions (``regex`` module); they ignore
   the case and whole-word settings, like in SillyTavern.
 
@@ -20,12 +24,10 @@ automaton too: a text without it cannot match, so the regex is not run on it. Te
 characters that case-fold to ASCII letters without lower-casing to them (``ſ``, ``K``,
 ``İ``, ``ı``) turn that shortcut off.
 
-Where storyloom differs: a key containing a character of a script written without spaces
-(Chinese, Japanese, Korean, Thai, ...) always matches as a substring, and such characters
-never count as word characters at a boundary, so ``AI`` matches in ``我是AI助手``. Unlike
-JavaScript's ASCII ``\\W``, accented letters are word characters (``caf`` is not a whole
-word of ``café``). An invalid regular expression raises :class:`RegexKeyError` instead of
-silently becoming plain text; the flags ``g``, ``u`` and ``y`` change nothing here.
+Where storyloom differs: an invalid regular expression raises :class:`RegexKeyError`
+instead of silently becoming plain text; the flags ``g``, ``u`` and ``y`` change nothing
+here; patterns run with Python's ``regex`` module, whose syntax is JavaScript's for the
+patterns lorebooks use.
 """
 
 from __future__ import annotations
@@ -49,34 +51,13 @@ _RE_CONSTANTS: Any = importlib.import_module("re._constants")
 _FOLDS_TO_ASCII = re.compile("[\u017f\u212a\u0130\u0131]")
 _MIN_LITERAL = 3
 
-#: Scripts written without spaces between words (and their punctuation and full-width
-#: forms): keys with these characters match as substrings, and they are word boundaries.
-NON_SPACED_CHARS = (
-    "\u0e00-\u0eff"  # Thai, Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1100-\u11ff"  # Hangul Jamo
-    "\u1780-\u17ff"  # Khmer
-    "\u2e80-\u2fdf"  # CJK radicals
-    "\u3000-\u303f"  # CJK symbols and punctuation
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3100-\u31ff"  # Bopomofo, Hangul compatibility, Katakana extensions
-    "\u3200-\u32ff"
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\ua960-\ua97f"
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"
-    "\uff00-\uffef"  # full-width forms
-    "\U00020000-\U0003134f"
-)
-_NON_SPACED = re.compile(f"[{NON_SPACED_CHARS}]")
-#: A word character of a spaced script: what may not touch a whole-word key.
-WORD_CHAR_CLASS = rf"[^\W{NON_SPACED_CHARS}]"
+#: JavaScript's ``\w`` (no ``u`` flag): what may not touch a whole-word key.
+WORD_CHAR_CLASS = r"[A-Za-z0-9_]"
 _WORD_CHAR = re.compile(WORD_CHAR_CLASS)
 _WORD_CACHE: dict[str, bool] = {}
 
 # SillyTavern's parseRegexFromString: /pattern/flags, every inner "/" escaped.
-_REGEX_KEY = re.compile(r"^/([\s\S]+?)/([gimsuy]*)$")
+_REGEX_KEY = re.compile(r"\A/([\s\S]+?)/([gimsuy]*)\Z")
 _UNESCAPED_SLASH = re.compile(r"(?:^|[^\\])/")
 _FLAGS = {"i": regex.IGNORECASE, "s": regex.DOTALL, "m": regex.MULTILINE}
 
@@ -113,13 +94,10 @@ def is_word_char(char: str) -> bool:
     return known
 
 
-def has_non_spaced_script(text: str) -> bool:
-    return _NON_SPACED.search(text) is not None
-
-
 def needs_word_boundaries(key: str) -> bool:
-    """Whether whole-word mode checks boundaries for ``key`` (else it is a substring)."""
-    return not any(char.isspace() for char in key) and not has_non_spaced_script(key)
+    """Whether whole-word mode checks boundaries for ``key`` (else it is a substring):
+    SillyTavern splits the key on whitespace and checks boundaries for a single word."""
+    return not any(char.isspace() for char in key)
 
 
 def parse_regex_key(key: str) -> tuple[str, str] | None:
@@ -163,6 +141,10 @@ def required_literal(pattern: str, flags: str) -> tuple[str, bool] | None:
             best = "".join(run)
         run = []
     if len(best) < _MIN_LITERAL or (ignore_case and not best.isascii()):
+        return None
+    if "\n" in best or "\x01" in best:
+        # The scan text joins its parts with "\n\x01": such a literal may span two parts,
+        # which are scanned for literals one by one.
         return None
     return (best.lower() if ignore_case else best), ignore_case
 

@@ -47,6 +47,24 @@ class KnowledgeBase(_Open):
     embedding_model_id: str | None = Field(
         default=None, description="Model the entries are embedded with; None: project default"
     )
+    vector_activation: bool = Field(
+        default=False,
+        title="Vector activation",
+        description="Entries marked for semantic search (SillyTavern's 'vectorized') also "
+        "activate by similarity to the chat; off, only their keys activate them "
+        "(SillyTavern's Vector Storage 'enabled for world info', off by default)",
+    )
+    enabled: bool = Field(
+        default=True,
+        description="Off: no chat scans this knowledge base, wherever it is bound",
+    )
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens this book's entries may take in one prompt, inside the "
+        "project's lore budget; None: only that budget (a Character Card V3 book's "
+        "token_budget, which SillyTavern ignores)",
+    )
     created_at: str | None = Field(default=None, description="ISO timestamp")
     updated_at: str | None = Field(default=None, description="ISO timestamp")
     tags: list[str] = Field(default_factory=list)

@@ -24,6 +24,21 @@ from storyloom.knowledge.keyword_matcher import KeywordMatcher, folds_oddly
 _SOURCE_ATTR = {source: attr for source, attr, _ in SCAN_SOURCES}
 _SOURCE_LABEL = {source: label for source, _, label in SCAN_SOURCES}
 _SNIPPET = 30
+# SillyTavern's WorldInfoBuffer: every part of the scan text starts with \x01.
+_MATCHER = "\x01"
+_JOINER = "\n" + _MATCHER
+_JoinKey = tuple[int, tuple[ScanSource, ...], int]
+"""(messages, character fields, recursion steps) of one joined scan text."""
+
+Match = tuple[tuple[Any, ...], ...]
+"""Why an entry matched, compactly: ``(("key", 0),)``, ``(("constant",),)``…"""
+# A scan of a big book matches thousands of entries; shared records keep it from
+# allocating (and the garbage collector from walking) one record per entry.
+_SHARED = 32
+_KEY_HITS: tuple[Match, ...] = tuple((("key", i),) for i in range(_SHARED))
+_GROUP_HITS: tuple[Match, ...] = tuple((("key_group", i),) for i in range(_SHARED))
+_CONSTANT: Match = (("constant",),)
+_STICKY: Match = (("sticky",),)
 
 
 class ScanBuffer:
@@ -69,11 +84,11 @@ class ScanBuffer:
         self.inject_hits: set[int] = set()
         self.source_hits: dict[str, set[int]] = {}
         self.source_texts: dict[str, str] = {}
-        # Regex keys are searched lazily, text by text, and the results kept.
-        self.regex_first: dict[int, int] = {}
-        self.regex_searched: dict[int, int] = {}
-        self.regex_chunks: dict[int, tuple[int, int]] = {}  # (searched, found at or -1)
-        self.regex_other: dict[tuple[int, str], bool] = {}
+        # Regex keys search the joined scan text, as SillyTavern's do; each joined text
+        # (window, the entry's character fields, recursion steps) is built once, and each
+        # regex searched once per joined text.
+        self.joined: dict[_JoinKey, str] = {}
+        self.regex_found: dict[tuple[int, _JoinKey], bool] = {}
         self.fold_odd = False
 
     # scanning ---------------------------------------------------------------
@@ -146,11 +161,31 @@ class ScanBuffer:
     def drop_prefilter(self) -> None:
         """A text folds oddly: forget regex misses that relied on the literal prefilter."""
         self.fold_odd = True
-        self.regex_searched = {
-            r: n for r, n in self.regex_searched.items() if r in self.regex_first
-        }
-        self.regex_chunks = {r: v for r, v in self.regex_chunks.items() if v[1] >= 0}
-        self.regex_other = {k: v for k, v in self.regex_other.items() if v}
+        self.regex_found = {k: v for k, v in self.regex_found.items() if v}
+
+    def joined_parts(self, e: CompiledEntry, depth: int, chunks: int) -> list[tuple[str, str]]:
+        """The parts of the text SillyTavern's ``WorldInfoBuffer.get`` gives ``e``, in its
+        order, as (label, text): the newest ``depth`` messages, the character fields
+        ``e`` also scans, the extra texts, then ``chunks`` recursion steps."""
+        depth = min(depth, len(self.texts))
+        parts = [(self.message_label(i), self.texts[i]) for i in range(depth)]
+        for source in e.also_scan:
+            text = self.source_texts.get(source)
+            if text:
+                parts.append((f"the {_SOURCE_LABEL[source]}", text))
+        parts.extend(("the extra scanned text", t) for t in self.request.extra_scan_texts if t)
+        parts.extend(("the text of entries activated before", c[0]) for c in self.chunks[:chunks])
+        return parts
+
+    def joined_text(self, e: CompiledEntry, depth: int, chunks: int) -> str:
+        """SillyTavern's scan text for ``e``: every part after ``\x01``, joined by newlines
+        (so ``^`` never matches at a message's start, and a match may span messages)."""
+        key = (min(depth, len(self.texts)), e.also_scan, chunks)
+        text = self.joined.get(key)
+        if text is None:
+            parts = self.joined_parts(e, depth, chunks)
+            text = self.joined[key] = _MATCHER + _JOINER.join(t for _, t in parts)
+        return text
 
     # matching ---------------------------------------------------------------
 
@@ -169,62 +204,19 @@ class ScanBuffer:
         return self.regex_hit(~code, e, depth, recursion)
 
     def regex_hit(self, regex_id: int, e: CompiledEntry, depth: int, recursion: bool) -> bool:
-        literal = -1 if self.fold_odd else self.matcher.regex_literals[regex_id]
-        first = self.regex_first.get(regex_id)
-        if first is None:
-            searched = self.regex_searched.get(regex_id, 0)
-            limit = min(depth, len(self.texts))
-            if literal >= 0:
-                # Newer messages than the literal's first one cannot match.
-                seen = self.chat_first.get(literal)
-                searched = max(searched, limit if seen is None else seen)
-            if searched < limit:
-                search = self.matcher.regex_search
-                texts = self.texts
-                for index in range(searched, limit):
-                    if search(regex_id, texts[index]) is not None:
-                        first = self.regex_first[regex_id] = index
-                        limit = index + 1
-                        break
-                self.regex_searched[regex_id] = limit
-        if first is not None and first < depth:
-            return True
-        if (
-            self.request.extra_scan_texts
-            and (literal < 0 or literal in self.inject_hits)
-            and self._regex_other(regex_id, "")
-        ):
-            return True
-        for source in e.also_scan:
-            if (
-                source in self.source_texts
-                and (literal < 0 or literal in self.source_hits[source])
-                and self._regex_other(regex_id, source)
-            ):
-                return True
-        if not recursion or not self.chunks:
-            return False
-        searched, found = self.regex_chunks.get(regex_id, (0, -1))
-        if found < 0 and literal >= 0 and literal not in self.recursion_hits:
-            self.regex_chunks[regex_id] = (len(self.chunks), -1)
-            return False
-        if found < 0 and searched < len(self.chunks):
-            search = self.matcher.regex_search
-            for index in range(searched, len(self.chunks)):
-                if search(regex_id, self.chunks[index][0]) is not None:
-                    found = index
-                    break
-            self.regex_chunks[regex_id] = (len(self.chunks), found)
-        return found >= 0
-
-    def _regex_other(self, regex_id: int, source: str) -> bool:
-        """A regex in a character field (``source``) or, for "", the extra scan texts."""
-        key = (regex_id, source)
-        found = self.regex_other.get(key)
+        chunks = len(self.chunks) if recursion else 0
+        key = (regex_id, (min(depth, len(self.texts)), e.also_scan, chunks))
+        found = self.regex_found.get(key)
         if found is None:
-            texts = [self.source_texts[source]] if source else self.request.extra_scan_texts
-            search = self.matcher.regex_search
-            found = self.regex_other[key] = any(search(regex_id, t) is not None for t in texts)
+            literal = -1 if self.fold_odd else self.matcher.regex_literals[regex_id]
+            if literal >= 0 and not self.hit(literal, e, depth, recursion):
+                # A text without the regex's literal cannot match it (the joiner adds only
+                # "\n\x01", which no literal holds).
+                found = False
+            else:
+                text = self.joined_text(e, depth, chunks)
+                found = self.matcher.regex_search(regex_id, text) is not None
+            self.regex_found[key] = found
         return found
 
     def where(self, e: CompiledEntry) -> tuple[int, bool, int]:
@@ -233,20 +225,20 @@ class ScanBuffer:
         recursion = self.use_recursion and not e.exclude_recursion
         return depth, recursion, len(self.chunks) if recursion else 0
 
-    def match(self, e: CompiledEntry, sticky: bool) -> list[tuple[Any, ...]] | None:
+    def match(self, e: CompiledEntry, sticky: bool) -> Match | None:
         """Why ``e`` matches in this step, compactly; None when it does not."""
         if e.constant:
-            return [("constant",)]
+            return _CONSTANT
         if sticky:
-            return [("sticky",)]
-        found: list[tuple[Any, ...]] | None = None
+            return _STICKY
+        found: Match | None = None
         depth = self.depth if e.depth is None else e.depth
         if depth > 0 and (e.primary or e.groups):
             recursion = self.use_recursion and not e.exclude_recursion
             hit = self.hit
             for i, code in enumerate(e.primary):
                 if hit(code, e, depth, recursion):
-                    found = [("key", i)]
+                    found = _KEY_HITS[i] if i < _SHARED else (("key", i),)
                     break
             else:
                 for i, (need_all, codes, _, _) in enumerate(e.groups):
@@ -255,7 +247,7 @@ class ScanBuffer:
                     else:
                         ok = any(hit(code, e, depth, recursion) for code in codes)
                     if ok:
-                        found = [("key_group", i)]
+                        found = _GROUP_HITS[i] if i < _SHARED else (("key_group", i),)
                         break
             if found is not None and e.selective:
                 hits = [hit(code, e, depth, recursion) for code in e.secondary]
@@ -268,11 +260,11 @@ class ScanBuffer:
                     ok = not any(hits)
                 else:
                     ok = all(hits)
-                found = [*found, ("secondary", tuple(hits))] if ok else None
+                found = (*found, ("secondary", tuple(hits))) if ok else None
         if found is None:
             score = self.semantic.get(e.rank)
             if score is not None:
-                found = [("semantic", score)]
+                found = (("semantic", score),)
         return found
 
     def score(self, rank: int) -> int:
@@ -301,15 +293,8 @@ class ScanBuffer:
         """Whether ``code`` matched for ``e`` in the step described by ``where``."""
         depth, recursion, chunks = where
         if code < 0:
-            regex_id = ~code
-            first = self.regex_first.get(regex_id)
-            if first is not None and first < depth:
-                return True
-            chunk = self.regex_chunks.get(regex_id, (0, -1))[1]
-            if recursion and 0 <= chunk < chunks:
-                return True
-            # Extra texts and character fields do not change during a scan.
-            return self.hit(code, e, depth, False)
+            text = self.joined_text(e, depth, chunks if recursion else 0)
+            return self.matcher.regex_search(~code, text) is not None
         if not self.hit(code, e, depth, False):
             return recursion and self.recursion_first.get(code, chunks) < chunks
         return True
@@ -317,7 +302,9 @@ class ScanBuffer:
     def locate(self, code: int, e: CompiledEntry, where: tuple[int, bool, int]) -> str:
         """Where a key matched, as '"…the red dragon…" in message 12 (Alice)'."""
         depth, recursion, chunks = where
-        first = self.chat_first.get(code) if code >= 0 else self.regex_first.get(~code)
+        if code < 0:
+            return self._locate_regex(~code, e, depth, chunks if recursion else 0)
+        first = self.chat_first.get(code)
         places: list[tuple[str, str]] = []
         if first is not None and first < depth:
             places.append((self.message_label(first), self.texts[first]))
@@ -326,28 +313,42 @@ class ScanBuffer:
             if source in self.source_texts:
                 places.append((f"the {_SOURCE_LABEL[source]}", self.source_texts[source]))
         if recursion:
-            if code >= 0:
-                chunk = self.recursion_first.get(code, -1)
-            else:
-                chunk = self.regex_chunks.get(~code, (0, -1))[1]
+            chunk = self.recursion_first.get(code, -1)
             if 0 <= chunk < chunks:
                 for rank, text in self.chunks[chunk][1]:
                     places.append((f"the text of entry {self.entries[rank].name}", text))
         for label, text in places:
-            if code >= 0:
-                span = self.matcher.find(code, text)
-                if span is not None and not self.matcher.slots[code].case_sensitive:
-                    lowered = text.lower()
-                    text = lowered if len(lowered) != len(text) else text
-            else:
-                span = self.matcher.regex_search(~code, text)
+            span = self.matcher.find(code, text)
+            if span is not None and not self.matcher.slots[code].case_sensitive:
+                lowered = text.lower()
+                text = lowered if len(lowered) != len(text) else text
             if span is not None:
                 return f'"{_snippet(text, *span)}" in {label}'
         return "in the scanned text"
 
+    def _locate_regex(self, regex_id: int, e: CompiledEntry, depth: int, chunks: int) -> str:
+        """Where a regex matched the joined text: the part its match starts in."""
+        parts = self.joined_parts(e, depth, chunks)
+        text = _MATCHER + _JOINER.join(t for _, t in parts)
+        span = self.matcher.regex_search(regex_id, text)
+        if span is None:
+            return "in the scanned text"
+        offset = len(_MATCHER)
+        for label, part in parts:
+            end = offset + len(part)
+            if span[0] < end + len(_JOINER):
+                start = max(span[0] - offset, 0)
+                stop = min(span[1] - offset, len(part))
+                across = " (and the parts after it)" if span[1] > end else ""
+                return f'"{_snippet(part, start, max(stop, start))}" in {label}{across}'
+            offset = end + len(_JOINER)
+        return "in the scanned text"
+
     def message_label(self, index: int) -> str:
         message = self.messages[len(self.messages) - 1 - index]
-        number = self.chat_length - 1 - index
+        number = message.number
+        if number is None:
+            number = self.chat_length - 1 - index
         return f"message {number} ({message.name})" if message.name else f"message {number}"
 
 

@@ -14,7 +14,9 @@ A PNG gets the card twice, like SillyTavern writes it: ``chara`` with spec
 
 from __future__ import annotations
 
+import base64
 import copy
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from storyloom.knowledge.knowledge_base import KnowledgeBase
@@ -24,12 +26,15 @@ from storyloom.sillytavern.character import (
     CharacterDefinition,
 )
 from storyloom.sillytavern.character_card import (
+    ASSET_CHUNK_PREFIX,
     CARD_CHUNK_V2,
     CARD_CHUNK_V3,
+    PNG_ASSET_URI_PREFIX,
     V2_DATA_FIELDS,
     V2_OPTIONAL_FIELDS,
     V2_SPEC,
     V3_SPEC,
+    asset_file,
     encode_card_text,
 )
 from storyloom.sillytavern.chat_log import export_chat_jsonl
@@ -160,15 +165,31 @@ def export_card_png(
     image_bytes: bytes,
     *,
     warnings: list[str] | None = None,
+    assets: Mapping[str, bytes] | None = None,
 ) -> bytes:
     """``image_bytes`` (a PNG) carrying the card in ``chara`` (V2) and ``ccv3`` (V3) chunks.
+
+    ``assets`` are the files kept beside the character, by the path
+    :func:`~storyloom.sillytavern.character_card.asset_file` gives: each ``__asset:N`` of
+    the card's ``assets`` whose file is there goes back into a ``chara-ext-asset_:N`` chunk
+    (one that is missing is left out with a warning).
 
     Raises :class:`~.png_chunks.PngError` when the image is not a valid PNG.
     """
     v2 = export_card_json(preset, book, spec="v2", warnings=warnings)
     v3 = copy.deepcopy(v2)
     v3["spec"], v3["spec_version"] = _SPECS["v3"]
-    return replace_text_chunks(
-        image_bytes,
-        [(CARD_CHUNK_V2, encode_card_text(v2)), (CARD_CHUNK_V3, encode_card_text(v3))],
-    )
+    texts = [(CARD_CHUNK_V2, encode_card_text(v2)), (CARD_CHUNK_V3, encode_card_text(v3))]
+    for asset in preset.assets or []:
+        uri = asset.get("uri") if isinstance(asset, dict) else None
+        if not isinstance(uri, str) or not uri.startswith(PNG_ASSET_URI_PREFIX):
+            continue
+        file = asset_file(uri)
+        blob = assets.get(file) if assets is not None and file is not None else None
+        if blob is None:
+            if warnings is not None:
+                warnings.append(f"asset {uri!r} has no file here; its chunk is left out")
+            continue
+        name = uri.removeprefix(PNG_ASSET_URI_PREFIX)
+        texts.append((f"{ASSET_CHUNK_PREFIX}:{name}", base64.b64encode(blob).decode("ascii")))
+    return replace_text_chunks(image_bytes, texts)

@@ -9,6 +9,7 @@ business.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +18,17 @@ from typing import Any, Literal
 from storyloom.core.errors import FieldProblem, FileFormatError
 from storyloom.knowledge.card_knowledge import card_knowledge_base, character_tag
 from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.knowledge.st_world_info import character_book_to_kb, world_info_to_kb
+from storyloom.knowledge.st_world_info import (
+    LOREBOOK_V3_SPEC,
+    character_book_to_kb,
+    world_info_to_kb,
+)
+from storyloom.knowledge.st_world_info_entry import EXTENSION_KEY
 from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.character_card import (
+    PNG_ASSET_URI_PREFIX,
     ParsedCard,
+    asset_file,
     card_version,
     parse_card,
     read_png_card,
@@ -45,7 +53,8 @@ class ImportResult:
 
     For a card, ``knowledge_bases`` is the "<name> · character" KB and then, when the card
     embeds one, its book's KB; ``avatar_png`` is the card image without its card chunks.
-    ``assets`` are the other files of a CHARX archive, by path.
+    ``assets`` are the other files of a CHARX archive, or the asset chunks of a PNG card,
+    by the path :func:`~storyloom.sillytavern.character_card.asset_file` gives their uri.
     """
 
     kind: ImportKind
@@ -116,10 +125,25 @@ def _looks_like_jsonl(text: str) -> bool:
     return isinstance(first, dict)
 
 
+def book_name(document: dict[str, Any]) -> str | None:
+    """The name a world-info file gives its book: its own ``name``, else the one kept in
+    ``originalData`` (a book SillyTavern converted from a card); None: the file's name."""
+    original = document.get("originalData")
+    for value in (
+        document.get("name"),
+        original.get("name") if isinstance(original, dict) else None,
+    ):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
 def _import_json(document: Any, path: Path) -> ImportResult:
     if isinstance(document, dict) and "entries" in document and card_version(document) is None:
-        kb, warnings = world_info_to_kb(document, path)
+        kb, warnings = world_info_to_kb(document, path, name=book_name(document))
         return ImportResult(kind="world_info", source=path, knowledge_bases=[kb], warnings=warnings)
+    if isinstance(document, dict) and document.get("spec") == LOREBOOK_V3_SPEC:
+        return _import_lorebook_v3(document, path)
     if card_version(document) is not None or (isinstance(document, dict) and "spec" in document):
         result = _card_result(parse_card(document, path), path, "character_json", None)
         return result
@@ -137,6 +161,21 @@ def _import_json(document: Any, path: Path) -> ImportResult:
             )
         ],
     )
+
+
+def _import_lorebook_v3(document: dict[str, Any], path: Path) -> ImportResult:
+    """A Character Card V3 lorebook saved on its own: ``{"spec": "lorebook_v3", "data"}``."""
+    book = document.get("data")
+    if not isinstance(book, dict):
+        raise FileFormatError(path, [FieldProblem("data", "must be a lorebook object")])
+    name = book.get("name")
+    name = name.strip() if isinstance(name, str) else ""
+    kb, warnings = character_book_to_kb(book, path, name=name or path.stem, field="data")
+    # Kept so that the book can be written back in the same wrapper.
+    kb.kb_extensions[EXTENSION_KEY]["document"] = {
+        key: copy.deepcopy(value) for key, value in document.items() if key != "data"
+    }
+    return ImportResult(kind="world_info", source=path, knowledge_bases=[kb], warnings=warnings)
 
 
 def _card_result(
@@ -171,6 +210,12 @@ def _import_png(data: bytes, path: Path) -> ImportResult:
         parse_card(png.card, path), path, "character_png", path.name, png.warnings
     )
     result.avatar_png = png.image
+    # V3 assets embedded as PNG chunks are kept beside the character like CHARX ones.
+    result.assets = {
+        file: blob
+        for name, blob in png.assets.items()
+        if (file := asset_file(PNG_ASSET_URI_PREFIX + name)) is not None
+    }
     return result
 
 

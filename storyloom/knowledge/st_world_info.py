@@ -23,7 +23,9 @@ is usable is refused with :class:`FileFormatError`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from pydantic import ValidationError
 
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
 from storyloom.knowledge.caiu import CAIU, MAX_KEY_CHARS
+from storyloom.knowledge.keyword_matcher import parse_regex_key
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_world_info_entry import (
     EXTENSION_KEY,
@@ -208,6 +211,7 @@ def character_book_to_kb(
     entries = character_book_entries(book, path, field)
 
     reader = _EntryReader("book entry", "index")
+    rules = BookRules.of(book, reader.warnings)
     entry_keys: dict[str, int] = {}
     for index, raw in enumerate(entries):
         where = f"{prefix}entries[{index}]"
@@ -218,24 +222,165 @@ def character_book_to_kb(
         uid = raw.get("id")
         entry_id = reader.new_id(index if uid is None else uid)
         try:
-            caiu = _book_entry_to_caiu(raw, index, entry_id, reader.warnings)
+            caiu = _book_entry_to_caiu(raw, index, entry_id, reader.warnings, rules)
         except ValidationError as exc:
             reader.invalid(index, where, raw, entry_id, exc)
             continue
         if uid is None:
             entry_keys[entry_id] = index
         reader.caius.append(caiu)
+    reader.warnings.extend(rules.warnings(book))
     book_name = book.get("name") if isinstance(book.get("name"), str) else ""
-    return reader.knowledge_base(path, CHARACTER_BOOK, book, book_name or name, entry_keys)
+    kb, warnings = reader.knowledge_base(path, CHARACTER_BOOK, book, book_name or name, entry_keys)
+    kb.token_budget = rules.token_budget
+    return kb, warnings
+
+
+# Keys SillyTavern always writes into a card-book entry's extensions: an entry that has
+# them was written by SillyTavern, which puts ``use_regex: true`` on every entry while
+# reading its keys as plain text.
+_ST_EXTENSIONS = ("position", "display_index", "selectiveLogic", "depth", "probability")
+
+
+@dataclass
+class BookRules:
+    """What a card book's own settings and its entries' V3 fields ask of each entry.
+
+    SillyTavern ignores the book's ``scan_depth``, ``recursive_scanning`` and
+    ``token_budget`` and the entries' top-level ``case_sensitive`` and ``use_regex``;
+    storyloom honours them (see ``docs/knowledge.md``). ``counts`` says how many entries
+    each rule changed, for the import warnings.
+    """
+
+    scan_depth: int | None = None
+    recursive: bool | None = None
+    token_budget: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, book: Mapping[str, Any], warnings: list[str] | None = None) -> BookRules:
+        notes: list[str] = [] if warnings is None else warnings
+        rules = cls()
+        depth = book.get("scan_depth")
+        if depth is not None:
+            number = _whole_number(depth)
+            if number is None or number < 0:
+                notes.append(f"the book's scan_depth {depth!r} is not a whole number >= 0; ignored")
+            else:
+                rules.scan_depth = number
+        recursive = book.get("recursive_scanning")
+        if isinstance(recursive, bool):
+            rules.recursive = recursive
+        budget = book.get("token_budget")
+        if budget is not None:
+            number = _whole_number(budget)
+            if number is None or number < 1:
+                notes.append(
+                    f"the book's token_budget {budget!r} is not a whole number > 0; ignored"
+                )
+            else:
+                rules.token_budget = number
+        return rules
+
+    def count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def warnings(self, book: Mapping[str, Any]) -> list[str]:
+        """What the book relies on that SillyTavern ignores, in words for the import."""
+        notes = []
+        changed = self.counts.get("scan_depth", 0)
+        if self.scan_depth is not None and changed:
+            notes.append(
+                f"this book sets scan_depth {self.scan_depth}; SillyTavern ignores it, storyloom"
+                f" honours it for the {changed} {'entry' if changed == 1 else 'entries'}"
+                " without their own scan depth"
+            )
+        if self.recursive is False and self.counts.get("recursive_scanning"):
+            notes.append(
+                "this book sets recursive_scanning false; SillyTavern ignores it, storyloom"
+                " honours it (other entries' text never activates its entries)"
+            )
+        if self.token_budget is not None:
+            notes.append(
+                f"this book sets token_budget {self.token_budget}; SillyTavern ignores it,"
+                " storyloom honours it (inside the project's lore budget)"
+            )
+        if self.counts.get("use_regex"):
+            notes.append(
+                f"{_entries_set(self.counts['use_regex'])} use_regex (their keys are regular"
+                " expressions); SillyTavern ignores it, storyloom honours it"
+            )
+        if self.counts.get("case_sensitive"):
+            notes.append(
+                f"{_entries_set(self.counts['case_sensitive'])} case_sensitive; SillyTavern"
+                " reads only extensions.case_sensitive, storyloom honours it"
+            )
+        return notes
+
+
+def _entries_set(count: int) -> str:
+    return "1 entry sets" if count == 1 else f"{count} entries set"
+
+
+def _whole_number(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value)
+
+
+def _regex_key(key: str, case_sensitive: bool | None) -> str:
+    if parse_regex_key(key) is not None:
+        return key
+    # A "/" ends the pattern in the /pattern/flags form: escape the unescaped ones.
+    pattern = re.sub(r"(?<!\\)/", r"\/", key)
+    return f"/{pattern}/{'' if case_sensitive else 'i'}"
+
+
+def _apply_book_rules(caiu: CAIU, raw: Mapping[str, Any], rules: BookRules) -> None:
+    act = caiu.activation_criteria
+    ext = raw.get("extensions")
+    written_by_st = isinstance(ext, dict) and any(key in ext for key in _ST_EXTENSIONS)
+    case = raw.get("case_sensitive")
+    if act.case_sensitive is None and isinstance(case, bool):
+        act.case_sensitive = case
+        rules.count("case_sensitive")
+    if raw.get("use_regex") is True and not written_by_st:
+        act.keywords = [_regex_key(k, act.case_sensitive) for k in act.keywords if k.strip()]
+        act.secondary_keywords = [
+            _regex_key(k, act.case_sensitive) for k in act.secondary_keywords if k.strip()
+        ]
+        rules.count("use_regex")
+    if rules.scan_depth is not None and act.scan_depth is None:
+        act.scan_depth = rules.scan_depth
+        rules.count("scan_depth")
+    if rules.recursive is False and not act.exclude_recursion:
+        act.exclude_recursion = True
+        rules.count("recursive_scanning")
 
 
 def _book_entry_to_caiu(
-    raw: dict[str, Any], index: int, entry_id: str, warnings: list[str]
+    raw: dict[str, Any],
+    index: int,
+    entry_id: str,
+    warnings: list[str],
+    rules: BookRules | None = None,
 ) -> CAIU:
     CharacterBookEntry.model_validate(raw)
     caiu = wi_entry_to_caiu(book_entry_to_wi(raw, index), entry_id=entry_id, warnings=warnings)
     caiu.extensions[EXTENSION_KEY] = copy.deepcopy(raw)
+    _apply_book_rules(caiu, raw, rules or BookRules())
     return caiu
+
+
+def _imported_as(
+    raw: dict[str, Any], index: int, entry_id: str, meta: Mapping[str, Any]
+) -> Callable[[], CAIU]:
+    """How the export finds what a card-book entry was imported as (its baseline)."""
+    book = meta.get("book") if meta.get("format") == CHARACTER_BOOK else None
+    rules = BookRules.of(book if isinstance(book, dict) else {})
+    return lambda: _book_entry_to_caiu(raw, index, entry_id, [], rules)
 
 
 def _book_fallback_index(meta: Mapping[str, Any], entry: CAIU, position: int) -> int:
@@ -283,13 +428,18 @@ def _wi_form(
     """The world-info entry of a CAIU and the key it is stored under."""
     raw = _raw_entry(entry)
     _warn_lost(entry, warnings)
+    imported = None
     if raw is None:
         base: dict[str, Any] = {"uid": allocator.take()}
     elif is_book_entry(raw):
-        base = book_entry_to_wi(raw, _book_fallback_index(meta, entry, position))
+        index = _book_fallback_index(meta, entry, position)
+        base = book_entry_to_wi(raw, index)
+        imported = _imported_as(raw, index, entry.id, meta)
     else:
         base = raw
-    out = overlay_wi_entry(base, entry, fill_defaults=fill_defaults, warnings=warnings)
+    out = overlay_wi_entry(
+        base, entry, fill_defaults=fill_defaults, warnings=warnings, imported=imported
+    )
     keys = meta.get("entry_keys") if meta.get("format") == WORLD_INFO else None
     key = keys.get(entry.id) if isinstance(keys, dict) else None
     if key is None:
@@ -307,6 +457,11 @@ def _renamed(kb: KnowledgeBase, meta: Mapping[str, Any], book: dict[str, Any]) -
         book["name"] = kb.kb_displayName
     if kb.kb_description != meta.get("description", kb.kb_description):
         book["description"] = kb.kb_description
+    if meta.get("format") == CHARACTER_BOOK and kb.token_budget != BookRules.of(book).token_budget:
+        if kb.token_budget is None:
+            book.pop("token_budget", None)
+        else:
+            book["token_budget"] = kb.token_budget
 
 
 def export_world_info(
@@ -360,8 +515,10 @@ def export_character_book(
         raw = _raw_entry(entry)
         if raw is not None and is_book_entry(raw):
             _warn_lost(entry, notes)
-            base = book_entry_to_wi(raw, _book_fallback_index(meta, entry, position))
-            changes = changed_wi_fields(base, entry, notes)
+            index = _book_fallback_index(meta, entry, position)
+            base = book_entry_to_wi(raw, index)
+            imported = _imported_as(raw, index, entry.id, meta)
+            changes = changed_wi_fields(base, entry, notes, imported=imported)
             if "characterFilter" in changes:
                 notes.append(f"entry {entry.id}: a card book has no character filter; dropped")
             out_entries.append(apply_wi_changes(raw, changes))
@@ -381,3 +538,21 @@ def export_character_book(
     for skipped in meta.get("skipped_entries") or []:
         notes.append(f"entry {skipped.get('key')} was unreadable at import; not in the card book")
     return {"entries": out_entries, "name": kb.kb_displayName}
+
+
+LOREBOOK_V3_SPEC = "lorebook_v3"
+
+
+def export_lorebook_v3(kb: KnowledgeBase, *, warnings: list[str] | None = None) -> dict[str, Any]:
+    """``kb`` as a Character Card V3 lorebook file, ``{"spec": "lorebook_v3", "data"}``.
+
+    A book imported from such a file gets its wrapper back as it was (other top-level keys
+    included); any other KB gets the spec's two keys around its card-book form.
+    """
+    meta = _meta(kb)
+    document = meta.get("document")
+    out: dict[str, Any] = (
+        copy.deepcopy(document) if isinstance(document, dict) else {"spec": LOREBOOK_V3_SPEC}
+    )
+    out["data"] = export_character_book(kb, warnings=warnings)
+    return out

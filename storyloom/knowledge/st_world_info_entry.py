@@ -15,7 +15,7 @@ null against 0), and an edit in storyloom shows up in the field it belongs to.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from storyloom.knowledge.caiu import (
@@ -30,6 +30,7 @@ from storyloom.knowledge.caiu import (
     SecondaryLogic,
     UsageMetadata,
 )
+from storyloom.knowledge.st_decorators import apply_decorators, decorated_content
 from storyloom.sillytavern.world_info_entry import (
     CHARACTER_FILTER_DEFAULT,
     WI_ENTRY_TEMPLATE,
@@ -207,7 +208,7 @@ def wi_entry_to_caiu(
         role=role,
         outlet_name=_value(entry, "outletName"),
     )
-    return CAIU(
+    caiu = CAIU(
         id=entry_id,
         displayName=display_name_from_comment(comment),
         content=Content(value=_value(entry, "content")),
@@ -220,6 +221,8 @@ def wi_entry_to_caiu(
         ),
         extensions={EXTENSION_KEY: copy.deepcopy(dict(raw))},
     )
+    apply_decorators(caiu, label, notes)
+    return caiu
 
 
 def _comment_of(entry: CAIU, original: Any) -> str:
@@ -230,9 +233,14 @@ def _comment_of(entry: CAIU, original: Any) -> str:
     return entry.displayName or ""
 
 
-def _kept_comment(entry: CAIU) -> Any:
+def _kept_entry(entry: CAIU) -> dict[str, Any] | None:
     raw = entry.extensions.get(EXTENSION_KEY)
-    return raw.get("comment") if isinstance(raw, dict) else None
+    return raw if isinstance(raw, dict) else None
+
+
+def _kept_comment(entry: CAIU) -> Any:
+    raw = _kept_entry(entry)
+    return raw.get("comment") if raw is not None else None
 
 
 def caiu_to_wi_fields(entry: CAIU, warnings: list[str] | None = None) -> dict[str, Any]:
@@ -252,7 +260,7 @@ def caiu_to_wi_fields(entry: CAIU, warnings: list[str] | None = None) -> dict[st
         "key": list(act.keywords),
         "keysecondary": list(act.secondary_keywords),
         "comment": _comment_of(entry, _kept_comment(entry)),
-        "content": entry.content.value or "",
+        "content": decorated_content(entry, _kept_entry(entry)),
         "constant": act.constant,
         "vectorized": act.use_semantic_search,
         "selective": act.selective,
@@ -307,11 +315,20 @@ def unrepresentable(entry: CAIU) -> list[str]:
 
 
 def changed_wi_fields(
-    base: Mapping[str, Any], entry: CAIU, warnings: list[str] | None = None
+    base: Mapping[str, Any],
+    entry: CAIU,
+    warnings: list[str] | None = None,
+    *,
+    imported: Callable[[], CAIU] | None = None,
 ) -> dict[str, Any]:
-    """The SillyTavern fields whose value in ``entry`` differs from what ``base`` gives."""
+    """The SillyTavern fields whose value in ``entry`` differs from what ``base`` gives.
+
+    ``imported`` makes the CAIU ``base`` was imported as, where more than the entry went
+    into it (a card book's own settings); by default ``base`` is converted alone.
+    """
     try:
-        baseline = caiu_to_wi_fields(wi_entry_to_caiu(base, entry_id=entry.id))
+        before = imported() if imported is not None else wi_entry_to_caiu(base, entry_id=entry.id)
+        baseline = caiu_to_wi_fields(before)
     except ValueError:
         # The kept entry was damaged by hand: every modelled field is written anew.
         baseline = {}
@@ -329,6 +346,7 @@ def overlay_wi_entry(
     *,
     fill_defaults: bool = True,
     warnings: list[str] | None = None,
+    imported: Callable[[], CAIU] | None = None,
 ) -> dict[str, Any]:
     """``base`` (a world-info entry) with the changes of ``entry`` written into it.
 
@@ -336,7 +354,7 @@ def overlay_wi_entry(
     default, which is what SillyTavern itself saves after loading an old entry.
     """
     out = copy.deepcopy(dict(base))
-    for name, value in changed_wi_fields(base, entry, warnings).items():
+    for name, value in changed_wi_fields(base, entry, warnings, imported=imported).items():
         if name == "characterFilter" and value is None:
             value = CHARACTER_FILTER_DEFAULT
         out[name] = copy.deepcopy(value)

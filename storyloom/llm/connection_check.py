@@ -32,6 +32,8 @@ class ConnectionReport(BaseModel):
     latency_ms: float | None = None
     models: list[str] | None = None
     dimensions: int | None = None
+    warning: str | None = None
+    """Worth knowing though the check passed (a model the endpoint does not list)."""
 
 
 def _failure(error: LLMError, role: str | None, **extra: Any) -> ConnectionReport:
@@ -64,6 +66,7 @@ async def check_chat_endpoint(endpoint: ChatEndpoint, role: str | None = None) -
     """
     probe_endpoint = endpoint.model_copy(update={"max_retries": 0})
     models: list[str] | None = None
+    warning: str | None = None
     try:
         async with ChatClient(probe_endpoint) as client:
             try:
@@ -73,15 +76,11 @@ async def check_chat_endpoint(endpoint: ChatEndpoint, role: str | None = None) -
                 if error.status_code not in (404, 405, 403):
                     return _failure(error, role)
             if models and not _lists_model(models, endpoint.model):
-                return ConnectionReport(
-                    ok=False,
-                    role=role,
-                    kind="model_not_found",
-                    message=(
-                        f"{endpoint.base_url} does not offer model '{endpoint.model}'; it lists "
-                        f"{_shown(models)}. Pick one of those, or pull/load the model there."
-                    ),
-                    models=models,
+                # Not refused: routers and proxies answer to models they do not list.
+                # The probe below says whether it answers.
+                warning = (
+                    f"{endpoint.base_url} does not list model '{endpoint.model}'; it lists "
+                    f"{_shown(models)}."
                 )
             started = time.perf_counter()
             try:
@@ -93,6 +92,14 @@ async def check_chat_endpoint(endpoint: ChatEndpoint, role: str | None = None) -
                 result = await client.complete(_PROBE, max_tokens=None, max_completion_tokens=16)
             latency_ms = (time.perf_counter() - started) * 1000
     except LLMError as error:
+        if warning is not None and error.kind == "model_not_found":
+            return ConnectionReport(
+                ok=False,
+                role=role,
+                kind=error.kind,
+                message=f"{warning} Pick one of those, or pull/load the model there.",
+                models=models,
+            )
         return _failure(error, role, models=models)
     except Exception as exc:
         return _unexpected(exc, endpoint.base_url or "the endpoint", role)
@@ -103,6 +110,7 @@ async def check_chat_endpoint(endpoint: ChatEndpoint, role: str | None = None) -
         message=f"Connected to {endpoint.base_url}: model {model} answered in {latency_ms:.0f} ms.",
         latency_ms=latency_ms,
         models=models,
+        warning=None if warning is None else f"{warning} It answered all the same.",
     )
 
 

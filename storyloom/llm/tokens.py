@@ -24,6 +24,7 @@ __all__ = [
     "TOKENS_PER_MESSAGE",
     "TOKENS_PER_NAME",
     "TOKENS_REPLY_PRIMER",
+    "MessageCounting",
     "TokenCounter",
     "encoding_for_model",
     "token_counter",
@@ -107,45 +108,18 @@ _COUNT_CACHE_ENTRIES = 20_000
 """Texts whose counts a counter keeps (then it starts over)."""
 
 
-class TokenCounter:
-    """Counts tokens with one encoding. Get one from :func:`token_counter` (cached)."""
+class MessageCounting:
+    """Chat-message counting on top of a ``count(text)``: OpenAI's per-message rule."""
 
-    def __init__(self, encoding_name: str) -> None:
-        self.encoding_name = encoding_name
-        self._encoding = _encoding(encoding_name)
-        # A chat counts the same history messages every turn: their counts are kept.
-        self._counts: dict[str, int] = {}
+    _name: str = "unnamed"
 
-    def __repr__(self) -> str:
-        return f"TokenCounter({self.encoding_name!r})"
+    @property
+    def name(self) -> str:
+        """Which tokenizer counts, for people (the prompt inspector shows it)."""
+        return self._name
 
     def count(self, text: str) -> int:
-        """Tokens in ``text``; special-token strings such as ``<|endoftext|>`` count as text."""
-        if not text:
-            return 0
-        known = self._counts.get(text)
-        if known is not None:
-            return known
-        if len(text) <= _PIECE_CHARS:
-            count = len(self._encoding.encode_ordinary(text))
-        else:
-            count = sum(len(self._encoding.encode_ordinary(piece)) for piece in _pieces(text))
-        if len(self._counts) >= _COUNT_CACHE_ENTRIES:
-            self._counts.clear()
-        self._counts[text] = count
-        return count
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (for truncation); special-token strings count as text."""
-        ids: list[int] = []
-        for piece in _pieces(text) if len(text) > _PIECE_CHARS else (text,):
-            ids.extend(self._encoding.encode_ordinary(piece))
-        return ids
-
-    def decode(self, tokens: Sequence[int]) -> str:
-        """Text of token ids."""
-        text: str = self._encoding.decode(list(tokens))
-        return text
+        raise NotImplementedError
 
     def count_message(self, message: Mapping[str, Any]) -> int:
         """Tokens one chat message costs, format overhead included (no reply primer)."""
@@ -189,6 +163,48 @@ class TokenCounter:
                     total += self.count(part["text"])
             return total
         return 0
+
+
+class TokenCounter(MessageCounting):
+    """Counts tokens with one encoding. Get one from :func:`token_counter` (cached)."""
+
+    def __init__(self, encoding_name: str) -> None:
+        self.encoding_name = encoding_name
+        self._name = f"openai {encoding_name}"
+        self._encoding = _encoding(encoding_name)
+        # A chat counts the same history messages every turn: their counts are kept.
+        self._counts: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"TokenCounter({self.encoding_name!r})"
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text``; special-token strings such as ``<|endoftext|>`` count as text."""
+        if not text:
+            return 0
+        known = self._counts.get(text)
+        if known is not None:
+            return known
+        if len(text) <= _PIECE_CHARS:
+            count = len(self._encoding.encode_ordinary(text))
+        else:
+            count = sum(len(self._encoding.encode_ordinary(piece)) for piece in _pieces(text))
+        if len(self._counts) >= _COUNT_CACHE_ENTRIES:
+            self._counts.clear()
+        self._counts[text] = count
+        return count
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (for truncation); special-token strings count as text."""
+        ids: list[int] = []
+        for piece in _pieces(text) if len(text) > _PIECE_CHARS else (text,):
+            ids.extend(self._encoding.encode_ordinary(piece))
+        return ids
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Text of token ids."""
+        text: str = self._encoding.decode(list(tokens))
+        return text
 
 
 _COUNTERS: dict[str, TokenCounter] = {}

@@ -9,18 +9,27 @@ failed import leaves the project exactly as it was.
 
 A SillyTavern chat becomes a conversation when the caller passes ``chat_importer`` (the
 chat engine sits a layer above this module, so the caller hands it in); without one the
-chat is checked and kept as a ``.jsonl`` file under ``imports/chats/``.
+chat is checked and kept as a ``.jsonl`` file under ``imports/chats/``. Books and chats
+take the name the file gives them (the book's ``name``, the card's name, the chat's
+character and date), not the file's name.
+
+Duplicates: a book whose entries are exactly those of a KB already here (compared by
+:func:`entries_fingerprint`) is not stored again unless the caller asks for both
+(``on_duplicate="keep_both"``); the summary lists it either way. A card's own book is
+bound to its character (``knowledge_bases`` of the character file), the existing copy
+when its book was already here, so importing a card twice does not import its book twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import zipfile
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
 from storyloom.knowledge.activation import ActivationEngine
@@ -57,7 +66,9 @@ PRESETS_DIR = "presets/characters"
 CHATS_DIR = "imports/chats"
 
 ChatImporter = Callable[[ChatLog, str], str]
-"""Makes a parsed chat a conversation: (chat, title) → the new conversation's id."""
+"""Makes a parsed chat a conversation: (chat, title; "" names it from the chat) → the new
+conversation's id."""
+OnDuplicate = Literal["keep_existing", "keep_both"]
 
 
 @dataclass
@@ -66,6 +77,18 @@ class CreatedKnowledgeBase:
     display_name: str
     entry_count: int
     folder: str
+
+
+@dataclass
+class DuplicateKnowledgeBase:
+    """A book of the file whose entries a KB here already has."""
+
+    display_name: str
+    existing_kb_id: str
+    existing_name: str
+    kept: Literal["existing", "both"]
+    new_kb_id: str | None = None
+    """With ``kept == "both"``: the copy just imported."""
 
 
 @dataclass
@@ -80,6 +103,25 @@ class ImportSummary:
     conversation_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     reembed_needed: bool = False
+    duplicates: list[DuplicateKnowledgeBase] = field(default_factory=list)
+
+
+_VOLATILE = ("created_at", "updated_at")
+
+
+def entries_fingerprint(kb: KnowledgeBase) -> str:
+    """A hash of a KB's entries (their order and every field but the times they were
+    written): two KBs with the same fingerprint hold the same lore."""
+    entries = []
+    for entry in kb.entries:
+        data = entry.model_dump(mode="json", by_alias=True)
+        meta = data.get("management_metadata")
+        if isinstance(meta, dict):
+            for key in _VOLATILE:
+                meta.pop(key, None)
+        entries.append(data)
+    text = json.dumps(entries, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _serialised(path: Path, where: str, value: Any, *, indent: int | None = 2) -> bytes:
@@ -111,12 +153,15 @@ def import_knowledge_file(
     available_model_ids: Collection[str] = (),
     display_name: str | None = None,
     chat_importer: ChatImporter | None = None,
+    existing: Sequence[KnowledgeBase] = (),
+    on_duplicate: OnDuplicate = "keep_existing",
 ) -> ImportSummary:
     """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a ``.ctkbz``).
 
     Everything is parsed, validated and serialised before the first write; the files are
     then written aside and moved into place together (:mod:`import_staging`), and a
-    failure leaves the project (or the global folder) as it was.
+    failure leaves the project (or the global folder) as it was. ``existing``: the KBs
+    already here, which a book of the file may duplicate (see the module's docstring).
     """
     if path.suffix.lower() == PACKAGE_SUFFIX:
         return _import_package(path, project_dir, global_folder, database, available_model_ids)
@@ -129,9 +174,30 @@ def import_knowledge_file(
     kb_parent = project_dir / LOCAL_KB_DIR if project_dir is not None else global_folder
     taken = {p.name for p in kb_parent.iterdir()} if kb_parent.is_dir() else set()
     local_folders: list[tuple[Path, str]] = []
+    known = {entries_fingerprint(kb): kb for kb in reversed(existing) if kb.entries}
+    book = result.character_book
+    book_id = book.kb_id if book is not None else None
     for number, kb in enumerate(result.knowledge_bases):
         if display_name and len(result.knowledge_bases) == 1:
             kb.kb_displayName = display_name
+        same = known.get(entries_fingerprint(kb)) if kb.entries else None
+        if same is not None:
+            kept: Literal["existing", "both"] = (
+                "both" if on_duplicate == "keep_both" else "existing"
+            )
+            summary.duplicates.append(
+                DuplicateKnowledgeBase(
+                    kb.display_name,
+                    same.kb_id,
+                    same.display_name,
+                    kept,
+                    kb.kb_id if kept == "both" else None,
+                )
+            )
+            if kept == "existing":
+                if kb is book:
+                    book_id = same.kb_id
+                continue
         summary.warnings.extend(unusable_keys(kb))
         folder = kb_parent / folder_slug(kb.kb_displayName or kb.kb_id, taken)
         taken.add(folder.name)
@@ -139,6 +205,8 @@ def import_knowledge_file(
         local_folders.append((folder, kb.kb_displayName))
         summary.created.append(_created(kb, folder))
     if result.character is not None:
+        # The card's own book is bound to its character, as SillyTavern links it.
+        result.character.knowledge_bases = [book_id] if book_id is not None else []
         base = base_dir / PRESETS_DIR
         names = {p.stem for p in base.glob("*.json")} if base.is_dir() else set()
         # Each name the preset takes (.json, .png, .assets) must be free.
@@ -174,7 +242,7 @@ def import_knowledge_file(
 
     staged.commit(register)
     if result.chat is not None and chat_importer is not None:
-        summary.conversation_id = chat_importer(result.chat, path.stem)
+        summary.conversation_id = chat_importer(result.chat, "")
         summary.chat_messages = len(result.chat.messages)
     return summary
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
+import shutil
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from storyloom.core.errors import (
     Conflict,
     FieldProblem,
     FileFormatError,
+    InvalidInput,
     StoryloomError,
 )
 from storyloom.core.settings import Settings
@@ -41,7 +43,8 @@ from storyloom.knowledge.activation import (
     CharacterContext,
     ScanMessage,
 )
-from storyloom.knowledge.activation_settings import ActivationSettings
+from storyloom.knowledge.activation_calibration import NEUTRAL_TEXTS
+from storyloom.knowledge.activation_settings import ActivationSettings, scan_window_text
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB, Scope
 from storyloom.knowledge.embedding_jobs import EmbeddingJobs
@@ -55,19 +58,29 @@ from storyloom.knowledge.global_library import GLOBAL_DIR, global_folders
 from storyloom.knowledge.hybrid_search import SearchHit, search, semantic_scores
 from storyloom.knowledge.knowledge_base import (
     KNOWLEDGE_FILE,
+    MEDIA_DIR,
     KnowledgeBase,
+    new_kb_id,
     save_knowledge_base,
 )
 from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package
 from storyloom.knowledge.references import ReferenceResolver
-from storyloom.knowledge.search_index import sync_kb
+from storyloom.knowledge.search_index import remove_kb, sync_kb
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.knowledge.variables import lookup_variable, placeholders
 from storyloom.llm.embeddings import EmbeddingProvider
-from storyloom.llm.tokens import token_counter
-from storyloom.project.knowledge_import import ChatImporter, import_knowledge_file
+from storyloom.llm.tokenizers import counter_for
+from storyloom.project.knowledge_import import (
+    ChatImporter,
+    DuplicateKnowledgeBase,
+    OnDuplicate,
+    import_knowledge_file,
+)
 from storyloom.project.project_file import (
     PROJECT_FILE,
+    ProjectFile,
+    load_project,
+    save_project,
 )
 from storyloom.project.project_knowledge import (
     ProjectKnowledge,
@@ -81,6 +94,7 @@ from storyloom.store.database import Database
 Fingerprint = tuple[tuple[str, int, int], ...]
 EMBED_AFTER_WRITE_S = 3.0
 EMBED_BATCH = 8
+WINDOW_VECTORS_KEPT = 256
 
 
 class KnowledgeBaseIsLocal(Conflict):
@@ -115,6 +129,7 @@ class ImportOutcome:
     character_file: Path | None = None
     conversation_id: str | None = None
     warnings: list[str] = field(default_factory=list)
+    duplicates: list[DuplicateKnowledgeBase] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -133,12 +148,6 @@ def _stat(path: Path) -> tuple[str, int, int]:
     except OSError:
         return (str(path), -1, -1)
     return (str(path), st.st_mtime_ns, st.st_size)
-
-
-@functools.lru_cache(maxsize=50_000)
-def _count(encoding_model: tuple[str, str | None], text: str) -> int:
-    model, encoding = encoding_model
-    return token_counter(model, encoding).count(text)
 
 
 class KnowledgeService:
@@ -162,6 +171,11 @@ class KnowledgeService:
         self._version = 0
         self._registry: tuple[str, EmbeddingRegistry] | None = None
         self._scheduled: dict[str, tuple[str, tuple[str, int, int]]] = {}
+        # Per embedding model: its vectors of the calibration's neutral texts.
+        self._neutral: dict[str, list[list[float]]] = {}
+        # (model, scan window) -> its vector: testing activation again on the same chat,
+        # or a reroll, does not embed the window again.
+        self._window_vectors: dict[tuple[str, str], list[float]] = {}
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -207,13 +221,15 @@ class KnowledgeService:
             return snap.derived[key]
 
     def project_kbs(self, kb_ids: Sequence[str] | None) -> list[LoadedKB]:
-        """The KBs named, in catalog order; else every KB the project references (or, in a
-        project that references none, every KB it can see)."""
+        """The KBs named, in the order named (a switched-off KB too: naming it is asking
+        for it); else every enabled KB the project references (or, in a project that
+        references none, every enabled KB it can see)."""
         snap = self.snapshot()
         if kb_ids:
             return [snap.require(kb_id) for kb_id in dict.fromkeys(kb_ids)]
         bases = snap.knowledge.catalog.bases
-        return [b for b in bases if b.reference_ids] or list(bases)
+        referenced = [b for b in bases if b.reference_ids] or list(bases)
+        return [b for b in referenced if b.kb.enabled]
 
     def resolver(self) -> ReferenceResolver:
         """The reference resolver of the current catalog (indexed once per version)."""
@@ -228,8 +244,11 @@ class KnowledgeService:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` with the user LLM's tokenizer (what budgets are counted in)."""
-        llm = self._settings().user_llm
-        return _count((llm.model, llm.token_encoding), text)
+        return counter_for(self._settings().user_llm).count(text)
+
+    def tokenizer_name(self) -> str:
+        """Which tokenizer :meth:`count_tokens` uses (probing the endpoint if need be)."""
+        return counter_for(self._settings().user_llm).name
 
     def entry_tokens(self, kb: KnowledgeBase) -> dict[str, int]:
         return {entry.id: self.count_tokens(entry.text) for entry in kb.entries}
@@ -275,6 +294,91 @@ class KnowledgeService:
             reference_global_knowledge_base(self.project_dir, loaded.kb)
             return self.reload().require(kb_id)
 
+    def update_base(
+        self, kb_id: str, *, display_name: str | None = None, enabled: bool | None = None
+    ) -> LoadedKB:
+        """Rename a KB or switch it on or off (a KB that is off is in no chat)."""
+        with self._lock:
+            kb = self.snapshot().require(kb_id).kb.model_copy(deep=True)
+            if display_name is not None:
+                kb.kb_displayName = display_name
+            if enabled is not None:
+                kb.enabled = enabled
+            return self.replace(kb)
+
+    def duplicate(self, kb_id: str, display_name: str | None = None) -> LoadedKB:
+        """A copy of the KB (entries and media) under a new kb_id, beside the original
+        (in the project or the global folder), bound to nothing."""
+        with self._lock:
+            source = self.snapshot().require(kb_id)
+            copy = source.kb.model_copy(deep=True)
+            copy.kb_id = new_kb_id()
+            copy.kb_displayName = display_name or f"{source.kb.display_name} (copy)"
+            copy.created_at = None
+            created = self.create(copy, source.scope)
+            media = source.folder / MEDIA_DIR
+            if media.is_dir() and any(media.iterdir()):
+                shutil.copytree(media, created.folder / MEDIA_DIR, dirs_exist_ok=True)
+            return created
+
+    def delete_base(self, kb_id: str) -> None:
+        """Remove the KB's folder, its references in project.json (and the global list)
+        and its search index. Whoever else names it (chats, characters) is the caller's
+        business: this layer does not see them."""
+        with self._lock:
+            loaded = self.snapshot().require(kb_id)
+            # Moved aside first (one rename), so a failure below leaves no half a KB.
+            trash = loaded.folder.with_name(f".{loaded.folder.name}.deleted-{uuid.uuid4().hex}")
+            loaded.folder.rename(trash)
+            try:
+                project = load_project(self.project_dir)
+                project.knowledgeBaseReferences = [
+                    r for r in project.knowledgeBaseReferences if r.id not in loaded.reference_ids
+                ]
+                project.globalKnowledgeBases = [
+                    k for k in project.globalKnowledgeBases if k != kb_id
+                ]
+                save_project(self.project_dir, project)
+            except BaseException:
+                trash.rename(loaded.folder)
+                raise
+            shutil.rmtree(trash, ignore_errors=True)
+            self.reload()
+        remove_kb(self.database, kb_id)
+
+    # -- lore scopes ---------------------------------------------------------------------
+
+    def global_lore(self) -> list[str]:
+        """kb_ids of the project's global list (on in every chat)."""
+        return list(self.snapshot().knowledge.project.globalKnowledgeBases)
+
+    def set_lore_settings(
+        self,
+        *,
+        global_kb_ids: Sequence[str] | None = None,
+        insertion_strategy: str | None = None,
+    ) -> ProjectFile:
+        """Set the project's global list (each kb_id must name a KB) and/or the insertion
+        strategy; :class:`InvalidInput` names a kb_id that does not exist."""
+        with self._lock:
+            snap = self.snapshot()
+            project = load_project(self.project_dir)
+            if global_kb_ids is not None:
+                unknown = [k for k in global_kb_ids if snap.knowledge.catalog.get(k) is None]
+                if unknown:
+                    problems = [
+                        FieldProblem("global_knowledge_bases", f"no knowledge base has kb_id {k}")
+                        for k in unknown
+                    ]
+                    raise InvalidInput.of("global lore", problems)
+                project.globalKnowledgeBases = list(dict.fromkeys(global_kb_ids))
+            if insertion_strategy is not None:
+                settings = project.activationSettings.model_dump()
+                settings["insertion_strategy"] = insertion_strategy
+                project.activationSettings = ActivationSettings.model_validate(settings)
+            save_project(self.project_dir, project)
+            return self.reload().knowledge.project
+
     # -- activation --------------------------------------------------------------------
 
     def activation_settings(self, overrides: Mapping[str, Any]) -> ActivationSettings:
@@ -283,9 +387,14 @@ class KnowledgeService:
         return ActivationSettings.model_validate({**base, **overrides})
 
     def engine(
-        self, kbs: Sequence[LoadedKB], settings: ActivationSettings, variables: Mapping[str, Any]
+        self,
+        kbs: Sequence[LoadedKB],
+        settings: ActivationSettings,
+        variables: Mapping[str, Any],
+        kb_rank: Mapping[str, int] | None = None,
     ) -> ActivationEngine:
-        """A compiled engine for these KBs, with references resolved in entry texts."""
+        """A compiled engine for these KBs, with references resolved in entry texts;
+        ``kb_rank`` orders whole books before priority (a chat's lore scopes)."""
         resolver = self.resolver()
         kb_ids = tuple(b.kb_id for b in kbs)
         # Only the variables the entries' texts name go into the key: a chat changes its
@@ -312,17 +421,25 @@ class KnowledgeService:
         def render(kb: KnowledgeBase, entry: CAIU) -> str:
             return resolver.resolve_entry(kb.kb_id, entry.id, variables=at_compile).text
 
+        llm = self._settings().user_llm
         key = (
             "engine",
+            # Entry token counts are cached in the engine: another tokenizer, another one.
+            (llm.tokenizer, llm.tokenizer_model, llm.token_encoding, llm.model, llm.base_url),
             kb_ids,
             settings.model_dump_json(),
             json.dumps(values, sort_keys=True, default=str),
             resolver.max_depth,
+            tuple(sorted((kb_rank or {}).items())),
         )
         engine: ActivationEngine = self.cached(
             key,
             lambda: ActivationEngine(
-                [b.kb for b in kbs], settings, count_tokens=self.count_tokens, render=render
+                [b.kb for b in kbs],
+                settings,
+                count_tokens=self.count_tokens,
+                render=render,
+                kb_rank=kb_rank,
             ),
         )
         return engine
@@ -344,6 +461,7 @@ class KnowledgeService:
         chat_length: int | None = None,
         timed_state: TimedEffectsState | None = None,
         generation_type: str = "normal",
+        kb_rank: Mapping[str, int] | None = None,
     ) -> tuple[ActivationEngine, ActivationResult, list[str]]:
         """Run one scan; semantic entries get scores from the chat's newest messages.
 
@@ -354,7 +472,7 @@ class KnowledgeService:
         """
         problems: list[str] = []
         if engine is None:
-            engine = await asyncio.to_thread(self.engine, kbs, settings, variables)
+            engine = await asyncio.to_thread(self.engine, kbs, settings, variables, kb_rank)
         scores = await self._semantic_scores(kbs, settings, messages, problems)
         request = ActivationRequest(
             messages=list(messages),
@@ -377,29 +495,44 @@ class KnowledgeService:
         messages: Sequence[ScanMessage],
         problems: list[str],
     ) -> dict[tuple[str, str], float]:
+        # Only books with vector activation on are compared (as SillyTavern's Vector
+        # Storage, off by default); only the scan window is embedded, never the chat.
         semantic = {
             b.kb_id: [
                 (b.kb_id, e.id) for e in b.kb.entries if e.activation_criteria.use_semantic_search
             ]
             for b in kbs
+            if b.kb.vector_activation
         }
-        wanted = [b for b in kbs if semantic[b.kb_id]]
-        window = messages[-settings.scan_depth :] if settings.scan_depth else []
-        query = "\n".join(m.text for m in window).strip()
-        if not wanted or not query:
+        wanted = [b for b in kbs if semantic.get(b.kb_id)]
+        if not wanted:
+            return {}
+        query = scan_window_text(messages, settings)
+        if not query:
             return {}
         scores: dict[tuple[str, str], float] = {}
         for model_id, (provider, group) in self._by_model(wanted, problems).items():
             if provider is None:
                 continue
             try:
-                vector = await provider.embed_query(query)
+                vector = self._window_vectors.get((model_id, query))
+                if vector is None:
+                    vector = await provider.embed_query(query)
+                    if len(self._window_vectors) >= WINDOW_VECTORS_KEPT:
+                        self._window_vectors.clear()
+                    self._window_vectors[(model_id, query)] = vector
+                neutral = self._neutral.get(model_id)
+                if neutral is None:
+                    neutral = [await provider.embed_query(text) for text in NEUTRAL_TEXTS]
+                    self._neutral[model_id] = neutral
             except Exception as exc:  # a dead endpoint must not fail the whole test
                 problems.append(f"semantic activation skipped: {exc}")
                 continue
             keys = [key for b in group for key in semantic[b.kb_id]]
             scores.update(
-                await asyncio.to_thread(semantic_scores, self.database, vector, keys, model_id)
+                await asyncio.to_thread(
+                    semantic_scores, self.database, vector, keys, model_id, neutral
+                )
             )
         return scores
 
@@ -462,7 +595,13 @@ class KnowledgeService:
         """Before a scan: embed what the semantic entries of ``kbs`` lack. Without a
         usable model nothing happens; those entries are then skipped and keywords still
         work."""
-        if not any(e.activation_criteria.use_semantic_search for b in kbs for e in b.kb.entries):
+        kbs = [
+            b
+            for b in kbs
+            if b.kb.vector_activation
+            and any(e.activation_criteria.use_semantic_search for e in b.kb.entries)
+        ]
+        if not kbs:
             return
         with contextlib.suppress(StoryloomError):
             await self.embed_now(kbs)
@@ -615,8 +754,10 @@ class KnowledgeService:
         scope: Scope,
         *,
         chat_importer: ChatImporter | None = None,
+        on_duplicate: OnDuplicate = "keep_existing",
     ) -> ImportOutcome:
-        """Store an uploaded SillyTavern file or ``.ctkbz`` package as new KBs.
+        """Store an uploaded SillyTavern file or ``.ctkbz`` package as new KBs; a book
+        whose entries a KB here already has is stored again only with ``keep_both``.
 
         ``upload`` sits alone in a temporary folder; it takes the uploaded file's name
         there, since the importers report problems by file name and read the suffix.
@@ -634,6 +775,8 @@ class KnowledgeService:
                 database=self.database,
                 available_model_ids=self.registry().model_ids() if is_package else (),
                 chat_importer=chat_importer,
+                existing=self.snapshot().knowledge.catalog.knowledge_bases(),
+                on_duplicate=on_duplicate,
             )
             snap = self.reload()
         return ImportOutcome(
@@ -643,6 +786,7 @@ class KnowledgeService:
             character_file=Path(summary.character_file) if summary.character_file else None,
             conversation_id=summary.conversation_id,
             warnings=summary.warnings,
+            duplicates=summary.duplicates,
         )
 
     def export_package_bytes(self, loaded: LoadedKB) -> tuple[bytes, list[str]]:

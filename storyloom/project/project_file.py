@@ -1,8 +1,9 @@
 """``project.json`` (seed 000 section 3.2) and the project layout (section 3.1).
 
 Field names follow the seed (camelCase). ``embeddingModelId`` (the project's default
-embedding model, seed 2.2) and ``activationSettings`` (World Info settings per project)
-are storyloom additions; unknown fields are kept.
+embedding model, seed 2.2), ``activationSettings`` (World Info settings per project) and
+``globalKnowledgeBases`` (the books every chat scans) are storyloom additions; unknown
+fields are kept.
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ class ProjectFile(_Open):
     )
     activationSettings: ActivationSettings = Field(
         default_factory=ActivationSettings, description="World Info settings of this project"
+    )
+    globalKnowledgeBases: list[str] = Field(
+        default_factory=list,
+        description="kb_ids of the books scanned in every chat of the project (global lore, "
+        "SillyTavern's active world list)",
     )
     customMetadata: dict[str, Any] = Field(default_factory=dict)
 

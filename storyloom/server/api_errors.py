@@ -8,6 +8,7 @@ error                  status  envelope
 =====================  ======  ============================================================
 ``NotFound``           404     message
 ``Conflict``           409     message, and ``version`` (top level) when it has one
+``UploadTooLarge``     413     message (an upload over the server's size limit)
 ``InvalidInput``       422     message and ``problems``: ``{field, reason}`` each
 ``WorkflowInvalid``    422     message, ``problems``, and every graph problem in full
 ``Unavailable``        503     message (a model endpoint down, something not set up)
@@ -49,6 +50,10 @@ from storyloom.llm.errors import LLMError
 from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
 
 
+class UploadTooLarge(StoryloomError):
+    """An upload over the size this server takes (``file_transfer.too_large`` says so)."""
+
+
 class Problem(BaseModel):
     field: str
     reason: str
@@ -75,11 +80,17 @@ class WorkflowInvalidBody(ErrorBody):
     problems: list[WorkflowProblem]
 
 
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses=``: each of ``statuses`` answers with the error envelope."""
+    return {status: {"model": ErrorBody} for status in statuses}
+
+
 # Checked in order: the first kind an error is decides its status. ``Unavailable`` comes
 # before ``LLMError`` so an unreachable endpoint is a 503, not a 502.
 STATUS_OF_KIND: tuple[tuple[type[StoryloomError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
+    (UploadTooLarge, 413),
     (InvalidInput, 422),
     (WorkflowInvalid, 422),
     (Unavailable, 503),

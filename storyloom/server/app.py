@@ -10,7 +10,18 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from storyloom import __version__
-from storyloom.server import chat_api, health, knowledge_api, settings_api, workflow_api, ws
+from storyloom.server import (
+    character_api,
+    chat_api,
+    group_api,
+    health,
+    knowledge_api,
+    lore_api,
+    persona_api,
+    settings_api,
+    workflow_api,
+    ws,
+)
 from storyloom.server.api_errors import install_error_handlers
 from storyloom.server.json_text import LoneSurrogates
 from storyloom.server.limits import BodyLimit, RequestLimits
@@ -71,6 +82,10 @@ def create_app(
     app.include_router(workflow_api.router)
     app.include_router(chat_api.router)
     app.include_router(chat_api.presets_router)
+    app.include_router(group_api.router)
+    app.include_router(character_api.router)
+    app.include_router(persona_api.router)
+    app.include_router(lore_api.router)
     app.include_router(ws.router)
     mount_web_app(app, static_dir)
     # Innermost of the three: only a request the guards let through has its body read.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -19,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Query, Request, Response, UploadFile
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.export import export_personalab
@@ -33,7 +31,12 @@ from storyloom.chat.personalab.library import (
 )
 from storyloom.chat.personalab.memory_update import MemoryProposal
 from storyloom.chat.personalab.summaries import SeedOrder
-from storyloom.chat.service.conversations import ChatService
+from storyloom.chat.prompt.skein_builder import (
+    DEFAULT_PROMPT_ORDER,
+    DEFAULT_PROMPTS,
+    PresetPrompt,
+    PromptOrderEntry,
+)
 from storyloom.chat.service.reply_run import inspector_view, message_ids
 from storyloom.chat.store.conversation import Conversation, ConversationSettings
 from storyloom.chat.store.message import Message
@@ -42,18 +45,12 @@ from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import ChatError, ConversationSummary, TreeNode, TurnTree
 from storyloom.core.errors import InvalidInput, NotFound
 from storyloom.knowledge.st_import import import_sillytavern_bytes
-from storyloom.server.api_errors import ErrorBody, error_response, field_errors, upload_errors
+from storyloom.llm.tokenizers import counter_for
+from storyloom.server.api_errors import error_responses, field_errors, upload_errors
 from storyloom.server.chat_views import ChatView, MessageView, chat_view_json, single_view
-from storyloom.server.file_transfer import (
-    download,
-    image_type,
-    read_upload,
-    too_large,
-    upload_limit,
-    upload_name,
-)
+from storyloom.server.file_transfer import download, image_type, import_upload, read_named_upload
 from storyloom.server.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
-from storyloom.server.state import ServerState
+from storyloom.server.state import ServerState, server_state
 from storyloom.sillytavern.character import CharacterDefinition
 
 router = APIRouter(prefix="/api/chats", tags=["chats"])
@@ -61,25 +58,7 @@ router = APIRouter(prefix="/api/chats", tags=["chats"])
 # WebSocket hub, whose queues belong to the event loop. Reads run in the thread pool.
 presets_router = APIRouter(prefix="/api/presets", tags=["presets"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody},
-    404: {"model": ErrorBody},
-    409: {"model": ErrorBody},
-    422: {"model": ErrorBody},
-}
-
-
-def _state(request: Request) -> ServerState:
-    state: ServerState = request.app.state.storyloom
-    return state
-
-
-def _chat(request: Request) -> ChatService:
-    return _state(request).chat
-
-
-def _tree(request: Request) -> TurnTree:
-    return _state(request).turn_tree
+_ERRORS = error_responses(400, 404, 409, 422)
 
 
 # -- conversations -------------------------------------------------------------------------
@@ -96,8 +75,8 @@ class ConversationList(BaseModel):
 @router.get("", response_model=ConversationList)
 def list_chats(request: Request) -> ConversationList:
     """The project's conversations, most recently changed first."""
-    chat = _chat(request)
-    found = _tree(request).conversations(chat.project_id)
+    state = server_state(request)
+    found = state.turn_tree.conversations(state.chat.project_id)
     return ConversationList(conversations=sorted(found, key=lambda c: -c.updated_at))
 
 
@@ -107,18 +86,20 @@ class NewChat(_Body):
     title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
     user_name: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     persona: str | None = None
+    persona_id: str | None = Field(default=None, description="The persona the chat speaks as")
 
 
 @router.post("", status_code=201, response_model=Conversation, responses=_ERRORS)
 async def create_chat(request: Request, body: NewChat) -> Conversation:
     """A new conversation, from a character preset (its greetings are the first
     messages, alternates as siblings) and optionally a background."""
-    return _chat(request).create_conversation(
+    return server_state(request).chat.create_conversation(
         character_id=body.character_id,
         background_id=body.background_id,
         title=body.title,
         user_name=body.user_name,
         persona=body.persona,
+        persona_id=body.persona_id,
     )
 
 
@@ -134,16 +115,12 @@ class ImportedChatView(BaseModel):
 @router.post("/import", status_code=201, response_model=ImportedChatView, responses=_ERRORS)
 async def import_chat(
     request: Request, file: Annotated[UploadFile, File(description="ST chat or card")]
-) -> ImportedChatView | JSONResponse:
+) -> ImportedChatView:
     """A SillyTavern chat (``.jsonl``) becomes a conversation with its swipes as siblings;
     a character card (PNG, JSON, CHARX) becomes a character preset (its lorebook a
     knowledge base of the project) and a new conversation with it."""
-    state = _state(request)
-    filename = upload_name(file)
-    limit = upload_limit(request)
-    data = await read_upload(file, limit)
-    if data is None:
-        return error_response(413, too_large(filename, limit))
+    state = server_state(request)
+    filename, data = await read_named_upload(request, file)
     # Told apart by content, before anything is written: a world-info book sent here
     # must be refused without landing in the project first.
     with upload_errors(filename):
@@ -168,7 +145,7 @@ async def import_chat(
             state.turn_tree,
             log,
             project_id=state.chat.project_id,
-            title=Path(filename).stem or None,
+            title=None,  # named from the chat: its character and date, not the file
             character=character,
         )
         conversation = state.chat.announce(imported.conversation_id)
@@ -178,12 +155,7 @@ async def import_chat(
             messages=imported.messages,
             siblings=imported.siblings,
         )
-    with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
-        path = Path(tmp) / "upload"
-        path.write_bytes(data)
-        with upload_errors(filename, saved_as=path.with_name(filename)):
-            outcome = await asyncio.to_thread(state.knowledge.import_file, path, filename, "local")
-    state.knowledge.embed_later(outcome.created)
+    outcome = await import_upload(state.knowledge, data, filename)
     if outcome.character_file is None:
         raise InvalidInput(
             f"{filename}: not a chat (.jsonl) or a character card; import it on the Knowledge page"
@@ -206,8 +178,9 @@ def get_chat(
 ) -> Response:
     """The conversation, its messages root → pointer (or the last ``tail`` of them) and
     what lies after the pointer."""
+    state = server_state(request)
     return Response(
-        chat_view_json(_tree(request), _chat(request), conversation_id, tail),
+        chat_view_json(state.turn_tree, state.chat, conversation_id, tail),
         media_type="application/json",
     )
 
@@ -222,10 +195,11 @@ class ChatPatch(_Body):
 
 @router.patch("/{conversation_id}", response_model=Conversation, responses=_ERRORS)
 async def patch_chat(request: Request, conversation_id: str, body: ChatPatch) -> Conversation:
-    chat = _chat(request)
+    state = server_state(request)
+    chat = state.chat
     settings = None
     if body.settings is not None:
-        current = _tree(request).conversation(conversation_id).settings
+        current = state.turn_tree.conversation(conversation_id).settings
         with field_errors("settings", "settings"):
             settings = ConversationSettings.model_validate(
                 {**current.model_dump(mode="json"), **body.settings}
@@ -240,7 +214,7 @@ async def patch_chat(request: Request, conversation_id: str, body: ChatPatch) ->
 
 @router.delete("/{conversation_id}", status_code=204, responses=_ERRORS)
 async def delete_chat(request: Request, conversation_id: str) -> Response:
-    await _chat(request).delete_conversation(conversation_id)
+    await server_state(request).chat.delete_conversation(conversation_id)
     return Response(status_code=204)
 
 
@@ -254,7 +228,10 @@ class SendBody(_Body):
 
 class SendAccepted(BaseModel):
     user_message: MessageView
-    assistant_message: MessageView = Field(description="The reply, status streaming")
+    assistant_message: MessageView | None = Field(
+        description="The reply, status streaming; None: nobody answers (a group chat in "
+        "manual order, or every member muted)"
+    )
     version: int
 
 
@@ -263,14 +240,18 @@ class SendAccepted(BaseModel):
 )
 async def send(request: Request, conversation_id: str, body: SendBody) -> SendAccepted:
     """Save the user's message, start the reply (its text streams over the WebSocket)."""
-    state = _state(request)
+    state = server_state(request)
     result = await state.chat.send(
         conversation_id, body.text, expected_version=body.expected_version
     )
     tree = state.turn_tree
     return SendAccepted(
         user_message=single_view(tree, result.user_message),
-        assistant_message=single_view(tree, result.assistant_message),
+        assistant_message=(
+            None
+            if result.assistant_message is None
+            else single_view(tree, result.assistant_message)
+        ),
         version=result.version,
     )
 
@@ -293,12 +274,18 @@ class TurnAccepted(BaseModel):
     version: int
 
 
+def _accepted(state: ServerState, conversation_id: str, message: Message) -> TurnAccepted:
+    """``message``, just written or changed, and the conversation's version after it."""
+    version = state.turn_tree.conversation(conversation_id).version
+    return TurnAccepted(message=single_view(state.turn_tree, message), version=version)
+
+
 @router.post(
     "/{conversation_id}/generate", status_code=202, response_model=TurnAccepted, responses=_ERRORS
 )
 async def generate(request: Request, conversation_id: str, body: GenerateBody) -> TurnAccepted:
     """Write a reply, a new swipe (also "retry" of a failed reply) or more of a reply."""
-    state = _state(request)
+    state = server_state(request)
     message = await state.chat.generate(
         conversation_id,
         parent_id=body.parent_id,
@@ -306,8 +293,7 @@ async def generate(request: Request, conversation_id: str, body: GenerateBody) -
         kind=body.kind,
         expected_version=body.expected_version,
     )
-    version = state.turn_tree.conversation(conversation_id).version
-    return TurnAccepted(message=single_view(state.turn_tree, message), version=version)
+    return _accepted(state, conversation_id, message)
 
 
 class Stopped(BaseModel):
@@ -318,7 +304,7 @@ class Stopped(BaseModel):
 @router.post("/{conversation_id}/stop", response_model=Stopped, responses=_ERRORS)
 async def stop(request: Request, conversation_id: str) -> Stopped:
     """Stop the reply being written; what arrived is kept, marked partial."""
-    state = _state(request)
+    state = server_state(request)
     state.turn_tree.conversation(conversation_id)
     message = await state.chat.stop(conversation_id)
     version = state.turn_tree.conversation(conversation_id).version
@@ -334,7 +320,7 @@ class PointerBody(_Body):
 @router.post("/{conversation_id}/pointer", response_model=Conversation, responses=_ERRORS)
 async def move_pointer(request: Request, conversation_id: str, body: PointerBody) -> Conversation:
     """Time travel / branch from here: the pointer moves, nothing is deleted."""
-    return _chat(request).set_pointer(
+    return server_state(request).chat.set_pointer(
         conversation_id, body.message_id, expected_version=body.expected_version
     )
 
@@ -348,13 +334,18 @@ class SwipeBody(_Body):
 @router.post("/{conversation_id}/swipe", response_model=Conversation, responses=_ERRORS)
 async def swipe(request: Request, conversation_id: str, body: SwipeBody) -> Conversation:
     """Show sibling ``to_index`` of any message; the pointer follows its branch down."""
-    return _chat(request).swipe(
+    return server_state(request).chat.swipe(
         conversation_id, body.message_id, body.to_index, expected_version=body.expected_version
     )
 
 
 class EditBody(_Body):
     content: str
+    mode: Literal["in_place", "branch"] = Field(
+        default="branch",
+        description="in_place: rewrite the message and keep what follows (its old text is "
+        "kept as a version); branch: a new sibling with the new text",
+    )
     expected_version: int | None = None
 
 
@@ -366,13 +357,91 @@ class EditBody(_Body):
 async def edit(
     request: Request, conversation_id: str, message_id: str, body: EditBody
 ) -> TurnAccepted:
-    """A new sibling with the new text (the old one stays, a swipe away)."""
-    state = _state(request)
-    message = state.chat.edit_message(
-        conversation_id, message_id, body.content, expected_version=body.expected_version
+    """Edit a message: in place (what follows stays; the old text becomes a version) or
+    as a new branch (a new sibling; the old one stays, a swipe away)."""
+    state = server_state(request)
+    if body.mode == "in_place":
+        message = state.chat.rewrite_message(
+            conversation_id, message_id, body.content, expected_version=body.expected_version
+        )
+    else:
+        message = state.chat.edit_message(
+            conversation_id, message_id, body.content, expected_version=body.expected_version
+        )
+    return _accepted(state, conversation_id, message)
+
+
+class RestoreBody(_Body):
+    index: int = Field(ge=0, description="Which earlier version (0 = the oldest)")
+    expected_version: int | None = None
+
+
+@router.post(
+    "/{conversation_id}/messages/{message_id}/restore",
+    response_model=TurnAccepted,
+    responses=_ERRORS,
+)
+async def restore_version(
+    request: Request, conversation_id: str, message_id: str, body: RestoreBody
+) -> TurnAccepted:
+    """An earlier version of the message's text becomes its text again; the text it had
+    is kept as the newest version."""
+    state = server_state(request)
+    message = state.chat.restore_version(
+        conversation_id, message_id, body.index, expected_version=body.expected_version
     )
-    version = state.turn_tree.conversation(conversation_id).version
-    return TurnAccepted(message=single_view(state.turn_tree, message), version=version)
+    return _accepted(state, conversation_id, message)
+
+
+class HiddenBody(_Body):
+    hidden: bool
+    expected_version: int | None = None
+
+
+@router.post(
+    "/{conversation_id}/messages/{message_id}/hidden",
+    response_model=TurnAccepted,
+    responses=_ERRORS,
+)
+async def set_hidden(
+    request: Request, conversation_id: str, message_id: str, body: HiddenBody
+) -> TurnAccepted:
+    """Hide a message from the prompt (SillyTavern's ghost) or show it to the model again;
+    it stays in the chat either way."""
+    state = server_state(request)
+    message = state.chat.set_hidden(
+        conversation_id, message_id, body.hidden, expected_version=body.expected_version
+    )
+    return _accepted(state, conversation_id, message)
+
+
+class TokenCountBody(_Body):
+    message_ids: list[str] = Field(max_length=500)
+
+
+class TokenCounts(BaseModel):
+    counts: dict[str, int] = Field(description="Message id → tokens of its text")
+    tokenizer: str = Field(description="The encoding that counted")
+
+
+@router.post("/{conversation_id}/token-counts", response_model=TokenCounts, responses=_ERRORS)
+def token_counts(request: Request, conversation_id: str, body: TokenCountBody) -> TokenCounts:
+    """How many tokens each message's text is, counted for the user model (unknown ids,
+    and messages of other conversations, are left out)."""
+    state = server_state(request)
+    tree = state.turn_tree
+    tree.conversation(conversation_id)
+    endpoint = state.settings.user_llm
+    counter = counter_for(endpoint)
+    counts: dict[str, int] = {}
+    for message_id in dict.fromkeys(body.message_ids):
+        try:
+            message = tree.message(message_id)
+        except NotFound:
+            continue
+        if message.conversation_id == conversation_id:
+            counts[message_id] = counter.count(message.content)
+    return TokenCounts(counts=counts, tokenizer=counter.name)
 
 
 @router.delete(
@@ -385,7 +454,7 @@ async def delete_message(
     expected_version: Annotated[int | None, Query()] = None,
 ) -> Conversation:
     """Delete the message and everything under it."""
-    return _chat(request).delete_message(
+    return server_state(request).chat.delete_message(
         conversation_id, message_id, expected_version=expected_version
     )
 
@@ -399,7 +468,7 @@ class TreeView(BaseModel):
 
 @router.get("/{conversation_id}/tree", response_model=TreeView, responses=_ERRORS)
 def tree(request: Request, conversation_id: str) -> TreeView:
-    return TreeView(nodes=_tree(request).tree(conversation_id))
+    return TreeView(nodes=server_state(request).turn_tree.tree(conversation_id))
 
 
 def _message_of(tree: TurnTree, conversation_id: str, message_id: str) -> Message:
@@ -418,7 +487,7 @@ class StateView(BaseModel):
     "/{conversation_id}/messages/{message_id}/state", response_model=StateView, responses=_ERRORS
 )
 def message_state(request: Request, conversation_id: str, message_id: str) -> StateView:
-    tree = _tree(request)
+    tree = server_state(request).turn_tree
     _message_of(tree, conversation_id, message_id)
     return StateView(state=tree.state_at(message_id), delta=tree.delta_of(message_id))
 
@@ -459,7 +528,7 @@ class PromptInspector(BaseModel):
 def message_prompt(request: Request, conversation_id: str, message_id: str) -> dict[str, Any]:
     """The prompt inspector of a reply: the Skein's blocks with sources and tokens, the
     lore activated and dropped with reasons, what the budget cut, the messages sent."""
-    tree = _tree(request)
+    tree = server_state(request).turn_tree
     message = _message_of(tree, conversation_id, message_id)
     record = tree.turn_record(message_id).prompt
     if not isinstance(record, Mapping):
@@ -475,7 +544,7 @@ def message_prompt(request: Request, conversation_id: str, message_id: str) -> d
 @router.post("/{conversation_id}/memory", response_model=MemoryProposal, responses=_ERRORS)
 async def propose_memory(request: Request, conversation_id: str) -> MemoryProposal:
     """The agent model's proposal for the evolved persona, with a diff (nothing saved)."""
-    return await _chat(request).propose_memory(conversation_id)
+    return await server_state(request).chat.propose_memory(conversation_id)
 
 
 class MemoryAccept(_Body):
@@ -485,7 +554,7 @@ class MemoryAccept(_Body):
 
 @router.post("/{conversation_id}/memory/accept", response_model=Conversation, responses=_ERRORS)
 async def accept_memory(request: Request, conversation_id: str, body: MemoryAccept) -> Conversation:
-    return _chat(request).accept_memory(
+    return server_state(request).chat.accept_memory(
         conversation_id, body.evolved_persona, expected_version=body.expected_version
     )
 
@@ -493,7 +562,7 @@ async def accept_memory(request: Request, conversation_id: str, body: MemoryAcce
 @router.post("/{conversation_id}/summarise", response_model=SummaryPreset, responses=_ERRORS)
 async def summarise(request: Request, conversation_id: str) -> SummaryPreset:
     """Summarise the active branch into plot points (a summary preset, indexed)."""
-    return await _chat(request).summarise(conversation_id)
+    return await server_state(request).chat.summarise(conversation_id)
 
 
 class ContinueBody(_Body):
@@ -515,7 +584,7 @@ async def continue_from_summary(
     request: Request, conversation_id: str, body: ContinueBody | None = None
 ) -> Conversation:
     body = body or ContinueBody()
-    return await _chat(request).continue_from_summary(
+    return await server_state(request).chat.continue_from_summary(
         conversation_id,
         summary_id=body.summary_id,
         order=body.order,
@@ -531,7 +600,7 @@ def export_chat(
     format: Annotated[Literal["sillytavern", "personalab"], Query()] = "sillytavern",
 ) -> Response:
     """The active branch as a SillyTavern ``.jsonl`` or a PersonaLab zip."""
-    tree = _tree(request)
+    tree = server_state(request).turn_tree
     conversation = tree.conversation(conversation_id)
     stem = "".join(c if c.isalnum() or c in "-_ " else "_" for c in conversation.title).strip()
     stem = stem or conversation_id
@@ -551,7 +620,7 @@ def export_chat(
 
 
 def _presets(request: Request) -> PresetLibrary:
-    presets = _chat(request).presets
+    presets = server_state(request).chat.presets
     if presets is None:
         raise ChatError("presets need a project")
     return presets
@@ -573,6 +642,19 @@ class SummaryList(BaseModel):
 
 class SavedCharacter(BaseModel):
     id: str
+
+
+class PromptDefaults(BaseModel):
+    """What the chat pipeline's Skein Builder uses where its config leaves ``prompts`` or
+    ``prompt_order`` out (SillyTavern's default preset): the prompt manager starts here."""
+
+    prompts: list[PresetPrompt]
+    prompt_order: list[PromptOrderEntry]
+
+
+@presets_router.get("/prompt-defaults", response_model=PromptDefaults)
+def prompt_defaults() -> PromptDefaults:
+    return PromptDefaults(prompts=list(DEFAULT_PROMPTS), prompt_order=list(DEFAULT_PROMPT_ORDER))
 
 
 @presets_router.get("/characters", response_model=CharacterList)
@@ -621,6 +703,9 @@ def save_character(
         if old.source_card is not None and preset.source_card is None:
             # The page edits fields; the imported card stays for a lossless export.
             preset = preset.model_copy(update={"source_card": old.source_card})
+        if "knowledge_bases" in old.model_fields_set and "knowledge_bases" not in body:
+            # A body from before books could be bound leaves the bindings as they are.
+            preset = preset.model_copy(update={"knowledge_bases": old.knowledge_bases})
     return SavedCharacter(id=presets.save_character(id, preset))
 
 

@@ -3,17 +3,23 @@
 A browser may send a path as the upload's file name, a name longer than a file system
 allows or one with control characters; and a name that is not ASCII must still reach the
 user's save dialog intact. Both directions are handled here once, for every route that
-takes or gives a file. The limits are those of :mod:`.limits`.
+takes or gives a file. The limits are those of :mod:`.limits`. Avatars (images checked by
+content) and cards imported into the project from an upload are read here too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
-from pathlib import PurePosixPath
+import tempfile
+from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 from fastapi import Request, Response, UploadFile
 
+from storyloom.core.errors import InvalidInput, NotFound
+from storyloom.project.knowledge_service import ImportOutcome, KnowledgeService
+from storyloom.server.api_errors import UploadTooLarge, upload_errors
 from storyloom.server.limits import MAX_FILENAME_BYTES, MAX_UPLOAD_BYTES, RequestLimits, size_text
 
 _CHUNK = 1024 * 1024
@@ -63,6 +69,19 @@ def too_large(filename: str, limit: int = MAX_UPLOAD_BYTES) -> str:
     return f"{filename} is larger than {size_text(limit)}, the most this server takes"
 
 
+async def read_named_upload(
+    request: Request, file: UploadFile, limit: int | None = None
+) -> tuple[str, bytes]:
+    """The upload's name (:func:`upload_name`) and bytes; :class:`UploadTooLarge` when it
+    is larger than ``limit`` (default: this server's :func:`upload_limit`)."""
+    filename = upload_name(file)
+    limit = upload_limit(request) if limit is None else limit
+    data = await read_upload(file, limit)
+    if data is None:
+        raise UploadTooLarge(too_large(filename, limit))
+    return filename, data
+
+
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -77,6 +96,42 @@ def image_type(data: bytes) -> str | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return next((kind for magic, kind in _IMAGE_MAGIC if data.startswith(magic)), None)
+
+
+async def read_image_upload(request: Request, file: UploadFile) -> tuple[bytes, str]:
+    """An uploaded image's bytes and media type; anything but a PNG, JPEG, GIF or WebP
+    image (by content, whatever its name says) is refused."""
+    filename, data = await read_named_upload(request, file)
+    media_type = image_type(data)
+    if media_type is None:
+        raise InvalidInput(f"{filename}: not a PNG, JPEG, GIF or WebP image", [])
+    return data, media_type
+
+
+def avatar_response(path: Path | None, owner: str) -> Response:
+    """The avatar file at ``path`` (None: ``owner`` has none) as the image it is. Only an
+    image goes out, with its own type: the owner's file names any file of its folder.
+    The browser asks again each time, as an upload keeps the file's name."""
+    if path is None:
+        raise NotFound(f"{owner} has no avatar")
+    data = path.read_bytes()
+    media_type = image_type(data)
+    if media_type is None:
+        raise NotFound(f"the avatar of {owner} ({path.name}) is not an image")
+    return Response(data, media_type=media_type, headers={"cache-control": "no-cache"})
+
+
+async def import_upload(knowledge: KnowledgeService, data: bytes, filename: str) -> ImportOutcome:
+    """``data``, uploaded as ``filename``, imported into the project as the Knowledge page
+    imports a file (a card becomes a character preset, its book a KB); the new KBs are
+    embedded in the background. A problem names ``filename``."""
+    with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
+        path = Path(tmp) / "upload"
+        path.write_bytes(data)
+        with upload_errors(filename, saved_as=path.with_name(filename)):
+            outcome = await asyncio.to_thread(knowledge.import_file, path, filename, "local")
+    knowledge.embed_later(outcome.created)
+    return outcome
 
 
 def download(data: bytes, filename: str, media_type: str) -> Response:

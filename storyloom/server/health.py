@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from storyloom import __version__
 from storyloom.core.settings import ChatEndpoint
 from storyloom.server.api_errors import ErrorDetail, Problem
-from storyloom.server.state import ServerState
+from storyloom.server.state import ServerState, server_state
 
 router = APIRouter()
 
@@ -82,5 +82,5 @@ def health_report(state: ServerState) -> HealthReport:
 
 @router.get("/api/health", response_model=HealthReport)
 def get_health(request: Request) -> HealthReport:
-    state: ServerState = request.app.state.storyloom
+    state = server_state(request)
     return health_report(state)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import re
 import tempfile
@@ -17,32 +18,37 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from storyloom.chat.personalab.library import PresetLibrary
+from storyloom.chat.personalab.personas import PersonaLibrary
+from storyloom.chat.service.kb_referrers import Referrer, forget_kb, kb_referrers
 from storyloom.chat.store.st_chat import conversation_importer
-from storyloom.core.errors import FieldProblem, InvalidInput
-from storyloom.knowledge.activation import Reason, ScanMessage
+from storyloom.core.errors import Conflict, FieldProblem, InvalidInput
+from storyloom.knowledge.activation import ActivationResult, Reason, ScanMessage
+from storyloom.knowledge.activation_settings import ActivationSettings
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_schema, now_iso
 from storyloom.knowledge.st_export import export_world_info
 from storyloom.project.knowledge_service import EmbeddingState, KnowledgeService, Snapshot
 from storyloom.project.project_file import folder_slug
-from storyloom.server.api_errors import ErrorBody, error_response, field_errors, upload_errors
+from storyloom.server.api_errors import (
+    UploadTooLarge,
+    error_responses,
+    field_errors,
+    upload_errors,
+)
 from storyloom.server.file_transfer import download, too_large, upload_limit, upload_name
-from storyloom.server.state import ServerState
+from storyloom.server.state import server_state
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorBody},
-    422: {"model": ErrorBody},
-}
+_ERRORS = error_responses(404, 422)
 
 
 def _service(request: Request) -> KnowledgeService:
-    state: ServerState = request.app.state.storyloom
-    return state.knowledge
+    return server_state(request).knowledge
 
 
 # -- list / create ---------------------------------------------------------------------
@@ -61,6 +67,10 @@ class KnowledgeBaseSummary(BaseModel):
     total_tokens: int = Field(description="Sum of the entries' text tokens (user LLM tokenizer)")
     embedding_model_id: str | None
     problems: list[str]
+    enabled: bool = Field(default=True, description="Off: scanned in no chat")
+    global_lore: bool = Field(
+        default=False, description="In the project's global list: scanned in every chat"
+    )
 
 
 class ProjectInfo(BaseModel):
@@ -92,6 +102,8 @@ def _summary(service: KnowledgeService, snap: Snapshot, loaded: LoadedKB) -> Kno
         total_tokens=sum(tokens.values()),
         embedding_model_id=kb.embedding_model_id,
         problems=problems,
+        enabled=kb.enabled,
+        global_lore=kb.kb_id in snap.knowledge.project.globalKnowledgeBases,
     )
 
 
@@ -132,7 +144,7 @@ async def create_base(request: Request, body: CreateKnowledgeBase) -> KnowledgeB
 @router.post(
     "/bases/{kb_id}/reference",
     response_model=KnowledgeBaseSummary,
-    responses={**_ERRORS, 409: {"model": ErrorBody}},
+    responses={**_ERRORS, **error_responses(409)},
 )
 async def reference_base(request: Request, kb_id: str) -> KnowledgeBaseSummary:
     """Reference a global KB in project.json (seed 000, 4.3: a node picked it).
@@ -183,6 +195,128 @@ async def put_base(request: Request, kb_id: str, body: KnowledgeBase) -> Knowled
     loaded = await asyncio.to_thread(service.replace, body)
     service.embed_later([loaded])
     return await asyncio.to_thread(_document, service, loaded)
+
+
+class KnowledgeBasePatch(BaseModel):
+    displayName: str | None = Field(default=None, min_length=1, max_length=200)
+    enabled: bool | None = Field(default=None, description="Off: scanned in no chat")
+
+
+@router.patch("/bases/{kb_id}", response_model=KnowledgeBaseSummary, responses=_ERRORS)
+async def patch_base(
+    request: Request, kb_id: str, body: KnowledgeBasePatch
+) -> KnowledgeBaseSummary:
+    """Rename the KB or switch it on or off; its entries stay as they are."""
+    service = _service(request)
+    name = body.displayName.strip() if body.displayName is not None else None
+    if name == "":
+        raise InvalidInput.of("knowledge base", [FieldProblem("displayName", "is empty")])
+    loaded = await asyncio.to_thread(
+        functools.partial(service.update_base, kb_id, display_name=name, enabled=body.enabled)
+    )
+    return await asyncio.to_thread(_summary, service, service.snapshot(), loaded)
+
+
+class DuplicateRequest(BaseModel):
+    displayName: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+@router.post(
+    "/bases/{kb_id}/duplicate",
+    response_model=KnowledgeBaseSummary,
+    status_code=201,
+    responses=_ERRORS,
+)
+async def duplicate_base(
+    request: Request, kb_id: str, body: DuplicateRequest | None = None
+) -> KnowledgeBaseSummary:
+    """A copy of the KB under a new kb_id ("<name> (copy)"), bound to nothing."""
+    service = _service(request)
+    name = body.displayName.strip() if body is not None and body.displayName else None
+    loaded = await asyncio.to_thread(service.duplicate, kb_id, name)
+    service.embed_later([loaded])
+    return await asyncio.to_thread(_summary, service, service.snapshot(), loaded)
+
+
+class ReferrerOut(BaseModel):
+    kind: Literal["global", "chat", "character", "persona", "knowledge_base"]
+    id: str
+    name: str
+
+
+class ReferrerList(BaseModel):
+    kb_id: str
+    displayName: str
+    referrers: list[ReferrerOut] = Field(
+        description="What names the KB: the global list, chats, characters, personas, "
+        "other KBs' references"
+    )
+
+
+def _libraries(request: Request) -> tuple[PresetLibrary, PersonaLibrary]:
+    state = server_state(request)
+    root = state.knowledge.project_dir
+    return state.chat.presets or PresetLibrary(root), PersonaLibrary(root)
+
+
+def _referrers(request: Request, kb_id: str) -> list[Referrer]:
+    state = server_state(request)
+    presets, personas = _libraries(request)
+    return kb_referrers(
+        kb_id, knowledge=state.knowledge, chat=state.chat, presets=presets, personas=personas
+    )
+
+
+def _referrer_list(service: KnowledgeService, kb_id: str, found: list[Referrer]) -> ReferrerList:
+    loaded = service.snapshot().require(kb_id)
+    return ReferrerList(
+        kb_id=kb_id,
+        displayName=loaded.kb.display_name,
+        referrers=[ReferrerOut(kind=r.kind, id=r.id, name=r.name) for r in found],
+    )
+
+
+@router.get("/bases/{kb_id}/referrers", response_model=ReferrerList, responses=_ERRORS)
+async def base_referrers(request: Request, kb_id: str) -> ReferrerList:
+    """What names the KB: what deleting it would touch."""
+    found = await asyncio.to_thread(_referrers, request, kb_id)
+    return _referrer_list(_service(request), kb_id, found)
+
+
+@router.delete(
+    "/bases/{kb_id}",
+    response_model=ReferrerList,
+    responses={**_ERRORS, **error_responses(409)},
+)
+async def delete_base(
+    request: Request,
+    kb_id: str,
+    confirm: Annotated[
+        bool, Query(description="Delete even though chats or characters name it")
+    ] = False,
+) -> ReferrerList:
+    """Delete the KB's folder, and take it out of the chats, characters, personas and the
+    global list that named it. While something names it, the delete needs ``confirm``:
+    without it the answer is a 409 that says what names it, and nothing changes.
+    Answers what named it."""
+    service = _service(request)
+    found = await asyncio.to_thread(_referrers, request, kb_id)
+    answer = _referrer_list(service, kb_id, found)
+    if found and not confirm:
+        names = "; ".join(f"{r.kind} {r.name}" for r in found)
+        raise Conflict(
+            f"knowledge base {answer.displayName!r} is used by: {names}; "
+            "delete it with confirm=true to remove it from them too"
+        )
+    state = server_state(request)
+    presets, personas = _libraries(request)
+    await asyncio.to_thread(
+        functools.partial(
+            forget_kb, kb_id, found, chat=state.chat, presets=presets, personas=personas
+        )
+    )
+    await asyncio.to_thread(service.delete_base, kb_id)
+    return answer
 
 
 @router.get("/schema")
@@ -366,6 +500,9 @@ class ActivationTestResponse(BaseModel):
     messages: list[ChatMessageOut] = Field(description="The chat as it was read, oldest first")
     settings: dict[str, Any] = Field(description="The activation settings in effect")
     problems: list[str]
+    tokenizer: str = Field(
+        default="", description="Which tokenizer counted the tokens (the user LLM's)"
+    )
 
 
 # -- search and embeddings -------------------------------------------------------------
@@ -409,6 +546,17 @@ class ImportedKB(BaseModel):
     scope: Literal["local", "global"]
 
 
+class DuplicateOut(BaseModel):
+    displayName: str = Field(description="The book of the file")
+    existing_kb_id: str = Field(description="The KB here with the same entries")
+    existing_name: str
+    kept: Literal["existing", "both"] = Field(
+        description="existing: the book was not stored again (a card's character is bound "
+        "to the existing KB); both: it was stored as a second KB"
+    )
+    new_kb_id: str | None = Field(default=None, description="With kept=both: the new copy")
+
+
 class ImportReport(BaseModel):
     kind: str = Field(description="What the file was: world_info, character_card, package...")
     filename: str
@@ -419,6 +567,11 @@ class ImportReport(BaseModel):
         default=None, description="The conversation a SillyTavern chat became"
     )
     warnings: list[str]
+    duplicates: list[DuplicateOut] = Field(
+        default_factory=list,
+        description="Books of the file whose entries a KB here already has; import again "
+        "with on_duplicate=keep_both to keep a second copy",
+    )
 
 
 _NAMED_LINE = re.compile(r"^\s*([^:：\n]{1,64}?)\s*[:：]\s?(.*)$")
@@ -467,10 +620,25 @@ async def activation_test(request: Request, body: ActivationTestRequest) -> Acti
         seed=body.seed,
         character=body.character,
     )
-    snap = service.snapshot()
-    tokens = {b.kb_id: service.kb_tokens(b.kb) for b in kbs}
     problems += [f"{p.kb_id}/{p.entry_id} {p.field}: {p.reason}" for p in engine.problems]
     problems += result.warnings
+    # The reasons of dropped entries are built as they are read, and tokens may be
+    # counted by the endpoint: off the event loop.
+    return await asyncio.to_thread(
+        _activation_report, service, kbs, result, messages, settings, problems
+    )
+
+
+def _activation_report(
+    service: KnowledgeService,
+    kbs: Sequence[LoadedKB],
+    result: ActivationResult,
+    messages: Sequence[ScanMessage],
+    settings: ActivationSettings,
+    problems: list[str],
+) -> ActivationTestResponse:
+    snap = service.snapshot()
+    tokens = {b.kb_id: service.kb_tokens(b.kb) for b in kbs}
     return ActivationTestResponse(
         activated=[
             ActivatedOut(
@@ -506,6 +674,7 @@ async def activation_test(request: Request, body: ActivationTestRequest) -> Acti
         messages=[ChatMessageOut(name=m.name, text=m.text, is_user=m.is_user) for m in messages],
         settings=settings.model_dump(mode="json"),
         problems=problems,
+        tokenizer=service.tokenizer_name(),
     )
 
 
@@ -574,13 +743,14 @@ async def import_file(
     request: Request,
     file: Annotated[UploadFile, File(description="The file to import")],
     scope: Annotated[Literal["local", "global"], Form()] = "local",
-) -> ImportReport | JSONResponse:
+    on_duplicate: Annotated[Literal["keep_existing", "keep_both"], Form()] = "keep_existing",
+) -> ImportReport:
     """Import a SillyTavern file (world info, card PNG/JSON, CHARX, chat JSONL) or a
     ``.ctkbz`` package. A chat becomes a conversation of the server's project.
 
     The upload goes to a temporary file (at most 50 MB) that is removed afterwards.
     """
-    state: ServerState = request.app.state.storyloom
+    state = server_state(request)
     service = state.knowledge
     chat_importer = conversation_importer(state.turn_tree, project_id=state.chat.project_id)
     filename = upload_name(file)
@@ -592,11 +762,18 @@ async def import_file(
             while chunk := await file.read(_CHUNK):
                 size += len(chunk)
                 if size > limit:
-                    return error_response(413, too_large(filename, limit))
+                    raise UploadTooLarge(too_large(filename, limit))
                 out.write(chunk)
         with upload_errors(filename, saved_as=path.with_name(filename)):
             outcome = await asyncio.to_thread(
-                service.import_file, path, filename, scope, chat_importer=chat_importer
+                functools.partial(
+                    service.import_file,
+                    path,
+                    filename,
+                    scope,
+                    chat_importer=chat_importer,
+                    on_duplicate=on_duplicate,
+                )
             )
     service.embed_later(outcome.created)
     return ImportReport(
@@ -615,6 +792,16 @@ async def import_file(
         character_file=str(outcome.character_file) if outcome.character_file else None,
         conversation_id=outcome.conversation_id,
         warnings=outcome.warnings,
+        duplicates=[
+            DuplicateOut(
+                displayName=d.display_name,
+                existing_kb_id=d.existing_kb_id,
+                existing_name=d.existing_name,
+                kept=d.kept,
+                new_kb_id=d.new_kb_id,
+            )
+            for d in outcome.duplicates
+        ],
     )
 
 

@@ -17,34 +17,32 @@ from storyloom.core.settings import (
     ChatEndpoint,
     EmbeddingEndpoint,
     Role,
+    Settings,
     SettingsUpdate,
     SettingsView,
 )
+from storyloom.llm.chat import ChatClient
 from storyloom.llm.connection_check import (
     ConnectionReport,
     check_chat_endpoint,
     check_embedding_endpoint,
 )
-from storyloom.server.api_errors import ErrorBody, field_errors
-from storyloom.server.state import ServerState
+from storyloom.llm.errors import LLMError
+from storyloom.server.api_errors import error_responses, field_errors
+from storyloom.server.state import ServerState, server_state
 
 router = APIRouter()
-_ERRORS: dict[int | str, dict[str, Any]] = {422: {"model": ErrorBody}}
-
-
-def _state(request: Request) -> ServerState:
-    state: ServerState = request.app.state.storyloom
-    return state
+_ERRORS = error_responses(422)
 
 
 @router.get("/api/settings", response_model=SettingsView)
 def get_settings(request: Request) -> SettingsView:
-    return _state(request).settings.view()
+    return server_state(request).settings.view()
 
 
 @router.put("/api/settings", response_model=SettingsView, responses=_ERRORS)
 async def put_settings(request: Request, update: SettingsUpdate) -> SettingsView:
-    state = _state(request)
+    state = server_state(request)
     async with state.settings_lock:
         with field_errors("settings", ""):
             new_file = state.loaded.from_file.with_update(update)
@@ -73,9 +71,8 @@ class SettingsTestRequest(BaseModel):
     endpoint: dict[str, Any] | None = Field(default=None, json_schema_extra=_ENDPOINT_SCHEMA)
 
 
-@router.post("/api/settings/test", response_model=ConnectionReport, responses=_ERRORS)
-async def test_settings(request: Request, body: SettingsTestRequest) -> ConnectionReport:
-    state = _state(request)
+def _settings_for(state: ServerState, body: SettingsTestRequest) -> Settings:
+    """The saved settings, with the form's unsaved endpoint values over them."""
     settings = state.settings
     if body.endpoint is not None:
         try:
@@ -91,8 +88,46 @@ async def test_settings(request: Request, body: SettingsTestRequest) -> Connecti
                     FieldProblem(f"endpoint.{inner}" if inner else "endpoint", problem.reason)
                 )
             raise InvalidInput.of("settings", problems) from None
+    return settings
+
+
+@router.post("/api/settings/test", response_model=ConnectionReport, responses=_ERRORS)
+async def test_settings(request: Request, body: SettingsTestRequest) -> ConnectionReport:
+    settings = _settings_for(server_state(request), body)
     endpoint = getattr(settings, body.role)
     if isinstance(endpoint, EmbeddingEndpoint):
         return await check_embedding_endpoint(endpoint)
     assert isinstance(endpoint, ChatEndpoint)
     return await check_chat_endpoint(endpoint, role=body.role)
+
+
+class ModelList(BaseModel):
+    """The models an endpoint lists (its ``/models``), asked by the server with the stored
+    key, so the key never reaches the browser."""
+
+    models: list[str] = Field(description="Model ids, as the endpoint lists them")
+    message: str | None = Field(
+        default=None, description="Why the list is empty (no base URL, the endpoint failed)"
+    )
+
+
+@router.post("/api/settings/models", response_model=ModelList, responses=_ERRORS)
+async def list_models(request: Request, body: SettingsTestRequest) -> ModelList:
+    """The chat models the endpoint of ``role`` offers (form values over the saved ones).
+    An endpoint without a ``/models`` route answers an empty list with the reason."""
+    settings = _settings_for(server_state(request), body)
+    endpoint = getattr(settings, body.role)
+    if not isinstance(endpoint, ChatEndpoint):
+        raise InvalidInput.of(
+            "settings", [FieldProblem("role", "only chat models are listed here")]
+        )
+    if not endpoint.base_url:
+        return ModelList(models=[], message="The base URL is empty.")
+    # Listing needs no model; the client refuses to start without one, so any name does.
+    probe = endpoint.model_copy(update={"max_retries": 0, "model": endpoint.model or "-"})
+    try:
+        async with ChatClient(probe) as client:
+            models = await client.list_models()
+    except LLMError as error:
+        return ModelList(models=[], message=error.message)
+    return ModelList(models=sorted(dict.fromkeys(models)))

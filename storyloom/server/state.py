@@ -7,10 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from starlette.requests import HTTPConnection
+
+from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.summaries import SummaryIndex
 from storyloom.chat.service.conversations import ChatService
+from storyloom.chat.service.lore_scope import bind_legacy_books
+from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
+from storyloom.knowledge.catalog import KnowledgeCatalog
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import DEFAULT_PROJECT, PROJECT_FILE, init_project, load_project
@@ -50,6 +56,8 @@ class ServerState:
             self.home, self.project_dir, settings=lambda: self.settings, database=self.database
         )
         self.knowledge.jobs.subscribe(self._publish_embedding_progress)
+        # Cards imported before books were bound: their own book becomes a binding.
+        bind_legacy_books(PresetLibrary(self.project_dir), self._catalog)
         self.workflows = WorkflowService(
             self.project_dir,
             self.database,
@@ -73,7 +81,11 @@ class ServerState:
             project_id=load_project(self.project_dir).id,
             publish=self.chat_subscriptions.publish,
             summaries=self._summary_index,
+            global_variables=GlobalVariables.in_home(self.home),
         )
+
+    def _catalog(self) -> KnowledgeCatalog:
+        return self.knowledge.snapshot().knowledge.catalog
 
     def _summary_index(self) -> SummaryIndex:
         """Retrieval over event summaries with the embedding model in force now."""
@@ -115,3 +127,9 @@ class ServerState:
 
     def reload_settings(self) -> None:
         self.loaded = self.settings_store.load()
+
+
+def server_state(connection: HTTPConnection) -> ServerState:
+    """The state of the server a request or WebSocket came to (``create_app`` sets it)."""
+    state: ServerState = connection.app.state.storyloom
+    return state

@@ -15,14 +15,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.core.errors import Conflict, FieldProblem, InvalidInput, NotFound
-from storyloom.server.api_errors import ErrorBody, WorkflowInvalidBody, error_response
-from storyloom.server.file_transfer import read_upload, too_large, upload_name
+from storyloom.server.api_errors import ErrorBody, WorkflowInvalidBody, error_responses
+from storyloom.server.file_transfer import read_named_upload
 from storyloom.server.protocol import BrokenWorkflowFile
-from storyloom.server.state import ServerState
+from storyloom.server.state import server_state
 from storyloom.server.workflow_runs import RunInfo, RunManager, RunStatus
 from storyloom.server.workflow_service import (
     WorkflowEntry,
@@ -37,18 +36,16 @@ from storyloom.workflow.validation import WorkflowProblem
 from storyloom.workflow.workflow_file import Workflow
 
 router = APIRouter(tags=["workflows"])
-_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+_ERRORS = error_responses(404, 422)
 MAX_PRESET_BYTES = 10 * 1024 * 1024
 
 
 def _service(request: Request) -> WorkflowService:
-    state: ServerState = request.app.state.storyloom
-    return state.workflows
+    return server_state(request).workflows
 
 
 def _runs(request: Request) -> RunManager:
-    state: ServerState = request.app.state.storyloom
-    return state.workflow_runs
+    return server_state(request).workflow_runs
 
 
 class _Body(BaseModel):
@@ -121,7 +118,7 @@ def validate(request: Request, body: Workflow) -> ValidationReport:
     "/api/workflows/import-st-preset",
     status_code=201,
     response_model=Workflow,
-    responses={status: {"model": ErrorBody} for status in (409, 413, 422)},
+    responses=error_responses(409, 413, 422),
 )
 async def import_st_preset(
     request: Request,
@@ -134,14 +131,11 @@ async def import_st_preset(
     overwrite: Annotated[
         bool, Form(description="Replace a workflow of that id (else 409)")
     ] = False,
-) -> Workflow | JSONResponse:
+) -> Workflow:
     """Import a SillyTavern chat-completion preset as a chat pipeline workflow saved in the
     project's ``workflows/``; a conversation uses it when its ``settings.pipeline`` names
     the id. A bad file is a 422 naming the file and each field; nothing is written."""
-    file_name = upload_name(file)
-    data = await read_upload(file, MAX_PRESET_BYTES)
-    if data is None:
-        return error_response(413, too_large(file_name, MAX_PRESET_BYTES))
+    file_name, data = await read_named_upload(request, file, MAX_PRESET_BYTES)
     workflow, _ = _service(request).library.import_st_preset(
         read_preset_json(data, file_name),
         file_name=file_name,
@@ -180,11 +174,11 @@ def put_workflow(request: Request, workflow_id: str, body: Workflow) -> SavedWor
 @router.delete(
     "/api/workflows/{workflow_id}",
     status_code=204,
-    responses={**_ERRORS, 400: {"model": ErrorBody}},
+    responses={**_ERRORS, **error_responses(409)},
 )
 def delete_workflow(request: Request, workflow_id: str) -> Response:
     """Delete the project's file; a built-in's copy goes and the built-in is back. The
-    built-in itself is a 400."""
+    built-in itself cannot be deleted: a 409 (duplicate it to change it)."""
     if not _service(request).library.delete(workflow_id):
         raise workflow_not_found(workflow_id)
     return Response(status_code=204)
@@ -287,7 +281,7 @@ class DecisionAccepted(BaseModel):
 @router.post(
     "/api/workflow-runs/{run_id}/decisions",
     response_model=DecisionAccepted,
-    responses={**_ERRORS, 409: {"model": ErrorBody}},
+    responses={**_ERRORS, **error_responses(409)},
 )
 async def decide(request: Request, run_id: str, body: DecisionRequest) -> DecisionAccepted:
     """Answer a node's ``node:needs-human``; 409 when that node is not waiting."""

@@ -8,7 +8,8 @@ workflows of the layers above the workflow engine (today the chat pipeline,
 ``chat-default``). A built-in is listed, loaded, validated and run like a file; saving it
 writes the project's own copy, which then wins (the chat reads the same file through
 :func:`storyloom.chat.prompt.default_pipeline.pipeline_for`); deleting that copy brings the
-built-in back, and the built-in itself cannot be deleted.
+built-in back, and the built-in itself cannot be deleted (a 409). The canvas shows a
+built-in read-only and saves changes as a copy under a new id ("Duplicate to change").
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pydantic import Field
 from storyloom.chat.prompt.default_pipeline import default_pipeline
 from storyloom.chat.prompt.preset_pipeline import import_st_preset, workflow_id_for
 from storyloom.chat.store.conversation import DEFAULT_PIPELINE
-from storyloom.core.errors import Conflict, FieldProblem, FileFormatError, StoryloomError
+from storyloom.core.errors import Conflict, FieldProblem, FileFormatError
 from storyloom.core.settings import Settings
 from storyloom.plugins import default_registry
 from storyloom.project.knowledge_service import KnowledgeService
@@ -56,14 +57,14 @@ class WorkflowEntry(WorkflowSummary):
     )
 
 
-class BuiltinWorkflowError(StoryloomError):
-    """The built-in workflow itself was asked to go (only a project's copy can)."""
+class BuiltinWorkflowError(Conflict):
+    """The built-in workflow itself was asked to go (only a project's copy can): a 409."""
 
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
         super().__init__(
-            f"workflow {workflow_id!r} is built in and cannot be deleted; the project has "
-            "no copy of it to delete"
+            f"workflow {workflow_id!r} is built in and cannot be deleted; duplicate it to "
+            "make a copy of your own to change"
         )
 
 

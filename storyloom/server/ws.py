@@ -31,7 +31,7 @@ from storyloom.server.protocol import (
     WorkflowSaveMessage,
     client_message_adapter,
 )
-from storyloom.server.state import ServerState
+from storyloom.server.state import ServerState, server_state
 from storyloom.workflow.node_type import HumanDecision
 from storyloom.workflow.validation import WorkflowInvalid
 
@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 @router.websocket("/ws")
 async def websocket_endpoint(ws: WebSocket) -> None:
     await ws.accept()
-    state: ServerState = ws.app.state.storyloom
+    state = server_state(ws)
     hub = state.hub
     # Everything this socket is sent goes through its outbox, replies included, so a
     # reply and the run events around it arrive in the order they happened.

@@ -2,7 +2,9 @@
 
 It holds the card's fields under the Character Card V2/V3 names, SillyTavern's
 ``talkativeness`` and ``fav`` (which it keeps in ``data.extensions``), the avatar's file
-name, and ``source_card``: the whole card JSON as imported. Export
+name, the knowledge bases bound to the character (``knowledge_bases``, storyloom's own:
+an exported card carries only the primary book, embedded, and its name in
+``extensions.world``), and ``source_card``: the whole card JSON as imported. Export
 (:mod:`storyloom.knowledge.st_export`) starts from ``source_card`` and writes back only
 what changed, so whatever a card carries beyond these fields (``regex_scripts``,
 ``tavern_helper``, the top-level keys of other editors) comes back out.
@@ -128,6 +130,11 @@ class CharacterDefinition(BaseModel):
     creation_date: int | float | None = Field(default=None, description="Unix seconds (V3)")
     modification_date: int | float | None = Field(default=None, description="Unix seconds")
     assets: list[dict[str, Any]] | None = None
+    knowledge_bases: list[str] = Field(
+        default_factory=list,
+        description="kb_ids of the books bound to the character, the card's own book first "
+        "(storyloom's; a card keeps only the primary book's name, in extensions.world)",
+    )
     source_card: dict[str, Any] | None = Field(
         default=None, description="The whole card JSON as imported, kept for lossless export"
     )

@@ -17,6 +17,7 @@ import base64
 import binascii
 import copy
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,6 +32,7 @@ from storyloom.core.errors import (
 from storyloom.sillytavern.character_book import CharacterBook
 from storyloom.sillytavern.png_chunks import (
     PngError,
+    TextChunk,
     read_chunks,
     remove_text_chunks,
     text_chunks,
@@ -89,7 +91,15 @@ def _single_list(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
+def _version_text(value: Any) -> Any:
+    # Some tools write spec_version as a number (3.0); it is text in the spec.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 Tags = Annotated[list[str], BeforeValidator(_comma_list)]
+SpecVersion = Annotated[str | None, BeforeValidator(_version_text)]
 Greetings = Annotated[list[str], BeforeValidator(_single_list)]
 
 
@@ -136,13 +146,13 @@ class CardDataV3(CardDataV2):
 
 class CharacterCardV2(_Open):
     spec: Literal["chara_card_v2"] = "chara_card_v2"
-    spec_version: str | None = "2.0"
+    spec_version: SpecVersion = "2.0"
     data: CardDataV2
 
 
 class CharacterCardV3(_Open):
     spec: Literal["chara_card_v3"] = "chara_card_v3"
-    spec_version: str | None = "3.0"
+    spec_version: SpecVersion = "3.0"
     data: CardDataV3
 
 
@@ -240,7 +250,32 @@ def parse_card(data: Any, path: Path | str) -> ParsedCard:
             card = CharacterCardV3.model_validate(shallow)
     except ValidationError as exc:
         raise FileFormatError(path, problems_from_validation(exc)) from None
-    return ParsedCard(card=card, raw=data, version=version)
+    parsed = ParsedCard(card=card, raw=data, version=version)
+    newer = _newer_spec_version(card)
+    if newer is not None:
+        parsed.warnings.append(
+            f"the card is Character Card spec_version {newer}, newer than storyloom knows"
+            f" ({KNOWN_SPEC_VERSION[version]}); it is imported, and fields the newer spec"
+            " adds are kept but not used"
+        )
+    return parsed
+
+
+#: The newest spec_version storyloom reads, per card version.
+KNOWN_SPEC_VERSION: dict[int, float] = {1: 1.0, 2: 2.0, 3: 3.0}
+
+
+def _newer_spec_version(card: CharacterCard) -> str | None:
+    """The card's spec_version when it is newer than storyloom knows (the spec compares
+    versions as floats), else None."""
+    if isinstance(card, CharacterCardV1) or card.spec_version is None:
+        return None
+    try:
+        number = float(card.spec_version)
+    except ValueError:
+        return None
+    version = 3 if isinstance(card, CharacterCardV3) else 2
+    return card.spec_version if number > KNOWN_SPEC_VERSION[version] else None
 
 
 def _b64decode(text: str) -> bytes:
@@ -276,6 +311,46 @@ class PngCard:
     chunk: str
     image: bytes
     warnings: list[str] = field(default_factory=list)
+    #: V3 assets embedded as ``chara-ext-asset_:<path>`` chunks, by path (the card's
+    #: ``assets`` point at them as ``__asset:<path>``).
+    assets: dict[str, bytes] = field(default_factory=dict)
+
+
+ASSET_CHUNK_PREFIX = "chara-ext-asset_"
+PNG_ASSET_URI_PREFIX = "__asset:"
+_ASSET_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def asset_file(uri: str) -> str | None:
+    """Where the file of an embedded asset ``uri`` is kept, relative to the character's
+    assets folder: a CHARX member keeps its path (``embeded://a/b.png`` → ``a/b.png``), a
+    PNG asset chunk goes under ``__asset/`` (``__asset:0`` → ``__asset/0``). None for
+    ``ccdefault:``, URLs and anything else not held in the card's file."""
+    if uri.startswith(PNG_ASSET_URI_PREFIX):
+        name = uri.removeprefix(PNG_ASSET_URI_PREFIX)
+        return f"__asset/{name}" if _ASSET_PATH.fullmatch(name) else None
+    for prefix in ("embeded://", "embedded://"):
+        if uri.startswith(prefix):
+            return uri.removeprefix(prefix).lstrip("/") or None
+    return None
+
+
+def _png_assets(texts: list[TextChunk], warnings: list[str]) -> dict[str, bytes]:
+    """The asset chunks' files by path; an unreadable one is left out with a warning."""
+    assets: dict[str, bytes] = {}
+    for chunk in texts:
+        if not chunk.keyword.startswith(ASSET_CHUNK_PREFIX):
+            continue
+        # RisuAI writes "chara-ext-asset_:0"; the spec's text reads "chara-ext-asset_0" too.
+        name = chunk.keyword.removeprefix(ASSET_CHUNK_PREFIX).removeprefix(":")
+        if not _ASSET_PATH.fullmatch(name) or name in assets:
+            warnings.append(f"the PNG asset chunk {chunk.keyword!r} has an unusable name; skipped")
+            continue
+        try:
+            assets[name] = _b64decode(chunk.text)
+        except (binascii.Error, ValueError, UnicodeEncodeError):
+            warnings.append(f"the PNG asset chunk {chunk.keyword!r} is not base64; skipped")
+    return assets
 
 
 def read_png_card(png: bytes, path: Path | str) -> PngCard:
@@ -310,11 +385,13 @@ def read_png_card(png: bytes, path: Path | str) -> PngCard:
                 f"the {problems[0].field} chunk is unreadable ({problems[0].reason});"
                 f" the '{name}' chunk was used"
             )
+        assets = _png_assets(texts, warnings)
+        embedded = {c.keyword for c in texts if c.keyword.startswith(ASSET_CHUNK_PREFIX)}
         try:
-            image = remove_text_chunks(png, {CARD_CHUNK_V2, CARD_CHUNK_V3})
+            image = remove_text_chunks(png, {CARD_CHUNK_V2, CARD_CHUNK_V3, *embedded})
         except PngError as exc:  # pragma: no cover - read_chunks passed above
             raise FileFormatError(path, [FieldProblem("png", str(exc))]) from None
-        return PngCard(card=card, chunk=name, image=image, warnings=warnings)
+        return PngCard(card=card, chunk=name, image=image, warnings=warnings, assets=assets)
     raise FileFormatError(path, problems)
 
 

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["RecordedRequest", "ReplayLLMServer", "Reply", "main"]
 
@@ -125,6 +125,20 @@ def _error_body(status: int, message: str | None, code: str | None) -> dict[str,
             "code": code or default_code,
         }
     }
+
+
+TokenizeRoute = Literal["llama.cpp", "vllm", "koboldcpp"]
+_TOKENIZE_ROUTES: dict[str, str] = {
+    "llama.cpp": "/tokenize",
+    "vllm": "/tokenize",
+    "koboldcpp": "/api/extra/tokencount",
+}
+_FAKE_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def fake_tokens(text: str) -> list[int]:
+    """The replay server's tokenizer: one token per word or other non-space character."""
+    return [len(piece) for piece in _FAKE_TOKEN.findall(text)]
 
 
 def fake_embedding(text: str, dimensions: int) -> list[float]:
@@ -223,14 +237,31 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         path = self.path.rstrip("/")
+        tokenize = self.server.owner.tokenize
         if path == "/v1/chat/completions":
             if self._known_model(body):
                 self._chat(body, self.server.owner._next_reply())
+        elif tokenize is not None and path == _TOKENIZE_ROUTES[tokenize]:
+            self._tokenize(tokenize, body)
         elif path == "/v1/embeddings":
             if self._known_model(body):
                 self._embeddings(body, self.server.owner._next_embedding_reply())
         else:
             self._send_error(404, f"Unknown path {self.path}")
+
+    def _tokenize(self, kind: TokenizeRoute, body: dict[str, Any]) -> None:
+        """The tokenize route of a local server, with :func:`fake_tokens` as its tokenizer."""
+        text = body.get("prompt" if kind != "llama.cpp" else "content")
+        if not isinstance(text, str):
+            self._send_error(422, "the text to tokenize is missing")
+            return
+        ids = fake_tokens(text)
+        if kind == "koboldcpp":
+            self._send_json(200, {"value": len(ids), "ids": ids})
+        elif kind == "vllm":
+            self._send_json(200, {"count": len(ids), "max_model_len": 8192, "tokens": ids})
+        else:
+            self._send_json(200, {"tokens": ids})
 
     # -- chat -------------------------------------------------------------------------
 
@@ -482,7 +513,9 @@ class ReplayLLMServer:
     ``serve_models=False`` answers 404 on ``/v1/models`` like servers that lack it;
     ``listed_models`` lists other names than those served (Ollama lists ``llama3:latest``
     and answers to ``llama3`` too). ``honour_dimensions=False`` ignores a requested
-    embedding size, as many local servers do.
+    embedding size, as many local servers do. ``tokenize`` serves the tokenize route of
+    llama.cpp (``POST /tokenize`` {content}), vLLM (``POST /tokenize`` {model, prompt}) or
+    KoboldCpp (``POST /api/extra/tokencount`` {prompt}), counting with :func:`fake_tokens`.
     """
 
     def __init__(
@@ -495,6 +528,7 @@ class ReplayLLMServer:
         serve_models: bool = True,
         listed_models: Sequence[str] | None = None,
         honour_dimensions: bool = True,
+        tokenize: TokenizeRoute | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -507,6 +541,7 @@ class ReplayLLMServer:
         self.serve_models = serve_models
         self.listed_models = None if listed_models is None else list(listed_models)
         self.honour_dimensions = honour_dimensions
+        self.tokenize = tokenize
         self._address = (host, port)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)

@@ -8,6 +8,7 @@ fixture files with them; real users' files are the corpus ``make test-corpus`` r
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any, Literal
 
@@ -31,6 +32,8 @@ __all__ = [
     "charx_archive",
     "chat_jsonl",
     "chat_message",
+    "group_chat_jsonl",
+    "group_document",
     "world_info_document",
     "world_info_entry",
 ]
@@ -92,6 +95,33 @@ def card_book_entry(entry_id: int, keys: list[str], content: str, **fields: Any)
     return entry
 
 
+def v3_book_entry(entry_id: int, keys: list[str], content: str, **fields: Any) -> dict[str, Any]:
+    """A ``character_book`` entry as a Character Card V3 editor (not SillyTavern) writes
+    one: the spec's fields only, nothing of SillyTavern's under ``extensions``."""
+    entry: dict[str, Any] = {
+        "id": entry_id,
+        "keys": list(keys),
+        "content": content,
+        "extensions": {},
+        "enabled": True,
+        "insertion_order": 100,
+        "use_regex": False,
+        "constant": False,
+        "comment": f"entry {entry_id}",
+    }
+    entry.update(copy.deepcopy(fields))
+    return entry
+
+
+def lorebook_v3_document(
+    entries: list[dict[str, Any]], name: str = "Drifting Isles", **book: Any
+) -> dict[str, Any]:
+    """A Character Card V3 lorebook file: ``{"spec": "lorebook_v3", "data": book}``."""
+    data: dict[str, Any] = {"name": name, "extensions": {}, "entries": copy.deepcopy(entries)}
+    data.update(copy.deepcopy(book))
+    return {"spec": "lorebook_v3", "data": data}
+
+
 def card_document(
     name: str = "Aria",
     *,
@@ -150,14 +180,18 @@ def card_png(
     *,
     chunks: tuple[str, ...] = (CARD_CHUNK_V2, CARD_CHUNK_V3),
     image: bytes | None = None,
+    assets: dict[str, bytes] | None = None,
 ) -> bytes:
-    """A PNG card: ``card`` base64-encoded in each named text chunk (spec set per chunk)."""
+    """A PNG card: ``card`` base64-encoded in each named text chunk (spec set per chunk),
+    and each of ``assets`` in a ``chara-ext-asset_:<name>`` chunk (RisuAI's V3 assets)."""
     texts = []
     for keyword in chunks:
         body = copy.deepcopy(card)
         if keyword == CARD_CHUNK_V3 and "data" in body:
             body["spec"], body["spec_version"] = V3_SPEC, "3.0"
         texts.append((keyword, encode_card_text(body)))
+    for name, blob in (assets or {}).items():
+        texts.append((f"chara-ext-asset_:{name}", base64.b64encode(blob).decode("ascii")))
     return replace_text_chunks(image or blank_png(2, 2), texts)
 
 
@@ -195,3 +229,38 @@ def chat_jsonl(
         "chat_metadata": {"note_prompt": "", "note_interval": 1},
     }
     return "\n".join(dump_line(obj) for obj in [head, *messages])
+
+
+def group_document(
+    members: list[str], *, group_id: str = "1726776209123", **fields: Any
+) -> dict[str, Any]:
+    """A group file (``groups/<id>.json``) as SillyTavern's "create group" writes one;
+    ``members`` are the cards' avatar file names."""
+    group: dict[str, Any] = {
+        "id": group_id,
+        "name": "The Party",
+        "members": list(members),
+        "avatar_url": "",
+        "allow_self_responses": False,
+        "activation_strategy": 0,
+        "generation_mode": 0,
+        "disabled_members": [],
+        "chat_metadata": {},
+        "fav": False,
+        "chat_id": group_id,
+        "chats": [group_id],
+        "auto_mode_delay": 5,
+        "generation_mode_join_prefix": "",
+        "generation_mode_join_suffix": "",
+    }
+    group.update(copy.deepcopy(fields))
+    return group
+
+
+def group_chat_jsonl(
+    messages: list[dict[str, Any]], *, header: dict[str, Any] | None = None
+) -> str:
+    """A group chat file (``group chats/<chat id>.jsonl``): the messages, each reply with
+    its speaker's ``original_avatar``; older SillyTavern wrote no header line."""
+    lines = ([header] if header is not None else []) + messages
+    return "\n".join(dump_line(obj) for obj in lines)

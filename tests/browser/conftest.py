@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,6 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.project.project_file import init_project
+from storyloom.project.project_knowledge import add_local_knowledge_base
 
 REPO = Path(__file__).resolve().parents[2]
 STATIC_INDEX = REPO / "storyloom" / "server" / "static" / "index.html"
@@ -37,6 +43,78 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 START_TIMEOUT_S = 60.0
+
+
+def tid(name: str) -> str:
+    """The CSS selector of the element with ``data-testid="name"``."""
+    return f'[data-testid="{name}"]'
+
+
+def home_with(
+    url: str | None = None,
+    characters: dict[str, dict[str, Any]] | None = None,
+    **endpoint: Any,
+) -> Callable[[Path], None]:
+    """A ``prepare`` for :func:`start_server`: the replay LLM at ``url`` as the user model
+    (with any other ``endpoint`` settings), and the default project with ``characters``
+    (preset id → card fields) in its character library."""
+
+    def prepare(home: Path) -> None:
+        if url is not None:
+            settings = {"user_llm": {"base_url": url, "model": "test-model", **endpoint}}
+            (home / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+        project = home / "projects" / "default"
+        init_project(project)
+        if characters:
+            folder = project / "presets" / "characters"
+            folder.mkdir(parents=True, exist_ok=True)
+            for character_id, card in characters.items():
+                text = json.dumps(card, ensure_ascii=False)
+                (folder / f"{character_id}.json").write_text(text, encoding="utf-8")
+
+    return prepare
+
+
+LANTERNFALL = REPO / "tests" / "fixtures" / "sillytavern" / "world_info_lanternfall_v1.18.json"
+
+
+def with_lanternfall(home: Path) -> None:
+    """The default project with the Lanternfall world info, as an import would leave it."""
+    project = home / "projects" / "default"
+    init_project(project)
+    add_local_knowledge_base(project, import_sillytavern(LANTERNFALL).knowledge_bases[0])
+
+
+def messages(page: Page) -> Locator:
+    """The chat's messages root → pointer (not the greyed ones after it)."""
+    return page.locator(f"{tid('chat-log')} {tid('chat-message')}:not([data-future])")
+
+
+def message_with(page: Page, text: str) -> Locator:
+    return messages(page).filter(has_text=text)
+
+
+def start_chat(page: Page, server: RunningServer, character_id: str) -> None:
+    """A new chat with the character, from the chat page's "new chat" form."""
+    page.goto(server.url + "chat")
+    expect(page.locator(tid("ws-status"))).to_have_attribute("data-status", "connected")
+    page.click(tid("chat-new"))
+    page.click(f'{tid("chat-character")}[data-character-id="{character_id}"]')
+    page.click(tid("chat-create"))
+    expect(page).to_have_url(re.compile(r"/chat/[0-9a-f]+$"))
+    expect(messages(page)).to_have_count(1)
+
+
+def send(page: Page, text: str, *, wait_complete: bool = True) -> None:
+    """Send ``text``; with ``wait_complete`` wait until the reply has streamed in."""
+    count = messages(page).count()
+    page.fill(tid("chat-input"), text)
+    page.press(tid("chat-input"), "Enter")
+    expect(messages(page)).to_have_count(count + 2)
+    expect(messages(page).nth(count)).to_contain_text(text)
+    if wait_complete:
+        expect(messages(page).last).to_have_attribute("data-status", "complete")
+        expect(page.locator(tid("chat-send"))).to_be_visible()
 
 
 def free_port() -> int:

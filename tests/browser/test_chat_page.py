@@ -18,77 +18,30 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from storyloom.project.project_file import init_project
-from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
+from tests.browser.conftest import RESULTS_DIR, home_with, message_with, messages, send, tid
+from tests.browser.conftest import start_chat as new_chat
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS_DIR = REPO / "test-results" / "browser"
-
 GREETING = "Welcome to the Lantern Inn, traveller."
 CHARACTER_ID = "mira"
-
-
-def tid(name: str) -> str:
-    return f'[data-testid="{name}"]'
+MIRA = {"name": "Mira", "description": "The innkeeper of the Lantern Inn.", "first_mes": GREETING}
 
 
 def with_llm_and_character(url: str) -> Callable[[Path], None]:
     """A home whose user LLM is the replay server, and a project with one character."""
-
-    def prepare(home: Path) -> None:
-        settings = {"user_llm": {"base_url": url, "model": "test-model"}}
-        (home / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-        project = home / "projects" / "default"
-        init_project(project)
-        folder = project / "presets" / "characters"
-        folder.mkdir(parents=True, exist_ok=True)
-        preset = CharacterDefinition(
-            name="Mira",
-            description="The innkeeper of the Lantern Inn.",
-            first_mes=GREETING,
-        )
-        (folder / f"{CHARACTER_ID}.json").write_text(preset.model_dump_json(), encoding="utf-8")
-
-    return prepare
-
-
-def messages(page: Page) -> Locator:
-    """The messages root → pointer (not the greyed ones after it)."""
-    return page.locator(f"{tid('chat-log')} {tid('chat-message')}:not([data-future])")
+    return home_with(url, {CHARACTER_ID: MIRA})
 
 
 def future(page: Page) -> Locator:
     return page.locator(f'{tid("chat-log")} {tid("chat-message")}[data-future="true"]')
 
 
-def message_with(page: Page, text: str) -> Locator:
-    return messages(page).filter(has_text=text)
-
-
 def start_chat(page: Page, server: Any) -> None:
-    page.goto(server.url + "chat")
-    expect(page.locator(tid("ws-status"))).to_have_attribute("data-status", "connected")
-    page.click(tid("chat-new"))
-    page.click(f'{tid("chat-character")}[data-character-id="{CHARACTER_ID}"]')
-    page.click(tid("chat-create"))
-    expect(page).to_have_url(re.compile(r"/chat/[0-9a-f]+$"))
-    expect(messages(page)).to_have_count(1)
+    new_chat(page, server, CHARACTER_ID)
     expect(messages(page).first).to_contain_text(GREETING)
     expect(page.locator(tid("chat-conversation"))).to_have_count(1)
-
-
-def send(page: Page, text: str, *, wait_complete: bool = True) -> None:
-    count = messages(page).count()
-    page.fill(tid("chat-input"), text)
-    page.press(tid("chat-input"), "Enter")
-    expect(messages(page)).to_have_count(count + 2)
-    expect(messages(page).nth(count)).to_contain_text(text)
-    if wait_complete:
-        expect(messages(page).last).to_have_attribute("data-status", "complete")
-        expect(page.locator(tid("chat-send"))).to_be_visible()
 
 
 # Records the length of the last message's text at every change, so the test sees the
@@ -376,7 +329,7 @@ def test_a_second_tab_sees_the_first_tabs_turn(
         other.close()
 
 
-def test_edit_saves_a_new_version_beside_the_old_one(
+def test_edit_as_a_new_branch_saves_a_version_beside_the_old_one(
     start_server: Callable[..., Any], page: Page
 ) -> None:
     with ReplayLLMServer(models=["test-model"]) as llm:
@@ -395,7 +348,7 @@ def test_edit_saves_a_new_version_beside_the_old_one(
         expect(box).to_have_count(0)
         reply.locator(tid("chat-edit")).click()
         page.fill(tid("chat-edit-text"), "Three silver, and breakfast.")
-        page.click(tid("chat-edit-save"))
+        page.click(tid("chat-edit-branch"))
 
         # The edit is a sibling: the turn after the old text stays with the old text.
         expect(messages(page)).to_have_count(3)
@@ -555,7 +508,7 @@ def test_an_edited_user_message_swipes_between_its_versions(
         expect(asked.locator(tid("chat-swipe-count"))).to_have_count(0)
         asked.locator(tid("chat-edit")).click()
         page.fill(tid("chat-edit-text"), "How much for the suite?")
-        page.click(tid("chat-edit-save"))
+        page.click(tid("chat-edit-branch"))
         expect(messages(page)).to_have_count(2)
         edited = messages(page).last
         expect(edited).to_contain_text("How much for the suite?")

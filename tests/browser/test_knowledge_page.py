@@ -10,26 +10,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from storyloom.knowledge.st_import import import_sillytavern
-from storyloom.project.project_file import init_project
-from storyloom.project.project_knowledge import add_local_knowledge_base
-
-REPO = Path(__file__).resolve().parents[2]
-RESULTS_DIR = REPO / "test-results" / "browser"
-LANTERNFALL = REPO / "tests" / "fixtures" / "sillytavern" / "world_info_lanternfall_v1.18.json"
+from tests.browser.conftest import LANTERNFALL, RESULTS_DIR, tid, with_lanternfall
 
 pytestmark = pytest.mark.browser
-
-
-def tid(name: str) -> str:
-    return f'[data-testid="{name}"]'
-
-
-def with_lanternfall(home: Path) -> None:
-    """The default project with the Lanternfall world info, as an import would leave it."""
-    project = home / "projects" / "default"
-    init_project(project)
-    add_local_knowledge_base(project, import_sillytavern(LANTERNFALL).knowledge_bases[0])
 
 
 def only_kb(server: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import Page, Response, expect
 
 from storyloom.testing.replay_server import ReplayLLMServer
+from tests.browser.conftest import tid
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "test-results" / "browser"
@@ -25,10 +26,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def tid(name: str) -> str:
-    return f'[data-testid="{name}"]'
 
 
 def open_settings(page: Page, server: Any) -> None:
@@ -193,12 +190,17 @@ def test_broken_settings_file_shows_banner(start_server: Any, page: Page) -> Non
 
 def test_every_area_has_a_page(server: Any, page: Page) -> None:
     page.goto(server.url)
-    for area, title in [("chat", "Chat"), ("knowledge", "Knowledge"), ("workflows", "Workflows"),
-                        ("writing", "Writing"), ("tools", "Tools")]:  # fmt: skip
+    areas = [("chat", "Chat"), ("characters", "Characters"), ("knowledge", "Knowledge"),
+             ("workflows", "Workflows"), ("writing", "Writing"), ("tools", "Tools")]  # fmt: skip
+    for area, title in areas:
         page.click(tid(f"nav-{area}"))
         expect(page).to_have_url(re.compile(rf"/{area}$"))
+        expect(page.locator(tid(f"page-{area}"))).to_be_visible()
+        # One heading names the area for screen readers and the tab; the chat's and the
+        # canvas's may be visually hidden, since their page height goes to the work.
+        expect(page.locator("h1")).to_have_count(1)
         expect(page.locator("h1")).to_contain_text(title)
-        expect(page.locator(".lead")).not_to_be_empty()
+        expect(page.locator(tid(f"nav-{area}"))).to_have_attribute("aria-current", "page")
     # A deep link is served by the SPA fallback.
     page.goto(server.url + "settings")
     expect(page.locator(tid("settings-user_llm-save"))).to_be_visible()

@@ -17,6 +17,8 @@ from playwright.sync_api import Locator, Page, expect
 
 from storyloom.project.project_file import init_project
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
+from tests.browser.conftest import home_with as with_llm
+from tests.browser.conftest import tid
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "test-results" / "browser"
@@ -26,20 +28,6 @@ pytestmark = pytest.mark.browser
 PROMPT = "Tell me a story about a loom."
 STORY = "Once upon a time, a loom wove the night sky into a thousand small stories."
 CHUNKS = 6
-
-
-def tid(name: str) -> str:
-    return f'[data-testid="{name}"]'
-
-
-def with_llm(url: str) -> Callable[[Path], None]:
-    """A home whose settings point the user LLM at the replay server."""
-
-    def prepare(home: Path) -> None:
-        settings = {"user_llm": {"base_url": url, "model": "test-model"}}
-        (home / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-
-    return prepare
 
 
 def palette_item(page: Page, node_type: str) -> Locator:
@@ -190,6 +178,8 @@ def test_build_connect_run_and_freeze_a_two_node_workflow(
         assert "streaming" in states
         assert len([n for n in lengths if 0 < n < len(STORY)]) >= 2, lengths
         assert llm.chat_requests[-1]["messages"][-1]["content"] == PROMPT
+        # The run's log is in the side panel's Run tab.
+        page.click(tid("wf-side-run"))
         log_types = page.locator(tid("wf-log-line")).evaluate_all(
             "els => els.map(e => e.dataset.type)"
         )
@@ -202,6 +192,7 @@ def test_build_connect_run_and_freeze_a_two_node_workflow(
         assert shot.stat().st_size > 10_000
 
         # Pin the answer from the history; the next run reports it frozen, asks no model.
+        page.click(tid("wf-side-node"))
         page.click(tid("wf-tab-history"))
         entries = page.locator(tid("wf-history-item"))
         expect(entries).to_have_count(1)
@@ -329,7 +320,9 @@ def test_interface_slots_become_group_handles_and_run_inputs(
     page.click(tid("wf-create-submit"))
     expect(page).to_have_url(re.compile(r"/workflows/echo$"))
 
-    # The interface: one input and one output, renamed.
+    # The interface (in the side panel, hidden until asked for): one input and one
+    # output, renamed.
+    page.click(tid("wf-panel-toggle"))
     page.click(tid("wf-side-interface"))
     page.click(tid("wf-interface-add-inputs"))
     page.click(tid("wf-interface-add-outputs"))
@@ -349,7 +342,9 @@ def test_interface_slots_become_group_handles_and_run_inputs(
     )
     expect(page.locator(".vue-flow__edge")).to_have_count(1)
 
-    # The run form asks for the input; the value comes out of GroupOutput.
+    # The run form (the side panel's Run tab) asks for the input; the value comes out of
+    # GroupOutput.
+    page.click(tid("wf-side-run"))
     page.fill(tid("wf-run-input-topic"), "a lighthouse")
     page.click(tid("wf-run"))
     out = node(page, "core:GroupOutput")

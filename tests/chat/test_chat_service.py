@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,21 +13,16 @@ from typing import Any
 import pytest
 
 from storyloom.chat.prompt.default_pipeline import default_pipeline
-from storyloom.chat.service.conversations import BUSY, ChatService
+from storyloom.chat.service.conversations import BUSY, ChatService, SendResult
 from storyloom.chat.service.reply_run import ChatEvent, MessageAdded, StreamDelta, TurnDone
 from storyloom.chat.store.conversation import ConversationSettings
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import ChatError, TurnTree, VersionConflict
-from storyloom.core.settings import ChatEndpoint, Settings
-from storyloom.plugins import node_registry
-from storyloom.project.project_file import init_project
 from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.store.database import Database
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
-from storyloom.workflow.node_registry import NodeRegistry
-from storyloom.workflow.node_type import WorkflowServices
-from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import WorkflowLibrary
+from tests.chat.conftest import running_chat_service, write_characters
 
 MVU_CARD = (
     Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern" / "card_academy_zh_v3_mvu.json"
@@ -54,9 +49,10 @@ CARD: dict[str, Any] = {
 }
 
 
-def chat_registry() -> NodeRegistry:
-    """Built-in node types plus the chat's shuttle nodes (once they are built in, as is)."""
-    return node_registry(entry_points=False)
+def replied(result: SendResult) -> Message:
+    """The reply a one-to-one send always starts."""
+    assert result.assistant_message is not None
+    return result.assistant_message
 
 
 @dataclass
@@ -95,35 +91,11 @@ class Harness:
 
 
 @pytest.fixture
-def llm() -> Iterator[ReplayLLMServer]:
-    with ReplayLLMServer(models=["test-model"]) as server:
-        yield server
-
-
-@pytest.fixture
-async def harness(tmp_path: Path, llm: ReplayLLMServer) -> AsyncIterator[Harness]:
-    project = tmp_path / "project"
-    init_project(project)
-    characters = project / "presets" / "characters"
-    characters.mkdir(parents=True)
-    (characters / "sera.json").write_text(json.dumps(CARD), encoding="utf-8")
-    database = Database(tmp_path / "storyloom.sqlite3")
-    endpoint = ChatEndpoint(
-        base_url=llm.url, model="test-model", max_retries=0, timeout_s=10, connect_timeout_s=5
-    )
-    settings = Settings(user_llm=endpoint, agent_llm=endpoint)
-    services = WorkflowServices(
-        settings=lambda: settings, project_dir=project, database=database, knowledge=None
-    )
-    tree = TurnTree(database)
+async def harness(project: Path, db: Database, llm: ReplayLLMServer) -> AsyncIterator[Harness]:
+    write_characters(project, {"sera": CARD})
     events: list[ChatEvent] = []
-    service = ChatService(
-        tree, WorkflowRunner(chat_registry(), services), services, project_id="p",
-        publish=events.append,
-    )  # fmt: skip
-    yield Harness(service, tree, llm, project, events)
-    await service.aclose()
-    database.close()
+    async with running_chat_service(project, db, llm, publish=events.append) as service:
+        yield Harness(service, service.tree, llm, project, events)
 
 
 # -- new conversations -------------------------------------------------------------------------
@@ -180,11 +152,11 @@ async def test_send_saves_the_users_message_first_and_streams_the_reply(harness:
     result = await harness.service.send(cid, "Hi", expected_version=harness.version(cid))
     # Saved before the model answered; the reply's message exists, streaming.
     assert harness.tree.message(result.user_message.id).content == "Hi"
-    assert result.assistant_message.status == "streaming"
-    assert result.assistant_message.parent_id == result.user_message.id
+    assert replied(result).status == "streaming"
+    assert replied(result).parent_id == result.user_message.id
     assert result.version == harness.version(cid)
     reply = await harness.finished(cid)
-    assert reply.id == result.assistant_message.id
+    assert reply.id == replied(result).id
     assert reply.status == "complete" and reply.error is None
     assert reply.content == "Hello there, traveller."
     assert reply.thought == "She smiles."
@@ -224,7 +196,7 @@ async def test_a_second_send_while_a_reply_is_written_is_refused(harness: Harnes
         await harness.service.send(cid, "Hello?", expected_version=None)
     assert harness.tree.active_path(cid) == before  # nothing was saved
     stopped = await harness.service.stop(cid)
-    assert stopped is not None and stopped.id == first.assistant_message.id
+    assert stopped is not None and stopped.id == replied(first).id
     assert not harness.service.running(cid)
 
 
@@ -243,7 +215,7 @@ async def test_streamed_text_reaches_sqlite_before_the_reply_ends(harness: Harne
     cid = harness.new_chat()
     harness.llm.script(Reply(text="The quick brown fox jumps", hold_after_chunks=3))
     result = await harness.service.send(cid, "Go", expected_version=None)
-    mid = result.assistant_message.id
+    mid = replied(result).id
     await harness.until(lambda: harness.tree.message(mid).content != "")
     stored = harness.tree.message(mid)
     assert stored.status == "streaming"
@@ -257,7 +229,7 @@ async def test_stop_keeps_the_partial_reply_marked(harness: Harness) -> None:
     cid = harness.new_chat()
     harness.llm.script(Reply(text="The quick brown fox jumps", hold_after_chunks=3))
     result = await harness.service.send(cid, "Go", expected_version=None)
-    mid = result.assistant_message.id
+    mid = replied(result).id
     await harness.until(lambda: harness.streamed(mid).strip() == "The quick brown")
     stopped = await harness.service.stop(cid)
     assert stopped is not None
@@ -371,7 +343,7 @@ async def test_a_missing_pipeline_fails_the_reply_and_names_the_file(harness: Ha
     cid = harness.new_chat(pipeline="my-pipeline")
     result = await harness.service.send(cid, "Hi", expected_version=None)
     failed = await harness.finished(cid)
-    assert failed.id == result.assistant_message.id
+    assert failed.id == replied(result).id
     assert failed.status == "error" and failed.content == ""
     assert failed.error is not None and "my-pipeline.json" in failed.error
     assert harness.tree.message(result.user_message.id).content == "Hi"
@@ -457,7 +429,7 @@ async def test_a_reply_stopped_before_any_text_can_be_retried(harness: Harness) 
     await harness.until(lambda: len(harness.llm.chat_requests) == 1)
     stopped = await harness.service.stop(cid)
     assert stopped is not None and stopped.status == "error" and stopped.error == "stopped"
-    await harness.service.generate(cid, kind="swipe", message_id=result.assistant_message.id)
+    await harness.service.generate(cid, kind="swipe", message_id=replied(result).id)
     retried = await harness.finished(cid)
     assert retried.status == "complete" and retried.content == "A second try."
     assert harness.tree.message(retried.id).parent_id == result.user_message.id
@@ -470,6 +442,6 @@ async def test_a_reply_stopped_before_the_model_is_asked_never_asks_it(harness: 
     stopped = await harness.service.stop(cid)
     assert stopped is not None and stopped.status == "error" and stopped.error == "stopped"
     assert harness.llm.chat_requests == []
-    await harness.service.generate(cid, kind="swipe", message_id=result.assistant_message.id)
+    await harness.service.generate(cid, kind="swipe", message_id=replied(result).id)
     retried = await harness.finished(cid)
     assert retried.status == "complete" and retried.content == "Only the retry asks for this."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from storyloom.chat.personalab.library import PresetLibrary, SummaryPoint, SummaryPreset
 from storyloom.chat.personalab.summaries import SummaryIndex
 from storyloom.chat.service.mnemosyne import build_snapshot, snapshot_seed
+from storyloom.chat.service.reply_run import inspector_record, inspector_view
 from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
     CharacterSnapshot,
@@ -28,7 +30,7 @@ from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.embeddings import OpenAIEmbeddings
 from storyloom.project.knowledge_service import KnowledgeService
-from storyloom.project.project_file import init_project
+from storyloom.project.project_file import init_project, load_project, save_project
 from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.store.database import Database
 from storyloom.testing.replay_server import ReplayLLMServer
@@ -83,6 +85,10 @@ async def knowledge(tmp_path: Path, database: Database) -> AsyncIterator[Knowled
     root = tmp_path / "project"
     init_project(root)
     add_local_knowledge_base(root, LORE.model_copy(deep=True))
+    # A KB is in a chat only through a scope: this one is global (on in every chat).
+    project = load_project(root)
+    project.globalKnowledgeBases = [LORE.kb_id]
+    save_project(root, project)
     settings = Settings()
     service = KnowledgeService(
         tmp_path / "home", root, settings=lambda: settings, database=database
@@ -138,8 +144,9 @@ async def test_snapshot_holds_the_chain_the_state_and_the_lore_at_the_pointer(
     activated = {r.entry_id: r for r in snapshot.lore_report if r.activated}
     assert set(activated) == {"dragon"}
     assert any("dragon" in r["detail"] for r in activated["dragon"].reasons)
-    dropped = [r for r in snapshot.lore_report if not r.activated]
-    assert [r.entry_id for r in dropped] == ["gated"] and dropped[0].reasons
+    dropped = [r for r in snapshot.lore_records() if not r.activated]
+    assert [r.entry_id for r in dropped] == ["gated"]
+    assert [r["rule"] for r in dropped[0].reasons] == ["probability"]
     # The sticky timer starts at this turn, for the state after it.
     assert snapshot.lore_timed_effects["sticky"]["kb_lore"]["dragon"]["start"] == 2
     assert snapshot.character.card["name"] == "Seraphina"
@@ -334,3 +341,75 @@ async def test_another_characters_book_is_not_scanned(
         tree, chat.conversation, chat.conversation.pointer, knowledge=knowledge
     )
     assert [hit.entry_id for hit in snapshot.lore] == ["seraphina-home"]
+
+
+async def test_a_cut_entry_keeps_what_cut_it_and_the_tokens_it_needed_not_where_it_matched(
+    tmp_path: Path, tree: TurnTree, database: Database
+) -> None:
+    # A big book over its budget cuts most of its matches in every turn: the snapshot
+    # keeps each cut entry as a compact row (book, entry, title, tokens needed, the rule
+    # that cut it), never the words of where its keys matched (issue 13 §1b).
+    root = tmp_path / "big"
+    init_project(root)
+    crowd = KnowledgeBase(
+        kb_id="kb_crowd",
+        kb_displayName="Crowd",
+        entries=[keyed(f"e{i}", "word " * 30, ["dragon"]) for i in range(40)],
+    )
+    add_local_knowledge_base(root, crowd)
+    project = load_project(root)
+    project.globalKnowledgeBases = [crowd.kb_id]
+    project.activationSettings = project.activationSettings.model_copy(update={"budget_cap": 100})
+    save_project(root, project)
+    settings = Settings()
+    service = KnowledgeService(
+        tmp_path / "home", root, settings=lambda: settings, database=database
+    )
+    try:
+        chat = new_chat(tree)
+        chat.say("user", "A dragon!")
+        snapshot = await build_snapshot(
+            tree, chat.conversation, chat.conversation.pointer, knowledge=service
+        )
+    finally:
+        await service.aclose()
+    assert 0 < len(snapshot.lore) < 40
+    assert all(r.activated for r in snapshot.lore_report)
+    assert len(snapshot.lore_dropped) == 40 - len(snapshot.lore)
+    cut = snapshot.lore_records()[len(snapshot.lore) :]
+    assert {r.kb_name for r in cut} == {"Crowd"} and {r.scope for r in cut} == {"global"}
+    assert all(r.tokens >= 30 for r in cut)
+    assert all([x["rule"] for x in r.reasons] == ["budget"] for r in cut)
+    assert all(x["outcome"] == "dropped" for r in cut for x in r.reasons)
+    # The inspector builds the cut entries' records when it reads the stored prompt.
+    view = inspector_view(json.loads(json.dumps(inspector_record(None, None, snapshot))), {})
+    assert "lore_dropped" not in view
+    shown = [r for r in view["lore"] if not r["activated"]]
+    assert [r["entry_id"] for r in shown] == [r.entry_id for r in cut]
+    assert shown[0]["kb_name"] == "Crowd" and shown[0]["reasons"][0]["rule"] == "budget"
+
+
+def test_a_prompt_stored_before_compact_rows_still_shows_its_dropped_lore() -> None:
+    old = {
+        "blocks": [],
+        "messages": [],
+        "lore": [{"kb_id": "kb", "entry_id": "e", "activated": False, "reasons": []}],
+    }
+    assert inspector_view(old, {})["lore"] == old["lore"]
+
+
+async def test_lore_reasons_number_messages_by_their_place_in_the_chat_past_hidden_ones(
+    tree: TurnTree, knowledge: KnowledgeService
+) -> None:
+    chat = new_chat(tree)
+    chat.say("user", "A dragon!")  # 0
+    chat.say("assistant", "Something private.", extra={"hidden": True})  # 1, not in the prompt
+    chat.say("user", "Go on.")  # 2
+    snapshot = await build_snapshot(
+        tree, chat.conversation, chat.conversation.pointer, knowledge=knowledge
+    )
+    assert [m.number for m in snapshot.history] == [0, 2]
+    [dragon] = [r for r in snapshot.lore_report if r.entry_id == "dragon"]
+    said = " ".join(r["detail"] for r in dragon.reasons)
+    # The block list calls it "Message 0": so do the reasons (not "message 1").
+    assert "message 0" in said and "message 1" not in said

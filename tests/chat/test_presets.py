@@ -21,11 +21,9 @@ from storyloom.chat.personalab.library import (
 )
 from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.errors import FileFormatError, NotFound
-from storyloom.project.knowledge_import import import_knowledge_file
-from storyloom.project.project_file import init_project
 from storyloom.sillytavern.character import CharacterDefinition
+from tests.chat.conftest import import_card
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
 NOW = datetime(2025, 10, 16, 10, 0, 0, tzinfo=UTC)
 
 PERSONALAB_CHARACTER = {
@@ -64,30 +62,10 @@ PERSONALAB_SUMMARY = {
 }
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    init_project(root)
-    return root
-
-
-@pytest.fixture
-def library(project: Path) -> PresetLibrary:
-    return PresetLibrary(project)
-
-
 def write(path: Path, data: object) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     return path
-
-
-def import_card(project: Path, name: str) -> str:
-    summary = import_knowledge_file(
-        FIXTURES / name, project_dir=project, global_folder=project.parent / "global"
-    )
-    assert summary.character_file is not None
-    return Path(summary.character_file).stem
 
 
 def test_imported_sillytavern_card_is_listed_and_snapshots_its_persona(

@@ -277,6 +277,25 @@ def test_sillytaverns_own_if_is_left_for_the_macro_engine() -> None:
     assert render(text) == ("{{if description}}D{{else}}none{{/if}} alive {{if::x::y}}", [])
 
 
+def test_a_hash_if_on_no_chat_variable_is_left_for_the_macro_engine() -> None:
+    # SillyTavern's {{#if}} is its {{if}} with the keep-whitespace flag: a lone word that
+    # names no chat variable, ST's variable shorthand, a nested macro or text storyloom
+    # cannot parse stay as written (with their whitespace) for the macro engine.
+    for text in (
+        "{{#if yes}}\n  kept  \n{{/if}}",
+        "{{#if !yes}}x{{/if}}",
+        "{{#if .flag}}x{{else}}y{{/if}}",
+        "{{#if $flag}}x{{/if}}",
+        "{{#if {{getvar::flag}}}}x{{/if}}",
+        "{{#if some words}}x{{/if}}",
+    ):
+        assert render(text) == (text, []), text
+    # The chat's own variables, comparisons and paths are storyloom's conditions.
+    assert render("{{#if !healed}}hurt{{/if}}") == ("hurt", [])
+    assert render("{{#if missing.path}}x{{else}}none{{/if}}") == ("none", [])
+    assert render("{{#if missing == 1}}x{{else}}none{{/if}}") == ("none", [])
+
+
 def test_text_without_blocks_is_unchanged() -> None:
     assert render("no blocks {{char}} here") == ("no blocks {{char}} here", [])
     assert render("") == ("", [])

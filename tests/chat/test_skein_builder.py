@@ -71,8 +71,8 @@ def snapshot(**changes: Any) -> ContextSnapshot:
 
 
 def lore(entry_id: str, placement: str, **extra: Any) -> LoreHit:
+    extra.setdefault("kb_id", "kb")
     return LoreHit(
-        kb_id="kb",
         entry_id=entry_id,
         title=entry_id,
         content=f"lore {entry_id}",
@@ -134,10 +134,20 @@ def test_every_block_names_its_source_for_a_person() -> None:
     )
     for item in skein.blocks:
         assert item.source.label, item.id
-    assert block(skein, "msg:m1").source.label == "Message 2 (user)"
+    assert block(skein, "msg:m1").source.label == "Message 1 (user)"
     assert block(skein, "msg:m1").source.id == "m1"
     assert block(skein, "lore:kb/a").source.id == "kb/a"
     assert block(skein, "authorsNote").source.label == "Author's note"
+
+
+def test_a_lore_block_names_its_book_by_name_and_by_id_only_when_it_has_none() -> None:
+    named = lore("a", "before_character", kb_id="kb_7f3a", kb_name="Eldoria")
+    skein = build_skein(snapshot(lore=[named, lore("b", "after_character")]))
+    label = block(skein, "lore:kb_7f3a/a").source.label
+    assert label == "Lore: Eldoria / a (before character)"
+    assert "kb_7f3a" not in label
+    # A snapshot stored before books had names in it: the id is all there is.
+    assert block(skein, "lore:kb/b").source.label == "Lore: kb / b (after character)"
 
 
 def test_card_system_prompt_and_post_history_replace_the_presets_keeping_the_original() -> None:
@@ -412,3 +422,20 @@ def test_a_preset_prompt_with_a_condition_is_sent_only_while_it_holds() -> None:
         shot = snapshot(state=ChatState(variables={"hp": hp}))
         out = run_prompt_ast(build_skein(shot, options), shot)
         assert ("hurt" in ids(out)) is sent
+
+
+def test_a_hash_if_that_is_no_state_condition_is_sillytaverns_if_in_the_prompt() -> None:
+    # SillyTavern reads {{#if yes}} as its {{if}} macro with the keep-whitespace flag:
+    # "yes" is true text, the body keeps its spaces. storyloom's own conditions (the
+    # chat's variables, comparisons) still choose their branch.
+    card = {
+        "description": (
+            "A{{#if yes}}\n  kept  \n{{/if}}B {{#if !yes}}gone{{/if}}"
+            " {{#if description}}has one{{/if}} {{#if hp < 30}}hurt{{else}}well{{/if}}"
+            " {{#if .calm}}calm{{else}}restless{{/if}}"
+        )
+    }
+    shot = snapshot(card=card)
+    out = run_prompt_ast(build_skein(shot), shot)
+    assert block(out, "charDescription").content == "A\n  kept  \nB  has one hurt restless"
+    assert not out.warnings

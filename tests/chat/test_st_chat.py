@@ -356,7 +356,10 @@ def test_knowledge_import_makes_a_chat_a_conversation_when_given_the_importer(
     assert summary.chat_messages == messages
     [listed] = tree.conversations("proj")
     assert listed.id == summary.conversation_id
-    assert listed.title == sample.stem
+    # Named from the chat's header (character and creation date), not the file name.
+    chat = parse_chat_jsonl(sample.read_text(encoding="utf-8"), sample)
+    assert chat.header is not None
+    assert listed.title == f"{chat.character_name} - {chat.header.create_date}"
     assert listed.message_count >= messages
 
 

@@ -476,6 +476,20 @@ def test_conversations_list_newest_first_with_a_preview(tree: TurnTree) -> None:
     assert tree.conversations()[0].id == other_project.id
 
 
+def test_conversations_list_names_the_character_behind_each_face_and_marks_groups(
+    tree: TurnTree,
+) -> None:
+    card = CharacterSnapshot(source_preset="sera", card={"name": "Seraphina"})
+    one = tree.create_conversation(project_id="p", title="One", character=card)
+    group = ConversationSettings.model_validate(
+        {"group": {"members": [{"character_id": "sera"}, {"character_id": "kai"}]}}
+    )
+    three = tree.create_conversation(project_id="p", title="Band", character=card, settings=group)
+    imported = tree.create_conversation(project_id="p", title="Imported")
+    listed = {c.id: (c.character_id, c.group_size) for c in tree.conversations("p")}
+    assert listed == {one.id: ("sera", 0), three.id: ("sera", 2), imported.id: (None, 0)}
+
+
 def test_conversation_round_trips_its_settings_and_snapshots(tree: TurnTree) -> None:
     settings = ConversationSettings(user_name="Ann", keyframe_every=4, custom_key=1)
     chat = tree.create_conversation(
@@ -562,6 +576,7 @@ def test_tree_lists_every_message_and_marks_the_path(tree: TurnTree) -> None:
         "sibling_index": 1,
         "depth": 1,
         "on_path": False,
+        "hidden": False,
     }
     assert [n.depth for n in tree.tree(chat.id)] == [0, 1, 1]
 

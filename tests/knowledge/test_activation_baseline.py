@@ -56,6 +56,7 @@ def entries(draw: st.DrawFn, index: int) -> CAIU:
         match_whole_words=draw(st.none() | st.booleans()),
         scan_depth=draw(st.none() | st.integers(1, 3)),
         inclusion_groups=draw(st.lists(st.sampled_from(["g1", "g2"]), max_size=1)),
+        prevent_recursion=draw(st.booleans()),
     )
     return CAIU(
         id=f"e{index}",
@@ -87,13 +88,123 @@ scan_settings = st.builds(
 
 
 @settings(max_examples=60, deadline=None)
-@given(book=books(), chat=chats, scan=scan_settings)
+@given(
+    book=books(),
+    chat=chats,
+    scan=scan_settings,
+    context=st.sampled_from([MAX_CONTEXT, 60, 200]),
+)
 def test_the_engine_activates_the_entries_the_baseline_scan_activates(
-    book: KnowledgeBase, chat: list[ScanMessage], scan: ActivationSettings
+    book: KnowledgeBase, chat: list[ScanMessage], scan: ActivationSettings, context: int
 ) -> None:
+    # A small context (a budget of 15 or 50 characters) makes the budget cut, so its
+    # rule (earlier steps' recursion text + this step so far) is compared too.
     engine = ActivationEngine([book], scan, count_tokens=len)
-    ours = engine.activate(ActivationRequest(messages=chat, max_context_tokens=MAX_CONTEXT))
+    ours = engine.activate(ActivationRequest(messages=chat, max_context_tokens=context))
     theirs = BASELINE.check_world_info(
-        [book], scan, chat, max_context_tokens=MAX_CONTEXT, count_tokens=len
+        [book], scan, chat, max_context_tokens=context, count_tokens=len
     )
     assert sorted(ours.keys()) == sorted(theirs)
+
+
+# -- where storyloom used to differ, it now does as SillyTavern 1.18 does ------------------
+
+
+TEN = "one two three four five six seven eight nine ten"
+
+
+def both(
+    book: KnowledgeBase, chat: list[ScanMessage], scan: ActivationSettings, max_context: int
+) -> tuple[set[str], set[str]]:
+    """The entry ids the engine and the port of SillyTavern's loop activate."""
+    engine = ActivationEngine([book], scan, count_tokens=lambda text: len(text.split()))
+    ours = engine.activate(ActivationRequest(messages=chat, max_context_tokens=max_context))
+    theirs = BASELINE.check_world_info(
+        [book],
+        scan,
+        chat,
+        max_context_tokens=max_context,
+        count_tokens=lambda text: len(text.split()),
+    )
+    return {item.entry_id for item in ours.activated}, {e for _, e in theirs}
+
+
+def keyed(
+    entry_id: str, keys: list[str], text: str, priority: int = 100, **criteria: object
+) -> CAIU:
+    return CAIU(
+        id=entry_id,
+        displayName=entry_id,
+        content=Content(value=text),
+        activation_criteria=ActivationCriteria(keywords=keys, **criteria),
+        usage_metadata=UsageMetadata(priority=priority),
+    )
+
+
+def test_an_earlier_steps_prevent_recursion_entry_is_not_charged_to_later_steps() -> None:
+    # Budget 25 (25% of 100), one token per word. Step 1: "quiet" (prevents recursion)
+    # and "gate", 10 words each (20 < 25). Step 2 finds "beacon" in gate's text; SillyTavern
+    # charges it only gate's 10 words (allActivatedText), so 10 + 10 < 25 and it fits.
+    book = KnowledgeBase(
+        kb_id="kb",
+        entries=[
+            keyed("quiet", ["alpha"], TEN, 300, prevent_recursion=True),
+            keyed("gate", ["gamma"], "the gate opens to the beacon on the far hill", 200),
+            keyed("beacon", ["beacon"], TEN, 100),
+        ],
+    )
+    chat = [ScanMessage("User", "alpha and gamma")]
+    ours, theirs = both(book, chat, ActivationSettings(scan_depth=1), 100)
+    assert ours == theirs == {"quiet", "gate", "beacon"}
+
+
+def test_the_budget_refuses_an_entry_that_reaches_it_exactly() -> None:
+    # SillyTavern stops at tokens >= budget: two 10-word entries, a budget of 20.
+    book = KnowledgeBase(
+        kb_id="kb",
+        entries=[
+            keyed("first", ["key"], TEN, 200),
+            keyed("second", ["key"], TEN, 100),
+        ],
+    )
+    chat = [ScanMessage("User", "key")]
+    ours, theirs = both(book, chat, ActivationSettings(recursive=False), 80)
+    assert ours == theirs == {"first"}
+
+
+def test_whole_word_chinese_keys_need_a_non_ascii_word_neighbour() -> None:
+    whole = ActivationSettings(match_whole_words=True, recursive=False)
+    book = KnowledgeBase(
+        kb_id="kb",
+        entries=[
+            keyed("dragon", ["龙"], "dragon"),
+            keyed("ai", ["AI"], "assistant"),
+            keyed("zhang", ["张三"], "zhang"),
+        ],
+    )
+    cases = {
+        "巨龙飞过山谷": {"dragon"},
+        "a龙b": set(),
+        "我是AI助手": {"ai"},
+        "张三123号": set(),
+        "张三，你好": {"zhang"},
+    }
+    for text, expected in cases.items():
+        ours, theirs = both(book, [ScanMessage("User", text)], whole, MAX_CONTEXT)
+        assert ours == theirs == expected, text
+
+
+def test_regex_keys_search_the_joined_scan_text() -> None:
+    scan = ActivationSettings(scan_depth=2, recursive=False)
+    book = KnowledgeBase(
+        kb_id="kb",
+        entries=[
+            keyed("span", ["/lamp[\\s\\S]+tide/"], "spans two messages"),
+            keyed("anchored", ["/^lamp/"], "never at a message start"),
+            keyed("joiner", ["/\\n\\x01Maren: tide/"], "the message joiner"),
+        ],
+    )
+    # Newest first: "User: lamp lit" then "Maren: tide rises", joined by "\n\x01".
+    chat = [ScanMessage("Maren", "tide rises"), ScanMessage("User", "lamp lit")]
+    ours, theirs = both(book, chat, scan, MAX_CONTEXT)
+    assert ours == theirs == {"span", "joiner"}

@@ -191,7 +191,7 @@ def test_whole_words_lets_keys_with_spaces_match_as_substrings() -> None:
     assert active(scan([entry("b", keywords=["black cat"])], ["two black cats"], whole)) == {"b"}
 
 
-def test_whole_words_leaves_cjk_keys_as_substrings() -> None:
+def test_whole_words_matches_cjk_keys_between_cjk_characters() -> None:
     whole = ActivationSettings(match_whole_words=True)
     assert active(scan([entry("dragon", keywords=["红龙"])], ["一条红龙飞过山谷"], whole)) == {
         "dragon"

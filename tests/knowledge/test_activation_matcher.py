@@ -57,11 +57,12 @@ def test_whole_word_slots_check_boundaries() -> None:
     assert matcher.find(cat, "concat the cat") == (11, 14)
 
 
-def test_word_characters_exclude_scripts_without_spaces() -> None:
-    assert is_word_char("a") and is_word_char("é") and is_word_char("_")
-    assert not is_word_char("龙") and not is_word_char(" ") and not is_word_char("。")
-    assert not needs_word_boundaries("红龙") and not needs_word_boundaries("black cat")
-    assert needs_word_boundaries("cat")
+def test_word_characters_are_javascripts_ascii_ones() -> None:
+    assert is_word_char("a") and is_word_char("Z") and is_word_char("7") and is_word_char("_")
+    assert not is_word_char("é") and not is_word_char("龙") and not is_word_char(" ")
+    assert not is_word_char("。")
+    assert not needs_word_boundaries("black cat")
+    assert needs_word_boundaries("cat") and needs_word_boundaries("红龙")
 
 
 def test_regex_keys_parse_like_sillytavern() -> None:
@@ -70,6 +71,13 @@ def test_regex_keys_parse_like_sillytavern() -> None:
     assert parse_regex_key("/a/b/") is None  # an unescaped slash: plain text
     assert parse_regex_key("w/o") is None
     assert parse_regex_key("/x/q") is None
+
+
+def test_a_key_with_a_newline_after_the_closing_slash_is_plain_text() -> None:
+    # JavaScript's $ (no m flag) matches only at the very end: "/foo/\n" is no regex key.
+    assert parse_regex_key("/foo/\n") is None
+    assert parse_regex_key("/foo/i\n") is None
+    assert KeywordMatcher().add_regex("/foo/\n") is None
 
 
 def test_invalid_regex_raises_a_regex_key_error() -> None:

@@ -165,21 +165,44 @@ def test_variables_fill_the_entry_text() -> None:
     assert result.activated[0].text == "HP is 7."
 
 
+def vector_scan(
+    entries: list[CAIU], message: str = "key", *, vector_activation: bool = True, **request: Any
+) -> ActivationResult:
+    settings = request.pop("settings", None) or ActivationSettings(recursive=False)
+    book = KnowledgeBase(kb_id="kb", entries=entries, vector_activation=vector_activation)
+    engine = ActivationEngine([book], settings, count_tokens=lambda text: len(text.split()))
+    return engine.activate(ActivationRequest(messages=[ScanMessage("User", message)], **request))
+
+
 def test_semantic_activation_needs_the_threshold() -> None:
     meaning = entry("meaning", use_semantic_search=True, semantic_threshold=0.8)
-    result = scan([meaning], "unrelated", semantic_scores={("kb", "meaning"): 0.85})
+    result = vector_scan([meaning], "unrelated", semantic_scores={("kb", "meaning"): 0.85})
     assert order(result) == ["meaning"]
     reason = result.activated[0].reasons[0]
     assert reason.rule == "semantic" and "0.850" in reason.detail
-    assert order(scan([meaning], "unrelated", semantic_scores={("kb", "meaning"): 0.7})) == []
+    assert (
+        order(vector_scan([meaning], "unrelated", semantic_scores={("kb", "meaning"): 0.7})) == []
+    )
 
 
 def test_semantic_threshold_defaults_to_the_setting() -> None:
     meaning = entry("meaning", use_semantic_search=True)
     scores = {("kb", "meaning"): 0.76}
-    assert order(scan([meaning], semantic_scores=scores)) == ["meaning"]
+    assert order(vector_scan([meaning], semantic_scores=scores)) == ["meaning"]
     strict = ActivationSettings(recursive=False, semantic_threshold_default=0.9)
-    assert order(scan([meaning], semantic_scores=scores, settings=strict)) == []
+    assert order(vector_scan([meaning], semantic_scores=scores, settings=strict)) == []
+
+
+def test_a_book_without_vector_activation_fires_its_vectorized_entries_by_keys_only() -> None:
+    vectorized = entry("v", keywords=["harbour"], use_semantic_search=True)
+    scores = {("kb", "v"): 0.99}
+    off = vector_scan([vectorized], "nothing here", vector_activation=False, semantic_scores=scores)
+    assert order(off) == []
+    keyed = vector_scan(
+        [vectorized], "the harbour", vector_activation=False, semantic_scores=scores
+    )
+    assert order(keyed) == ["v"]
+    assert order(vector_scan([vectorized], "nothing here", semantic_scores=scores)) == ["v"]
 
 
 def test_character_filter_limits_entries_to_characters() -> None:
@@ -243,3 +266,14 @@ def test_default_token_counter_counts_real_tokens() -> None:
     engine = ActivationEngine([KnowledgeBase(kb_id="kb", entries=[entry("a", keywords=["key"])])])
     result = engine.activate(ActivationRequest(messages=[ScanMessage("U", "key")]))
     assert result.activated[0].tokens == result.tokens_used > 0
+
+
+def test_reasons_of_dropped_entries_are_built_when_read() -> None:
+    entries = [entry(f"e{i}", usage={"priority": 100 - i}, keywords=["key"]) for i in range(40)]
+    result = scan(entries, "a key here", max_context_tokens=100)  # room for two entries
+    assert len(result.activated) == 2 and len(result.dropped) == 38
+    assert not any(d.explained for d in result.dropped)
+    last = result.dropped[-1]
+    assert [r.rule for r in last.reasons] == ["primary_key", "budget"]
+    assert last.reasons[0].detail == 'key "key" matched "User: a key here" in message 0 (User)'
+    assert last.explained and not result.dropped[0].explained

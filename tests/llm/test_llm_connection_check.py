@@ -39,7 +39,16 @@ async def test_chat_check_reports_a_model_missing_from_the_list(
     assert report.role == "agent_llm"
     assert "'llama9'" in report.message and "test-model" in report.message
     assert report.models == ["test-model"]
-    assert llm.chat_requests == []  # no completion was attempted
+
+
+async def test_chat_check_allows_an_unlisted_model_that_answers_with_a_warning(
+    make_endpoint: Any,
+) -> None:
+    with ReplayLLMServer(models=["test-model", "hidden"], listed_models=["test-model"]) as llm:
+        report = await check_chat_endpoint(make_endpoint(llm.url, model="hidden"))
+    assert report.ok
+    assert report.warning is not None
+    assert "'hidden'" in report.warning and "test-model" in report.warning
 
 
 async def test_chat_check_accepts_ollama_latest_tag(make_endpoint: Any) -> None:

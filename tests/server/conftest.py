@@ -1,10 +1,12 @@
-"""A real storyloom server on a free loopback port, in a thread of the test process."""
+"""A real storyloom server on a free loopback port, in a thread of the test process, and
+the data directory a chat test starts it on: the scripted model server as its models."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +16,10 @@ import pytest
 import uvicorn
 
 from storyloom.cli.serve import bind_socket
+from storyloom.project.project_file import init_project
 from storyloom.server.app import create_app
 from storyloom.server.token_auth import is_loopback
+from storyloom.testing.replay_server import ReplayLLMServer
 
 
 @dataclass
@@ -70,3 +74,37 @@ def live_server(tmp_path: Path, start_server: Callable[..., LiveServer]) -> Live
 def client(live_server: LiveServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live_server.url, timeout=30) as c:
         yield c
+
+
+@pytest.fixture
+def llm() -> Iterator[ReplayLLMServer]:
+    """The scripted OpenAI-compatible server, serving "test-model"."""
+    with ReplayLLMServer(models=["test-model"]) as server:
+        yield server
+
+
+def chat_home(
+    home: Path,
+    llm: ReplayLLMServer,
+    cards: Mapping[str, dict[str, Any]] | None = None,
+    *,
+    agent: bool = True,
+    api_key: str | None = "sk-x",
+) -> Path:
+    """A data directory whose chat model (and agent model, with ``agent``) is ``llm``'s
+    "test-model", tried once, and whose default project holds ``cards`` as character
+    presets (id → card)."""
+    home.mkdir(parents=True, exist_ok=True)
+    endpoint: dict[str, Any] = {"base_url": llm.url, "model": "test-model", "max_retries": 0}
+    if api_key is not None:
+        endpoint["api_key"] = api_key
+    settings = {"user_llm": endpoint, "agent_llm": endpoint} if agent else {"user_llm": endpoint}
+    (home / "settings.json").write_text(json.dumps(settings))
+    project = home / "projects" / "default"
+    init_project(project)
+    if cards:
+        characters = project / "presets" / "characters"
+        characters.mkdir(parents=True)
+        for character_id, card in cards.items():
+            (characters / f"{character_id}.json").write_text(json.dumps(card))
+    return home

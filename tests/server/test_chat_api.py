@@ -7,7 +7,7 @@ import asyncio
 import io
 import json
 import zipfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,9 @@ from jsonschema import Draft202012Validator
 from websockets.asyncio.client import ClientConnection
 
 from storyloom.plugins import node_registry
-from storyloom.project.project_file import init_project
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_registry import NodeRegistry
+from tests.server.conftest import chat_home
 
 TIMEOUT_S = 30
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
@@ -41,23 +41,8 @@ def chat_registry() -> NodeRegistry:
 
 
 @pytest.fixture
-def llm() -> Iterator[ReplayLLMServer]:
-    with ReplayLLMServer(models=["test-model"]) as server:
-        yield server
-
-
-@pytest.fixture
 def server(tmp_path: Path, llm: ReplayLLMServer, start_server: Callable[..., Any]) -> Any:
-    home = tmp_path / "home"
-    home.mkdir()
-    endpoint = {"base_url": llm.url, "model": "test-model", "max_retries": 0, "api_key": "sk-x"}
-    settings = {"user_llm": endpoint, "agent_llm": endpoint}
-    (home / "settings.json").write_text(json.dumps(settings))
-    project = home / "projects" / "default"
-    init_project(project)
-    characters = project / "presets" / "characters"
-    characters.mkdir(parents=True)
-    (characters / "maren.json").write_text(json.dumps(CARD))
+    home = chat_home(tmp_path / "home", llm, {"maren": CARD})
     return start_server(home, node_registry=chat_registry())
 
 

@@ -5,7 +5,6 @@ writing to one conversation."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -21,9 +20,9 @@ import httpx
 import pytest
 
 from storyloom.plugins import node_registry
-from storyloom.project.project_file import init_project
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_registry import NodeRegistry
+from tests.server.conftest import chat_home
 
 TIMEOUT_S = 30.0
 """Only a guard against a hanging test; nothing depends on how long anything takes."""
@@ -33,14 +32,7 @@ Json = dict[str, Any]
 
 
 def prepare_home(home: Path, llm: ReplayLLMServer) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    endpoint = {"base_url": llm.url, "model": "test-model", "max_retries": 0}
-    (home / "settings.json").write_text(json.dumps({"user_llm": endpoint}))
-    project = home / "projects" / "default"
-    init_project(project)
-    characters = project / "presets" / "characters"
-    characters.mkdir(parents=True)
-    (characters / "sera.json").write_text(json.dumps(CARD))
+    chat_home(home, llm, {"sera": CARD}, agent=False, api_key=None)
 
 
 def chat_registry() -> NodeRegistry:
@@ -94,12 +86,6 @@ class Client:
 
         view: Json = await eventually(done)
         return view
-
-
-@pytest.fixture
-def llm() -> Iterator[ReplayLLMServer]:
-    with ReplayLLMServer(models=["test-model"]) as server:
-        yield server
 
 
 @pytest.fixture

@@ -14,29 +14,16 @@ import pytest
 import websockets
 
 from storyloom.plugins import node_registry
-from storyloom.project.project_file import init_project
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
+from tests.server.conftest import chat_home
 
 Json = dict[str, Any]
 
 
 @pytest.fixture
-def llm() -> Iterator[ReplayLLMServer]:
-    with ReplayLLMServer(models=["test-model"]) as server:
-        yield server
-
-
-@pytest.fixture
 def server(tmp_path: Path, llm: ReplayLLMServer, start_server: Callable[..., Any]) -> Any:
-    home = tmp_path / "home"
-    home.mkdir()
-    endpoint = {"base_url": llm.url, "model": "test-model", "max_retries": 0}
-    (home / "settings.json").write_text(json.dumps({"user_llm": endpoint, "agent_llm": endpoint}))
-    project = home / "projects" / "default"
-    init_project(project)
-    characters = project / "presets" / "characters"
-    characters.mkdir(parents=True)
-    (characters / "maren.json").write_text(json.dumps({"name": "Maren", "first_mes": "Hello."}))
+    card = {"name": "Maren", "first_mes": "Hello."}
+    home = chat_home(tmp_path / "home", llm, {"maren": card}, api_key=None)
     return start_server(home, node_registry=node_registry(entry_points=False))
 
 
@@ -127,11 +114,14 @@ def test_a_workflow_that_cannot_run_is_a_422_with_every_graph_problem(api: httpx
 
 
 def test_a_request_refused_as_asked_is_a_400(api: httpx.Client) -> None:
-    body = envelope(api.delete("/api/workflows/chat-default"), 400)
-    assert "built in" in body["error"]["message"]
     cid = new_chat(api)["id"]
     body = envelope(api.post(f"/api/chats/{cid}/continue-from-summary"), 400)
     assert "summar" in body["error"]["message"]
+
+
+def test_deleting_a_built_in_workflow_is_a_409(api: httpx.Client) -> None:
+    body = envelope(api.delete("/api/workflows/chat-default"), 409)
+    assert "built in" in body["error"]["message"]
 
 
 def test_a_model_endpoint_that_is_unavailable_is_a_503_and_a_failing_one_a_502(

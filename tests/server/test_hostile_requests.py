@@ -423,6 +423,26 @@ def test_an_upload_over_the_limit_is_a_413_and_one_under_it_is_read(small: LiveS
     still_answers(small)
 
 
+def test_every_upload_route_refuses_a_file_over_the_limit_naming_it(small: LiveServer) -> None:
+    huge = ("huge.png", b"\x89PNG\r\n\x1a\n" + b" " * 200_000)
+    with httpx.Client(base_url=small.url, timeout=30) as c:
+        persona = c.post("/api/personas", json={"name": "Ann"}).json()["id"]
+        character = c.post("/api/characters", json={"character": {"name": "Iris"}}).json()["id"]
+        for route in (
+            "/api/chats/import",
+            "/api/personas/import",
+            f"/api/personas/{persona}/avatar",
+            f"/api/characters/{character}/avatar",
+        ):
+            message = refused(c.post(route, files={"file": huge}), 413)
+            assert "huge.png" in message and "128 KB" in message, route
+        # nothing was written
+        assert c.get(f"/api/personas/{persona}/avatar").status_code == 404
+        assert c.get(f"/api/characters/{character}/avatar").status_code == 404
+        assert [p["id"] for p in c.get("/api/personas").json()["personas"]] == [persona]
+    still_answers(small)
+
+
 def test_a_declared_length_over_the_default_limit_is_refused_before_the_body(
     live_server: LiveServer,
 ) -> None:

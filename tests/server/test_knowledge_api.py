@@ -260,7 +260,7 @@ def test_import_into_the_global_scope(client: httpx.Client, live_server: Any) ->
     assert folder.parent == Path(live_server.home) / "knowledge"
 
 
-def test_import_of_a_sillytavern_chat_makes_a_conversation(
+def test_import_of_a_sillytavern_chat_makes_a_conversation_named_from_its_header(
     client: httpx.Client, live_server: Any
 ) -> None:
     lines = len(parse_chat_jsonl(MAREN_CHAT.read_text(encoding="utf-8"), MAREN_CHAT).messages)
@@ -272,7 +272,8 @@ def test_import_of_a_sillytavern_chat_makes_a_conversation(
     listed = client.get("/api/chats").json()["conversations"]
     assert [(c["id"], c["message_count"]) for c in listed] == [(conversation_id, lines)]
     view = client.get(f"/api/chats/{conversation_id}").json()
-    assert view["conversation"]["title"] == MAREN_CHAT.stem
+    # Named as the file names it (its character and date), not after the file.
+    assert view["conversation"]["title"] == "Maren - 2024-10-02@21h14m07s"
     assert len(view["messages"]) == lines
     assert not (project_dir(live_server) / "imports").exists()
 
@@ -424,6 +425,7 @@ def test_activation_test_explains_each_entry_and_its_tokens(client: httpx.Client
     assert lighthouse["kb_id"] == kb_id
     assert lighthouse["tokens"] == tokens[lighthouse["entry_id"]]
     assert body["tokens_used"] == lighthouse["tokens"]
+    assert body["tokenizer"] == "llama (bundled)"  # no endpoint set: SillyTavern's default
     reasons = [(r["rule"], r["outcome"]) for r in lighthouse["reasons"]]
     assert ("primary_key", "activated") in reasons
     assert any("lighthouse" in r["detail"] for r in lighthouse["reasons"])
@@ -432,6 +434,24 @@ def test_activation_test_explains_each_entry_and_its_tokens(client: httpx.Client
         {"name": "Maren", "text": "You are safe in my lighthouse.", "is_user": False},
     ]
     assert body["settings"]["scan_depth"] == 1
+
+
+def test_activation_test_leaves_out_a_switched_off_kb_unless_it_is_named(
+    client: httpx.Client,
+) -> None:
+    on = make_kb(
+        client, "On", [entry("a", "a", "Bells ring.", activation_criteria={"keywords": ["bell"]})]
+    )
+    off = make_kb(
+        client, "Off", [entry("b", "b", "Bells toll.", activation_criteria={"keywords": ["bell"]})]
+    )
+    assert client.patch(f"/api/knowledge/bases/{off}", json={"enabled": False}).status_code == 200
+    scan = {"chat": "User: the bell", "settings": {"recursive": False}}
+    body = client.post("/api/knowledge/activation/test", json=scan).json()
+    assert {a["kb_id"] for a in body["activated"]} == {on}
+    # Named, a switched-off book is tested all the same (to try it before turning it on).
+    named = client.post("/api/knowledge/activation/test", json={**scan, "kb_ids": [off]}).json()
+    assert {a["kb_id"] for a in named["activated"]} == {off}
 
 
 def test_activation_test_reports_entries_the_budget_dropped(client: httpx.Client) -> None:

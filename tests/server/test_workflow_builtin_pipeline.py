@@ -245,10 +245,29 @@ async def test_deleting_the_copy_brings_the_builtin_back_and_the_builtin_stays(
     request = await chat_turn(api, server, llm)
     assert request.get("temperature") != 0.25
     refused = await api.delete("/api/workflows/chat-default")
-    assert refused.status_code == 400
+    assert refused.status_code == 409
     message = refused.json()["error"]["message"]
-    assert "chat-default" in message and "built in" in message
+    assert "chat-default" in message and "built in" in message and "duplicate" in message
     assert (await listing(api))["chat-default"]["builtin"] is True
+
+
+async def test_a_copy_under_a_new_id_is_the_projects_own_and_a_chat_runs_it(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer, project: Path
+) -> None:
+    copy = {**with_temperature(builtin_json(), 0.4), "id": "my-chat", "name": "My chat"}
+    saved = await api.put("/api/workflows/my-chat", json=copy)
+    assert saved.status_code == 200, saved.text
+    assert saved.json()["problems"] == []
+    entries = await listing(api)
+    assert entries["my-chat"]["builtin"] is False
+    assert entries["chat-default"]["builtin"] is True
+    assert not (project / "workflows" / "chat-default.json").exists()
+    request = await chat_turn(api, server, llm, pipeline="my-chat")
+    assert request["temperature"] == 0.4
+    # The copy is the project's to delete; the built-in it came from stays.
+    assert (await api.delete("/api/workflows/my-chat")).status_code == 204
+    assert (await api.delete("/api/workflows/chat-default")).status_code == 409
+    assert "my-chat" not in await listing(api)
 
 
 async def test_a_broken_copy_is_listed_as_broken_instead_of_the_builtin(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,12 +44,6 @@ class TestNodes:
     @hookimpl
     def storyloom_node_types(self) -> list[type[NodeType]]:
         return [Boom]
-
-
-@pytest.fixture
-def llm() -> Iterator[ReplayLLMServer]:
-    with ReplayLLMServer(models=["test-model"]) as server:
-        yield server
 
 
 @pytest.fixture

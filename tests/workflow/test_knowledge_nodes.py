@@ -312,6 +312,19 @@ async def test_keyword_matcher_activates_entries_named_in_the_text(project: Proj
     )
 
 
+async def test_knowledge_nodes_leave_out_a_switched_off_kb_unless_it_is_named(
+    project: Project,
+) -> None:
+    project.service.update_base("kb_lore", enabled=False)
+    text = {"text": "We saw a dragon."}
+    assert (await run_node(KeywordMatcher(), project.ctx(), text))["hits"] == []
+    static = await run_node(StaticKnowledgeBase(), project.ctx(), {})
+    assert entry_ids(static["entries"]) == ["style", "tone"]
+    # Named, it is used all the same: naming a book is asking for it.
+    named = await run_node(KeywordMatcher(), project.ctx(), text, knowledge_bases=["Lore"])
+    assert entry_ids(named["hits"]) == ["pass", "dragon"]
+
+
 async def test_keyword_matcher_config_turns_recursion_off(project: Project) -> None:
     out = await run_node(
         KeywordMatcher(),
@@ -361,17 +374,18 @@ async def test_keyword_matcher_token_budget_keeps_the_most_important(project: Pr
         project.ctx(),
         {"text": "The dragon of the northern pass."},
         knowledge_bases=["Lore"],
-        token_budget=14,
+        token_budget=16,
     )
-    # Ember (priority 50) fits first; the pass (priority 10) no longer fits.
+    # Ember (priority 50, 14 LLaMA tokens) fits first; the pass (priority 10) no longer fits.
     assert entry_ids(out["hits"]) == ["dragon"]
 
 
 async def test_keyword_matcher_activates_semantic_entries_by_meaning(project: Project) -> None:
-    semantic = {"use_semantic_search": True, "semantic_threshold": 0.8}
+    semantic = {"use_semantic_search": True}
     senses = KnowledgeBase(
         kb_id="kb_senses",
         kb_displayName="Senses",
+        vector_activation=True,
         entries=[
             entry(
                 "ember", "Ember is a red dragon.", displayName="Ember", activation_criteria=semantic
@@ -389,7 +403,7 @@ async def test_keyword_matcher_activates_semantic_entries_by_meaning(project: Pr
     out = await run_node(
         KeywordMatcher(),
         project.ctx(),
-        {"text": "A big red beast attacks the village."},
+        {"text": "A red dragon breathes fire over the village."},
         knowledge_bases=["Senses"],
     )
     assert entry_ids(out["hits"]) == ["ember"]

@@ -4,12 +4,12 @@ import KnowledgePage from './views/KnowledgePage.vue'
 import PlaceholderPage from './views/PlaceholderPage.vue'
 import SettingsPage from './views/SettingsPage.vue'
 
-export const AREAS = ['chat', 'knowledge', 'workflows', 'writing', 'tools'] as const
+export const AREAS = ['chat', 'characters', 'knowledge', 'workflows', 'writing', 'tools'] as const
 export type Area = (typeof AREAS)[number]
 
 export const routes: RouteRecordRaw[] = [
   { path: '/', redirect: '/chat' },
-  ...AREAS.filter((area) => area !== 'chat' && area !== 'knowledge' && area !== 'workflows').map((area) => ({
+  ...AREAS.filter((area) => area !== 'chat' && area !== 'characters' && area !== 'knowledge' && area !== 'workflows').map((area) => ({
     path: `/${area}`,
     name: area,
     component: PlaceholderPage,
@@ -18,6 +18,8 @@ export const routes: RouteRecordRaw[] = [
   // The open conversation is part of the address, so a reload or a link keeps it.
   // The landing page: loaded with the app, not after it.
   { path: '/chat/:conversationId?', name: 'chat', component: ChatPage },
+  // The open character is part of the address, so a reload or a link keeps it.
+  { path: '/characters/:characterId?', name: 'characters', component: () => import('./views/CharactersPage.vue') },
   // The open knowledge base is part of the address, so a reload or a link keeps it.
   { path: '/knowledge/:kbId?', name: 'knowledge', component: KnowledgePage },
   // Likewise the open workflow. The canvas library is large: load it with the page.

@@ -38,6 +38,8 @@ import {
   type TurnResult,
   type generate,
   type patchChat,
+  type PromptDefaults,
+  type TokenCounts,
 } from '../src/api/chat'
 
 type Schemas = components['schemas']
@@ -89,8 +91,10 @@ describe('chat API shapes', () => {
       (v: Schemas['Stopped']) => accepts<StopResult>(v),
       (v: WithConversation<Schemas['ImportedChatView']>) => accepts<ImportedChat>(v),
       (v: Schemas['MemoryProposal']) => accepts<MemoryProposal>(v),
+      (v: Schemas['TokenCounts']) => accepts<TokenCounts>(v),
+      (v: Schemas['PromptDefaults']) => accepts<PromptDefaults>(v),
     ]
-    expect(checks).toHaveLength(19)
+    expect(checks).toHaveLength(21)
   })
 
   it('send what the server declares it takes', () => {

@@ -97,15 +97,37 @@ describe('a chat message', () => {
     expect(mountMessage(message('a', 'u', { extra: { problems: [] } })).find(q('chat-message-problems')).exists()).toBe(false)
   })
 
-  it('edits in place: Escape cancels, Save sends the new text', async () => {
+  it('edits: Escape cancels, Save rewrites in place, the other button saves a new branch', async () => {
     const w = mountMessage(message('a', 'u', { content: 'old' }), { editing: true })
     const box = w.find(q('chat-edit-text'))
     expect((box.element as HTMLTextAreaElement).value).toBe('old')
     await box.setValue('new text')
     await w.find(q('chat-edit-save')).trigger('click')
+    await w.find(q('chat-edit-branch')).trigger('click')
+    await box.trigger('keydown', { key: 'Enter', ctrlKey: true })
     await box.trigger('keydown', { key: 'Escape' })
-    expect(w.emitted('edit-save')).toEqual([['new text']])
+    expect(w.emitted('edit-save')).toEqual([
+      ['new text', 'in_place'],
+      ['new text', 'branch'],
+      ['new text', 'in_place'],
+    ])
     expect(w.emitted('edit-cancel')).toHaveLength(1)
+  })
+
+  it('shows its number, dims a hidden message and toggles it with the eye', async () => {
+    const w = mountMessage(message('a', 'u', { depth: 7, extra: { hidden: true } }))
+    expect(w.find(q('chat-message-index')).text()).toBe('#7')
+    expect(w.find(q('chat-message')).attributes('data-hidden')).toBe('true')
+    expect(w.find(q('chat-hide')).attributes('aria-pressed')).toBe('true')
+    await w.find(q('chat-hide')).trigger('click')
+    expect(w.emitted('hide')).toEqual([[false]])
+  })
+
+  it('lists earlier versions and restores one', async () => {
+    const w = mountMessage(message('a', 'u', { extra: { versions: [{ content: 'first', replaced_at: 1 }, { content: 'second', replaced_at: 2 }] } }))
+    expect(w.findAll(q('chat-version')).map((v) => v.find('.chat-version-text').text())).toEqual(['first', 'second'])
+    await w.findAll(q('chat-version-restore'))[1]!.trigger('click')
+    expect(w.emitted('restore')).toEqual([[1]])
   })
 
   it('jumps when a greyed later message is clicked', async () => {

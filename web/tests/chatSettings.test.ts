@@ -31,6 +31,8 @@ beforeEach(() => {
     vi.fn(async (url: string, init: RequestInit = {}) => {
       const body = init.body instanceof FormData ? Object.fromEntries(init.body.entries()) : init.body ? JSON.parse(init.body as string) : undefined
       const call = { url, method: init.method ?? 'GET', body }
+      // The model field asks for the endpoint's list on its own: not one of the calls checked here.
+      if (url === '/api/settings/models') return new Response(JSON.stringify({ models: [] }), { status: 200, headers: { 'Content-Type': 'application/json' } })
       calls.push(call)
       const answer = respond(call)
       return new Response(JSON.stringify(answer.body), { status: answer.status, headers: { 'Content-Type': 'application/json' } })
@@ -166,7 +168,8 @@ describe('the chat pipeline in the drawer', () => {
   it('asks before replacing a workflow the preset made before, and says why an import failed', async () => {
     let attempt = 0
     respond = (call) => {
-      if (call.url !== '/api/workflows/import-st-preset') return { status: 200, body: WORKFLOWS }
+      if (call.url === '/api/workflows') return { status: 200, body: WORKFLOWS }
+      if (call.url !== '/api/workflows/import-st-preset') return { status: 404, body: { detail: 'no' } }
       attempt += 1
       if (attempt === 1) return { status: 409, body: { detail: "workflow 'st-default' already exists" } }
       if (attempt === 2) return { status: 201, body: { id: 'st-default', name: 'Default', nodes: [], edges: [] } }

@@ -18,6 +18,8 @@ export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView
     connect_timeout_s: 10,
     max_retries: 2,
     token_encoding: null,
+    tokenizer: 'auto',
+    tokenizer_model: null,
     context_window: 32768,
     api_key_set: false,
     ...over,

@@ -19,6 +19,8 @@ function kb(over: Partial<KnowledgeBaseSummary> & { kb_id: string }): KnowledgeB
     total_tokens: 0,
     embedding_model_id: null,
     problems: [],
+    enabled: true,
+    global_lore: false,
     ...over,
   }
 }

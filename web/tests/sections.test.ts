@@ -21,6 +21,8 @@ beforeEach(() => {
         method: init.method ?? 'GET',
         body: init.body ? JSON.parse(init.body as string) : undefined,
       }
+      // The model field asks for the endpoint's list on its own: not one of the calls checked here.
+      if (url === '/api/settings/models') return new Response(JSON.stringify({ models: [] }), { status: 200, headers: { 'Content-Type': 'application/json' } })
       calls.push(call)
       const { status, body } = respond(call)
       return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } })
@@ -123,6 +125,50 @@ describe('ChatSection', () => {
     expect(w.get(q('settings-user_llm-result')).text()).toContain('Saved.')
     expect(w.html()).not.toContain('sk-secret-123')
     expect(w.emitted('saved')).toHaveLength(1)
+  })
+
+  it('picks the tokenizer that counts budgets, explains the choice and saves it with its file', async () => {
+    respond = (call) => {
+      const sent = (call.body as { user_llm: Record<string, unknown> }).user_llm
+      return { status: 200, body: settingsView({ user_llm: { ...chatView(), ...sent, api_key_set: false } }) }
+    }
+    const w = mountChat()
+    const select = w.get(q('settings-user_llm-tokenizer'))
+    expect(w.findAll(`${q('settings-user_llm-tokenizer')} option`).map((o) => o.attributes('value'))).toEqual(['auto', 'llama', 'openai', 'endpoint'])
+    expect((select.element as HTMLSelectElement).value).toBe('auto')
+    expect(w.text()).toContain("Asks the endpoint's tokenize route first")
+    await select.setValue('llama')
+    expect(w.text()).toContain('Counts as SillyTavern does by default')
+    expect(w.text()).not.toContain("Asks the endpoint's tokenize route first")
+    await w.get(q('settings-user_llm-tokenizer_model')).setValue('  /st/src/tokenizers/llama.model ')
+    await w.get('form').trigger('submit')
+    await flushPromises()
+    const sent = (calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm
+    expect(sent.tokenizer).toBe('llama')
+    expect(sent.tokenizer_model).toBe('/st/src/tokenizers/llama.model')
+    // The saved view comes back into the form.
+    expect((w.get(q('settings-user_llm-tokenizer')).element as HTMLSelectElement).value).toBe('llama')
+    expect((w.get(q('settings-user_llm-tokenizer_model')).element as HTMLInputElement).value).toBe('/st/src/tokenizers/llama.model')
+  })
+
+  it('sends no tokenizer file when the field is emptied, and shows a refused file next to it', async () => {
+    respond = () => ({
+      status: 422,
+      body: { error: { message: 'invalid', problems: [{ field: 'user_llm.tokenizer_model', reason: 'not a SentencePiece model' }] } },
+    })
+    const w = mountChat(chatView({ tokenizer: 'endpoint', tokenizer_model: '/old.model' }))
+    expect((w.get(q('settings-user_llm-tokenizer')).element as HTMLSelectElement).value).toBe('endpoint')
+    await w.get(q('settings-user_llm-tokenizer_model')).setValue('')
+    await w.get('form').trigger('submit')
+    await flushPromises()
+    expect((calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm.tokenizer_model).toBeNull()
+    expect(w.get(q('settings-user_llm-error-tokenizer_model')).text()).toBe('not a SentencePiece model')
+  })
+
+  it('names the tokenizers in Chinese', () => {
+    const w = mount(ChatSection, { props: { role: 'agent_llm', initial: chatView() }, global: { plugins: [makeI18n('zh')] } })
+    expect(w.text()).toContain('分词器')
+    expect(w.findAll(`${q('settings-agent_llm-tokenizer')} option`).map((o) => o.text())).toContain('LLaMA（SillyTavern 默认）')
   })
 
   it('"clear key" sends an empty key on save', async () => {

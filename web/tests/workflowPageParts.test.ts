@@ -25,6 +25,7 @@ describe('workflow page messages', () => {
       'workflows.inspector.history',
       'workflows.side.node',
       'workflows.side.interface',
+      'workflows.side.run',
       'workflows.interface.inputs',
       'workflows.interface.outputs',
       'workflows.interface.add.inputs',

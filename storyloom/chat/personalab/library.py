@@ -7,6 +7,11 @@ writes for SillyTavern cards, and a PersonaLab character file (``character_id``,
 at a preset: it copies a snapshot (:func:`character_snapshot`, :func:`background_snapshot`)
 so editing a preset later leaves existing conversations as they were.
 
+Every character file has a version (:func:`file_version`, a hash of its bytes): an editor
+saves with the version it opened, and a save over a newer file is a :class:`Conflict`, so
+two tabs never overwrite each other. Avatars sit beside the file as ``<id>.png`` (or
+``.jpg``, ``.gif``, ``.webp`` when uploaded so).
+
 Files are written atomically. A file that does not parse raises :class:`FileFormatError`
 naming the file and the field; listing never fails because of one: a bad file is listed
 with its error (:meth:`PresetLibrary.problems`, :attr:`CharacterListing.error`).
@@ -14,8 +19,10 @@ with its error (:meth:`PresetLibrary.problems`, :attr:`CharacterListing.error`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,8 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from storyloom.chat.store.conversation import BackgroundSnapshot, CharacterSnapshot
 from storyloom.chat.store.turn_tree import ChatError
-from storyloom.core.atomic_io import atomic_write_text
-from storyloom.core.errors import FieldProblem, FileFormatError, NotFound, problems_from_validation
+from storyloom.core.atomic_io import atomic_write_bytes, atomic_write_text
+from storyloom.core.errors import (
+    Conflict,
+    FieldProblem,
+    FileFormatError,
+    NotFound,
+    problems_from_validation,
+)
 from storyloom.project.project_file import folder_slug
 from storyloom.sillytavern.character import CharacterDefinition
 
@@ -108,6 +121,10 @@ class CharacterListing(BaseModel):
     name: str
     description: str = ""
     avatar: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    fav: bool = False
+    creator: str = ""
+    modified: float = Field(default=0.0, description="When its file last changed (Unix s)")
     error: str | None = None
 
 
@@ -198,8 +215,19 @@ def _validate(model: type[_M], path: Path, data: dict[str, Any]) -> _M:
         raise FileFormatError(path, problems_from_validation(exc)) from exc
 
 
+def file_version(path: Path) -> str:
+    """A short hash of a file's bytes: the version an optimistic save compares."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
 def _dump(model: BaseModel) -> str:
-    return json.dumps(model.model_dump(mode="json"), ensure_ascii=False, indent=2) + "\n"
+    data = model.model_dump(mode="json")
+    if isinstance(model, CharacterDefinition) and "knowledge_bases" not in model.model_fields_set:
+        # A file from before books could be bound stays without the key: its books are
+        # then the ones tagged with its name (chat/service/lore_scope.py); writing an
+        # empty list would unbind them.
+        del data["knowledge_bases"]
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
 class PresetLibrary:
@@ -208,6 +236,8 @@ class PresetLibrary:
     def __init__(self, project_dir: Path) -> None:
         self.project_dir = project_dir
         self.root = project_dir / PRESETS_DIR
+        # A versioned save checks and writes as one step (routes run in threads).
+        self._lock = threading.RLock()
 
     def folder(self, kind: PresetKind) -> Path:
         return self.root / kind
@@ -244,6 +274,10 @@ class PresetLibrary:
                     name=preset.name,
                     description=preset.description,
                     avatar=preset.avatar,
+                    tags=preset.tags,
+                    fav=preset.fav,
+                    creator=preset.creator,
+                    modified=self.path("characters", preset_id).stat().st_mtime,
                 )
             )
         return out
@@ -262,6 +296,82 @@ class PresetLibrary:
             preset = preset.model_copy(update={"character_id": character_id})
         atomic_write_text(path, _dump(preset))
         return character_id
+
+    def character_version(self, character_id: str) -> str:
+        """A hash of the character file: what an optimistic save compares."""
+        return file_version(self._existing("characters", character_id))
+
+    def create_character(self, preset: CharacterDefinition) -> str:
+        """Write a new character (made in storyloom, or a copy); returns its id."""
+        with self._lock:
+            folder = self.folder("characters")
+            # Each name the character takes (.json, its avatar, .assets) must be free.
+            taken = (
+                {p.name.split(".", 1)[0] for p in folder.iterdir()} if folder.is_dir() else set()
+            )
+            character_id = check_preset_id(folder_slug(preset.name, taken))
+            atomic_write_text(self.path("characters", character_id), _dump(preset))
+            return character_id
+
+    def update_character(
+        self, character_id: str, preset: CharacterDefinition, *, expected_version: str | None
+    ) -> str:
+        """Replace a character's fields; returns the new version. ``expected_version`` is
+        the version the editor opened: another save since then is a :class:`Conflict`.
+        The avatar and the imported card (kept for a lossless export) stay as they are."""
+        with self._lock:
+            path = self._existing("characters", character_id)
+            if expected_version is not None and expected_version != file_version(path):
+                raise Conflict(
+                    f"character {character_id!r} was changed elsewhere since it was opened "
+                    "(another tab or window saved it); reload it and make the change again"
+                )
+            old = self.character(character_id)
+            keep: dict[str, Any] = {"avatar": old.avatar}
+            if preset.source_card is None:
+                keep["source_card"] = old.source_card
+            atomic_write_text(path, _dump(preset.model_copy(update=keep)))
+            return file_version(path)
+
+    def duplicate_character(self, character_id: str) -> str:
+        """A copy named "<name> (copy)", with its own avatar and assets; returns its id."""
+        preset = self.character(character_id)
+        copy_id = self.create_character(
+            preset.model_copy(update={"name": f"{preset.name} (copy)", "avatar": None})
+        )
+        folder = self.folder("characters")
+        source_avatar = self.avatar_path(character_id)
+        if source_avatar is not None:
+            name = f"{copy_id}{source_avatar.suffix.lower()}"
+            atomic_write_bytes(folder / name, source_avatar.read_bytes())
+            copied = self.character(copy_id).model_copy(update={"avatar": name})
+            atomic_write_text(self.path("characters", copy_id), _dump(copied))
+        assets = folder / f"{character_id}.assets"
+        if assets.is_dir():
+            shutil.copytree(assets, folder / f"{copy_id}.assets")
+        return copy_id
+
+    def avatar_path(self, character_id: str) -> Path | None:
+        """The character's avatar file, when it has one that exists."""
+        preset = self.character(character_id)
+        if not preset.avatar:
+            return None
+        path = self.folder("characters") / Path(preset.avatar).name
+        return path if path.is_file() else None
+
+    def set_avatar(self, character_id: str, image: bytes, suffix: str) -> str:
+        """Store ``image`` (an image the caller checked, ``suffix`` ".png" / ".jpg" /
+        ".gif" / ".webp") as the avatar; returns the character's new version."""
+        with self._lock:
+            path = self._existing("characters", character_id)
+            preset = self.character(character_id)
+            name = f"{character_id}{suffix}"
+            folder = self.folder("characters")
+            atomic_write_bytes(folder / name, image)
+            if preset.avatar and Path(preset.avatar).name != name:
+                (folder / Path(preset.avatar).name).unlink(missing_ok=True)
+            atomic_write_text(path, _dump(preset.model_copy(update={"avatar": name})))
+            return file_version(path)
 
     # -- backgrounds ------------------------------------------------------------------
 
@@ -342,10 +452,19 @@ class PresetLibrary:
         if kind not in PRESET_KINDS:
             raise ChatError(f"unknown preset kind {kind!r}; use one of {', '.join(PRESET_KINDS)}")
         path = self._existing(kind, preset_id)
+        avatar: str | None = None
+        if kind == "characters":
+            try:
+                avatar = self.character(preset_id).avatar
+            except FileFormatError:
+                avatar = None
         path.unlink()
         if kind == "characters":
-            # The importer names these after the preset's id.
+            # The importer names these after the preset's id; an uploaded avatar may
+            # be a JPEG, GIF or WebP of the same stem.
             path.with_suffix(".png").unlink(missing_ok=True)
+            if avatar and Path(avatar).stem == preset_id:
+                (path.parent / Path(avatar).name).unlink(missing_ok=True)
             assets = path.with_name(f"{preset_id}.assets")
             if assets.is_dir():
                 shutil.rmtree(assets)

@@ -24,7 +24,7 @@ from typing import Any
 
 from storyloom.core.errors import StoryloomError
 
-__all__ = ["ConditionError", "evaluate_condition", "render_conditionals"]
+__all__ = ["ConditionError", "evaluate_condition", "is_state_condition", "render_conditionals"]
 
 MAX_EXPRESSION_LENGTH = 500
 MAX_TEXT_RESULT = 100_000
@@ -502,11 +502,13 @@ def render_conditionals(text: str, variables: Mapping[str, Any]) -> tuple[str, l
     written one tag per line without leaving blank lines. A condition that cannot be
     evaluated counts as false and is reported in the problems (with the expression);
     an unclosed ``{{#if}}`` or a stray ``{{/if}}`` is left as written and reported.
-    SillyTavern's own ``{{if name}}…{{/if}}`` (no ``#``) is left for the macro engine.
+    SillyTavern's own ``{{if name}}…{{/if}}``, and a ``{{#if …}}`` that is SillyTavern's
+    ``{{if}}`` with the keep-whitespace flag (:func:`is_state_condition`), are left
+    for the macro engine.
     """
     if "{{" not in text:
         return text, []
-    tags = _find_tags(text)
+    tags = _find_tags(text, variables)
     if not tags:
         return text, []
     problems: list[str] = []
@@ -514,10 +516,37 @@ def render_conditionals(text: str, variables: Mapping[str, Any]) -> tuple[str, l
     return _render(parts, variables, problems), problems
 
 
-def _find_tags(text: str) -> list[_Tag]:
+_BARE_NAME = re.compile(r"!?\s*([^\W\d]\w*)")
+
+
+def is_state_condition(expression: str, variables: Mapping[str, Any]) -> bool:
+    """Whether ``{{#if expression}}`` is storyloom's condition on the state, not
+    SillyTavern's ``{{if}}`` macro with its keep-whitespace flag (``#``).
+
+    SillyTavern's ``{{#if yes}}`` tests a value: a macro's (``{{#if description}}``), a
+    variable's (``{{#if .flag}}``, ``{{#if $x}}``) or the text itself (``yes`` is true).
+    So an expression storyloom cannot parse, and a lone word (``!`` allowed) that names
+    no chat variable, belong to the macro engine; comparisons, paths, literals beyond
+    one word and the chat's own variables are storyloom's."""
+    stripped = expression.strip()
+    if not stripped or "{{" in stripped:
+        return False
+    bare = _BARE_NAME.fullmatch(stripped)
+    if bare is not None:
+        return bare.group(1) in variables
+    try:
+        ast.parse(_to_python(stripped), mode="eval")
+    except (ConditionError, SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _find_tags(text: str, variables: Mapping[str, Any]) -> list[_Tag]:
     tags: list[_Tag] = []
     for match in _TAG.finditer(text):
-        if match.group("if") is not None:
+        if match.group("if") is not None and not is_state_condition(match.group("if"), variables):
+            kind, expression = "st-if", ""
+        elif match.group("if") is not None:
             kind, expression = "if", match.group("if")
         elif match.group("elif") is not None:
             kind, expression = "elif", match.group("elif")

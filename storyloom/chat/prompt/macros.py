@@ -5,11 +5,20 @@ Cards and presets written for SillyTavern rely on its macro engine, so this foll
 is parsed once, macros nested inside arguments resolve first and everything resolves left
 to right, so ``{{setvar::x::{{char}}}}`` stores the name and a later ``{{getvar::x}}`` sees
 it. Names are case-insensitive; arguments follow ``::`` (or the legacy single ``:`` or a
-space: ``{{random:a,b}}``, ``{{roll d20}}``) and are trimmed. Scoped forms
-``{{if cond}}…{{else}}…{{/if}}``, ``{{trim}}…{{/trim}}`` and ``{{//}}…{{///}}`` work as there.
-A macro storyloom does not know, or one called with the wrong arguments, stays exactly as
-written (with what was nested inside it resolved), so text that merely looks like a macro
-is never eaten.
+space: ``{{random:a,b}}``, ``{{roll d20}}``) and are trimmed. A scoped macro
+``{{name …}}content{{/name}}`` takes its (trimmed, dedented; ``#`` keeps it as is) content
+as its last argument: ``{{if cond}}…{{else}}…{{/if}}``, ``{{setvar::x}}…{{/setvar}}``,
+``{{trim}}…{{/trim}}``, ``{{//}}…{{///}}``. Openers pair with closers by name, outermost
+first; one whose closer is found but which cannot take one more argument (``{{user}}…
+{{/user}}``) stays as written, closer included. A macro storyloom does not know, or one
+called with the wrong arguments, stays exactly as written (with what was nested inside it
+resolved), so text that merely looks like a macro is never eaten.
+
+Variable shorthand: ``{{.name}}`` is the chat's variable, ``{{$name}}`` the user's global
+one (:attr:`MacroContext.global_variables`, shared by every chat); ``= += -= ++ --`` change
+it, ``|| ?? ||= ??=`` fall back (their value resolved only when used), ``== != > >= < <=``
+compare. ``{{datetimeformat::…}}`` takes moment.js format tokens and ``{{idle_duration}}``
+says how long since the user's previous message, as moment's ``humanize`` does.
 
 Randomness is reproducible: ``{{random}}`` and ``{{roll}}`` draw from
 ``random.Random(seed, draw number)`` so the same seed gives the same sequence, and
@@ -29,12 +38,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from storyloom.chat.prompt.moment_format import format_moment, humanize
+
 __all__ = ["MacroContext", "expand_macros", "macro_spans"]
 
 
 @dataclass
 class MacroContext:
-    """What macros read; ``{{setvar}}``, ``{{addvar}}`` and ``{{incvar}}`` write ``variables``."""
+    """What macros read; ``{{setvar}}``, ``{{.x = 1}}``... write ``variables``, their
+    ``global`` forms ``global_variables``."""
 
     char: str = ""
     user: str = ""
@@ -44,7 +56,13 @@ class MacroContext:
     persona: str = ""
     original: str = ""
     variables: dict[str, Any] = field(default_factory=dict)
+    global_variables: dict[str, Any] = field(default_factory=dict)
+    """The user's global variables (``{{$x}}``, ``{{getglobalvar}}``...), shared by every
+    chat; changed in place like ``variables``."""
     now: datetime | None = None
+    idle_since: datetime | None = None
+    """When the user's message before the newest one was sent (``{{idle_duration}}``
+    measures from it, as SillyTavern does); None: "just now"."""
     seed: int | str = 0
     pick_seed: int | str | None = None
     """What ``{{pick}}`` is fixed by (the chat; None: ``seed``)."""
@@ -302,6 +320,8 @@ class _Evaluator:
         self.original_used = False
         self.resolved: dict[int, str] = {}
         self.extra = {key.lower(): value for key, value in ctx.extra.items()}
+        self.keep_raw: set[int] = set()
+        """Macros (by ``id``) paired with a closer they cannot take: left as written."""
 
     # structure -------------------------------------------------------------------------
 
@@ -312,34 +332,57 @@ class _Evaluator:
         return _BUILTINS.get(lowered)
 
     def can_open_scope(self, head: _Head) -> bool:
+        """Whether scoped content, as one more argument, fits the macro's arity (SillyTavern:
+        list macros such as ``{{random}}`` take none)."""
         spec = self.spec(head.name)
         return (
             spec is not None
             and not head.closing
             and spec.max_args is not None
-            and len(head.args) < spec.max_args
+            and spec.min_args <= len(head.args) + 1 <= spec.max_args
         )
 
     def structure(self, nodes: list[_Node]) -> list[_Item]:
-        """Pair scoped openers with their ``{{/name}}`` closers (innermost first, as ST)."""
-        pairs: dict[int, int] = {}
-        open_at: list[int] = []
+        """Pair scoped openers with their ``{{/name}}`` closers, as SillyTavern does.
+
+        Outermost first: an opener takes the first closer of its name whose depth matches
+        (only openers that can take scoped content count as nested); what lies between is
+        paired again on its own. An opener whose closer is found but which cannot take
+        one more argument (``{{user}}…{{/user}}``, ``{{setvar::a::b}}…{{/setvar}}``) stays
+        as written, and so does its closer; a closer with no opener stays as written.
+        """
+        if not any(isinstance(node, _Macro) and _is_closer(node) for node in nodes):
+            return list(nodes)  # nothing to pair: the common case
+        infos: list[tuple[int, str, bool, bool]] = []  # index, name, closing, takes scope
         for index, node in enumerate(nodes):
             if not isinstance(node, _Macro):
                 continue
             head = _head(node)
-            if head is None:
+            if head is None or self.spec(head.name) is None:
+                continue  # unknown names are never paired: their closers stay as written
+            infos.append((index, head.name.lower(), head.closing, self.can_open_scope(head)))
+        last_closer = {
+            name: position for position, (_, name, closing, _) in enumerate(infos) if closing
+        }
+        pairs: dict[int, int] = {}
+        matched: set[int] = set()
+        inside_until = -1
+        for position, (index, name, closing, takes_scope) in enumerate(infos):
+            if closing or index in matched or index <= inside_until:
                 continue
-            if head.closing:
-                name = head.name.lower()
-                for depth in range(len(open_at) - 1, -1, -1):
-                    opener = _head(_as_macro(nodes[open_at[depth]]))
-                    if opener is not None and opener.name.lower() == name:
-                        pairs[open_at[depth]] = index
-                        del open_at[depth:]
-                        break
-            elif self.can_open_scope(head):
-                open_at.append(index)
+            if last_closer.get(name, -1) < position:
+                continue  # no closer of its name follows (the common case: {{char}})
+            if not takes_scope and name == "//":
+                continue  # a one-line comment is never kept as written
+            close = _find_closer(infos, position, matched)
+            if close is None:
+                continue
+            matched.update((index, close))
+            if takes_scope:
+                pairs[index] = close
+                inside_until = close
+            else:
+                self.keep_raw.update((id(nodes[index]), id(nodes[close])))
 
         def build(low: int, high: int) -> list[_Item]:
             out: list[_Item] = []
@@ -348,7 +391,7 @@ class _Evaluator:
                 node = nodes[index]
                 if index in pairs:
                     close = pairs[index]
-                    out.append(_Scoped(_as_macro(node), build(index + 1, close)))
+                    out.append(_Scoped(_as_macro(node), self.structure(nodes[index + 1 : close])))
                     index = close + 1
                 else:
                     out.append(node)
@@ -370,11 +413,18 @@ class _Evaluator:
         # A macro left as written is rebuilt from its parts; what was nested inside it has
         # already run (as an argument) and must not run twice.
         key = id(item)
+        if key in self.keep_raw:
+            return self.raw[item.start : item.end]
         if key not in self.resolved:
             self.resolved[key] = self.macro(item, None)
         return self.resolved[key]
 
     def macro(self, macro: _Macro, scoped: list[_Item] | None) -> str:
+        expression = _variable_expression(macro)
+        if expression is _NOT_AN_EXPRESSION:
+            return "{{" + self.document(macro.items) + "}}"
+        if expression is not None:
+            return self.variable(expression)
         head = _head(macro)
         if head is None:
             return "{{" + self.document(macro.items) + "}}"
@@ -417,11 +467,7 @@ class _Evaluator:
         condition = self.document(condition_nodes)
         shorthand = _VARIABLE_SHORTHAND.fullmatch(condition)
         if shorthand:
-            condition = (
-                _get_variable(self.ctx.variables, shorthand.group(2))
-                if shorthand.group(1) == "."
-                else ""
-            )
+            condition = _get_variable(self.store(shorthand.group(1)), shorthand.group(2))
         else:
             spec = self.spec(condition)
             if spec is not None and spec.min_args == 0 and condition.lower() not in ("if", "else"):
@@ -437,6 +483,67 @@ class _Evaluator:
         result = "".join(self.item(item) for item in chosen)
         return result if "#" in head.flags else _trim_content(result)
 
+    # variable shorthand ----------------------------------------------------------------
+
+    def store(self, scope: str) -> dict[str, Any]:
+        """``.`` the chat's variables, ``$`` the user's global ones."""
+        return self.ctx.variables if scope == "." else self.ctx.global_variables
+
+    def variable(self, expression: _Expression) -> str:
+        """``{{.name}}``, ``{{$name op value}}``: the value is resolved only when the
+        operator needs it, and at most once (``??`` and ``||`` skip it when they can)."""
+        store = self.store(expression.scope)
+        name, operator = expression.name, expression.operator
+        resolved: list[str] = []
+
+        def value() -> str:
+            if not resolved:
+                resolved.append(self.document(expression.value).strip())
+            return resolved[0]
+
+        if operator == "":
+            return _get_variable(store, name)
+        if operator == "=":
+            store[name] = _typed(value())
+            return ""
+        if operator in ("++", "--"):
+            return js_string(_add_variable(store, name, "1" if operator == "++" else "-1"))
+        if operator == "+=":
+            _add_variable(store, name, value())
+            return ""
+        if operator == "-=":
+            amount = js_number(value(), empty_is_zero=True)
+            if amount is not None:  # SillyTavern ignores (and logs) a non-number
+                _add_variable(store, name, js_string(-amount))
+            return ""
+        if operator in ("||", "||="):
+            if not _js_falsy(_read_variable(store, name)):
+                return _get_variable(store, name)
+            if operator == "||=":
+                store[name] = _typed(value())
+            return value()
+        if operator in ("??", "??="):
+            if name in store:
+                return _get_variable(store, name)
+            if operator == "??=":
+                store[name] = _typed(value())
+            return value()
+        if operator in ("==", "!="):
+            equal = _get_variable(store, name) == value()
+            return "true" if equal == (operator == "==") else "false"
+        # > >= < <=: numbers only (an empty value counts as 0, as JavaScript's Number)
+        left = js_number(_get_variable(store, name), empty_is_zero=True)
+        right = js_number(value(), empty_is_zero=True)
+        if left is None or right is None:
+            return "false"
+        compared = {
+            ">": left > right,
+            ">=": left >= right,
+            "<": left < right,
+            "<=": left <= right,
+        }[operator]
+        return "true" if compared else "false"
+
     # randomness ------------------------------------------------------------------------
 
     def draw(self, purpose: str) -> random.Random:
@@ -448,6 +555,89 @@ class _Evaluator:
         """A generator fixed by the seed, the text and the macro's position in it."""
         seed = self.ctx.seed if self.ctx.pick_seed is None else self.ctx.pick_seed
         return random.Random(f"{seed}\x1fpick\x1f{self.raw_hash}\x1f{offset}")
+
+
+def _is_closer(macro: _Macro) -> bool:
+    head = _head(macro)
+    return head is not None and head.closing
+
+
+def _find_closer(
+    infos: list[tuple[int, str, bool, bool]], position: int, matched: set[int]
+) -> int | None:
+    """The index of the closer for the opener at ``infos[position]``, counting nested
+    openers of the same name that can take scoped content."""
+    name = infos[position][1]
+    depth = 1
+    for index, other, closing, takes_scope in infos[position + 1 :]:
+        if other != name or index in matched:
+            continue
+        if closing:
+            depth -= 1
+            if depth == 0:
+                return index
+        elif takes_scope:
+            depth += 1
+    return None
+
+
+# --- variable shorthand -----------------------------------------------------------------
+
+_VARIABLE_PREFIX = re.compile(r"[\s!?~#/>]*([.$])")
+_VARIABLE_NAME = re.compile(r"\s*([A-Za-z](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)\s*")
+# longest first, as SillyTavern's lexer tries them
+_OPERATORS: tuple[str, ...] = ("++", "--", "??=", "??", "||=", "||", "-=", "==", "!=")
+_OPERATORS += (">=", ">", "<=", "<", "+=", "=")
+_VALUE_OPERATORS = frozenset(_OPERATORS) - {"++", "--"}
+
+
+@dataclass(frozen=True)
+class _Expression:
+    """``{{.name}}`` / ``{{$name op value}}``: scope ``.`` (chat) or ``$`` (global)."""
+
+    scope: str
+    name: str
+    operator: str
+    value: list[_Node]
+
+
+_NOT_AN_EXPRESSION = _Expression("", "", "", [])
+"""A macro that starts like a variable expression but is not one: left as written."""
+
+
+def _variable_expression(macro: _Macro) -> _Expression | None:
+    """The variable expression a macro holds; None when it is not one."""
+    if not macro.items or not isinstance(macro.items[0], _Text):
+        return None
+    first = macro.items[0].text
+    prefix = _VARIABLE_PREFIX.match(first)
+    if prefix is None:
+        return None
+    named = _VARIABLE_NAME.match(first, prefix.end())
+    if named is None:
+        return _NOT_AN_EXPRESSION
+    rest, more = first[named.end() :], macro.items[1:]
+    scope, name = prefix.group(1), named.group(1)
+    if not rest:
+        return _Expression(scope, name, "", []) if not more else _NOT_AN_EXPRESSION
+    operator = next((op for op in _OPERATORS if rest.startswith(op)), None)
+    if operator is None:
+        return _NOT_AN_EXPRESSION
+    after = rest[len(operator) :]
+    if operator in _VALUE_OPERATORS:
+        return _Expression(scope, name, operator, [_Text(after), *more])
+    if after.strip() or more:  # nothing may follow ++ and --
+        return _NOT_AN_EXPRESSION
+    return _Expression(scope, name, operator, [])
+
+
+def _js_falsy(value: Any) -> bool:
+    """JavaScript's ``!value``, or a false-looking string, as SillyTavern's ``||`` tests."""
+    if value is None or value == "" or value is False:
+        return True
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == 0 or (isinstance(value, float) and math.isnan(value))
+    return isinstance(value, str) and _is_false_boolean(value)
 
 
 def _as_macro(node: _Node) -> _Macro:
@@ -676,29 +866,6 @@ def _now(ev: _Evaluator) -> datetime:
     return ev.ctx.now if ev.ctx.now is not None else datetime.now()
 
 
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-
-
-def _clock(moment: datetime) -> str:
-    """moment.js ``LT`` in English: ``3:05 PM``."""
-    hour = moment.hour % 12 or 12
-    return f"{hour}:{moment.minute:02d} {'AM' if moment.hour < 12 else 'PM'}"
-
-
 def _time(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
     moment = _now(ev)
     offset = re.fullmatch(r"UTC([+-]\d+)", args[0]) if args and args[0] else None
@@ -708,16 +875,15 @@ def _time(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
         delta = timedelta(hours=amount) if abs(amount) < 16 else timedelta(minutes=amount)
         utc = moment.astimezone(UTC) if moment.tzinfo else moment.astimezone().astimezone(UTC)
         moment = utc + delta
-    return _clock(moment)
+    return format_moment(moment, "LT")
 
 
 def _date(ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str:
-    moment = _now(ev)
-    return f"{_MONTHS[moment.month - 1]} {moment.day}, {moment.year}"
+    return format_moment(_now(ev), "LL")
 
 
 def _weekday(ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str:
-    return _WEEKDAYS[_now(ev).weekday()]
+    return format_moment(_now(ev), "dddd")
 
 
 def _isotime(ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str:
@@ -727,6 +893,19 @@ def _isotime(ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str:
 def _isodate(ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str:
     moment = _now(ev)
     return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+
+
+def _datetimeformat(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
+    return format_moment(_now(ev), args[0])
+
+
+def _idle_duration(ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str:
+    if ev.ctx.idle_since is None:
+        return "just now"
+    now, since = _now(ev), ev.ctx.idle_since
+    if (now.tzinfo is None) != (since.tzinfo is None):  # one naive: both local time
+        now, since = now.astimezone(), since.astimezone()
+    return humanize(now - since)
 
 
 def _choices(args: list[str]) -> list[str]:
@@ -779,34 +958,69 @@ def _roll(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
     return str(sum(rng.randint(1, sides) for _ in range(count)) + modifier)
 
 
-def _getvar(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
-    return _get_variable(ev.ctx.variables, args[0])
-
-
-def _setvar(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
-    ev.ctx.variables[args[0]] = _typed(args[1])
-    return ""
-
-
-def _addvar(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
-    _add_variable(ev.ctx.variables, args[0], args[1])
-    return ""
-
-
-def _step(amount: str) -> Handler:
+def _getvar(scope: str) -> Handler:
     def handler(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
-        return js_string(_add_variable(ev.ctx.variables, args[0], amount))
+        return _get_variable(ev.store(scope), args[0])
 
     return handler
 
 
-def _hasvar(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
-    return "true" if args[0] in ev.ctx.variables else "false"
+def _setvar(scope: str) -> Handler:
+    def handler(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
+        ev.store(scope)[args[0]] = _typed(args[1])
+        return ""
+
+    return handler
 
 
-def _deletevar(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
-    ev.ctx.variables.pop(args[0], None)
-    return ""
+def _addvar(scope: str) -> Handler:
+    def handler(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
+        _add_variable(ev.store(scope), args[0], args[1])
+        return ""
+
+    return handler
+
+
+def _step(scope: str, amount: str) -> Handler:
+    def handler(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
+        return js_string(_add_variable(ev.store(scope), args[0], amount))
+
+    return handler
+
+
+def _hasvar(scope: str) -> Handler:
+    def handler(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
+        return "true" if args[0] in ev.store(scope) else "false"
+
+    return handler
+
+
+def _deletevar(scope: str) -> Handler:
+    def handler(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
+        ev.store(scope).pop(args[0], None)
+        return ""
+
+    return handler
+
+
+def _variable_macros() -> dict[str, _Spec]:
+    """``getvar``… on the chat's variables, ``getglobalvar``… on the user's."""
+    specs: dict[str, _Spec] = {}
+    for scope, infix in ((".", ""), ("$", "global")):
+        specs.update(
+            {
+                f"get{infix}var": _Spec(1, 1, _getvar(scope)),
+                f"set{infix}var": _Spec(2, 2, _setvar(scope)),
+                f"add{infix}var": _Spec(2, 2, _addvar(scope)),
+                f"inc{infix}var": _Spec(1, 1, _step(scope, "1")),
+                f"dec{infix}var": _Spec(1, 1, _step(scope, "-1")),
+                f"has{infix}var": _Spec(1, 1, _hasvar(scope)),
+                f"{infix}varexists": _Spec(1, 1, _hasvar(scope)),
+                f"delete{infix}var": _Spec(1, 1, _deletevar(scope)),
+                f"flush{infix}var": _Spec(1, 1, _deletevar(scope)),
+            }
+        )
+    return specs
 
 
 def _unreachable(_ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str | None:
@@ -831,24 +1045,22 @@ _BUILTINS: dict[str, _Spec] = {
     "weekday": _Spec(0, 0, _weekday),
     "isotime": _Spec(0, 0, _isotime),
     "isodate": _Spec(0, 0, _isodate),
+    "datetimeformat": _Spec(1, 1, _datetimeformat),
+    "idle_duration": _Spec(0, 0, _idle_duration),
+    "idleduration": _Spec(0, 0, _idle_duration),
     "random": _Spec(0, None, _random),
     "pick": _Spec(0, None, _pick),
     "roll": _Spec(1, 1, _roll),
-    "getvar": _Spec(1, 1, _getvar),
-    "setvar": _Spec(2, 2, _setvar),
-    "addvar": _Spec(2, 2, _addvar),
-    "incvar": _Spec(1, 1, _step("1")),
-    "decvar": _Spec(1, 1, _step("-1")),
-    "hasvar": _Spec(1, 1, _hasvar),
-    "varexists": _Spec(1, 1, _hasvar),
-    "deletevar": _Spec(1, 1, _deletevar),
-    "flushvar": _Spec(1, 1, _deletevar),
+    **_variable_macros(),
     "newline": _Spec(0, 1, _repeat("\n")),
     "space": _Spec(0, 1, _repeat(" ")),
     "noop": _Spec(0, 0, _constant(_PROTECTED)),
     "trim": _Spec(0, 1, _trim_macro),
     "else": _Spec(0, 0, _constant(_ELSE_MARKER)),
     "reverse": _Spec(1, 1, _reverse),
+    # Character Card V3: never in a prompt (a hidden_key's words still activate lore).
+    "comment": _Spec(0, None, _constant("")),
+    "hidden_key": _Spec(0, None, _constant("")),
     "if": _Spec(1, 2, _unreachable),
     "//": _Spec(0, 1, _unreachable),
 }

@@ -6,6 +6,9 @@ set of chat variables, so a ``{{setvar}}`` in an earlier block is seen by a cond
 a ``{{getvar}}`` in a later one, as SillyTavern evaluates a prompt top to bottom. The
 variables it leaves are the Skein's ``variables``; the State Updater stores them with
 the turn, so macro-set variables travel with their branch like every other state.
+Global variables (``{{$x}}``, ``{{setglobalvar}}``) are the user's, not the branch's: the
+Skein carries them as its ``global_variables`` extra and the chat service saves what the
+turn changed.
 
 Everything here is a pure function of the Skein and the snapshot: same inputs, same
 prompt (``{{random}}``/``{{pick}}`` draw from the snapshot's seed, ``{{time}}`` from its
@@ -14,6 +17,7 @@ prompt (``{{random}}``/``{{pick}}`` draw from the snapshot's seed, ``{{time}}`` 
 
 from __future__ import annotations
 
+import copy
 import re
 from datetime import datetime
 from typing import Any, Literal
@@ -30,6 +34,8 @@ from storyloom.chat.store.conversation import card_macros
 from storyloom.chat.store.snapshot import ContextSnapshot
 
 _OUTLET = re.compile(r"\{\{outlet::(.*?)\}\}", re.IGNORECASE | re.DOTALL)
+GLOBAL_VARIABLES = "global_variables"
+"""The Skein's extra field with the user's global variables as the macros left them."""
 
 
 def block_extra(block: SkeinBlock, key: str, default: Any = None) -> Any:
@@ -49,16 +55,25 @@ def _last_content(snapshot: ContextSnapshot, role: str | None) -> str:
 
 
 def _now(snapshot: ContextSnapshot) -> datetime | None:
-    if not snapshot.now:
+    return _time(snapshot.now)
+
+
+def _time(iso: str) -> datetime | None:
+    if not iso:
         return None
     try:
-        return datetime.fromisoformat(snapshot.now)
+        return datetime.fromisoformat(iso)
     except ValueError:
         return None
 
 
-def macro_context(snapshot: ContextSnapshot, variables: dict[str, Any]) -> MacroContext:
-    """The macro values of a turn; ``variables`` is used (and changed) in place."""
+def macro_context(
+    snapshot: ContextSnapshot,
+    variables: dict[str, Any],
+    global_variables: dict[str, Any] | None = None,
+) -> MacroContext:
+    """The macro values of a turn; ``variables`` and ``global_variables`` (default: a copy
+    of the snapshot's) are used (and changed) in place."""
     card = snapshot.character
     values = card_macros(card, snapshot.settings)
     values["char"] = values["char"] or "Character"
@@ -66,7 +81,11 @@ def macro_context(snapshot: ContextSnapshot, variables: dict[str, Any]) -> Macro
     return MacroContext(
         **values,
         variables=variables,
+        global_variables=(
+            dict(snapshot.global_variables) if global_variables is None else global_variables
+        ),
         now=_now(snapshot),
+        idle_since=_time(snapshot.idle_since),
         seed=snapshot.seed,
         pick_seed=snapshot.chat_seed,
         extra={
@@ -101,7 +120,8 @@ def run_prompt_ast(
     """
     out = skein.model_copy(deep=True)
     variables: dict[str, Any] = dict(out.variables)
-    ctx = macro_context(snapshot, variables)
+    global_variables = copy.deepcopy(skein_extra(out, GLOBAL_VARIABLES, snapshot.global_variables))
+    ctx = macro_context(snapshot, variables, global_variables)
     history = [i for i, b in enumerate(out.blocks) if b.kind is BlockKind.HISTORY]
     answered = history[-1] if history and out.blocks[history[-1]].role == "user" else None
     scratch = macro_context(snapshot, {})
@@ -136,12 +156,14 @@ def run_prompt_ast(
         here = ctx
         if block.kind is BlockKind.HISTORY and index != answered:
             scratch.variables = dict(variables)
+            scratch.global_variables = dict(global_variables)
             here = scratch
         here.original = str(block_extra(block, "original") or "")
         text = expand_macros(text, here)
         blocks.append(block.model_copy(update={"content": text}))
     out.blocks = blocks
     out.variables = variables
+    setattr(out, GLOBAL_VARIABLES, global_variables)  # the service saves what changed
     return out
 
 
@@ -164,7 +186,8 @@ def apply_prompt_regex(skein: Skein, snapshot: ContextSnapshot) -> Skein:
     out.warnings.extend(problems)
     if not scripts:
         return out
-    ctx = macro_context(snapshot, dict(out.variables))
+    global_variables = copy.deepcopy(skein_extra(out, GLOBAL_VARIABLES, snapshot.global_variables))
+    ctx = macro_context(snapshot, dict(out.variables), global_variables)
 
     def macros(text: str) -> str:
         return expand_macros(text, ctx)

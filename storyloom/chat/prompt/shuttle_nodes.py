@@ -49,7 +49,7 @@ from storyloom.core.plugin_markers import hookimpl
 from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
-from storyloom.llm.tokens import token_counter
+from storyloom.llm.tokenizers import counter_for
 from storyloom.workflow.node_type import (
     TEXTAREA,
     NodeConfig,
@@ -331,7 +331,10 @@ class TokenBudget(NodeType[TokenBudgetConfig]):
 
     def fingerprint(self, config: TokenBudgetConfig, services: WorkflowServices) -> str | None:
         llm = services.require_settings().user_llm
-        return f"{llm.model}|{llm.token_encoding}|{llm.context_window}"
+        return (
+            f"{llm.model}|{llm.token_encoding}|{llm.context_window}|{llm.tokenizer}|"
+            f"{llm.tokenizer_model}|{llm.base_url}"
+        )
 
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: TokenBudgetConfig
@@ -340,8 +343,10 @@ class TokenBudget(NodeType[TokenBudgetConfig]):
         llm = ctx.services.require_settings().user_llm
         context = config.max_context_tokens or llm.context_tokens
         budget = max(0, context - config.reserve_tokens)
-        counter = token_counter(llm.model, llm.token_encoding)
+        counter = counter_for(llm)
         trimmed = await ctx.run_blocking(apply_budget, skein, budget, counter.count)
+        # Read off the loop: the name may probe the endpoint's tokenize route.
+        trimmed.tokenizer = await ctx.run_blocking(lambda: counter.name)
         return {"skein": trimmed.as_json()}
 
 

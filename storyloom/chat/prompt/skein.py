@@ -105,8 +105,15 @@ class Skein(BaseModel):
         default_factory=dict, description="Chat variables as changed by macros so far"
     )
     lore: list[LoreRecord] = Field(default_factory=list)
+    lore_dropped: list[list[Any]] = Field(
+        default_factory=list,
+        description="Dropped lore entries as compact rows (ContextSnapshot.lore_dropped)",
+    )
     cut: list[CutBlock] = Field(default_factory=list)
     budget: int | None = Field(default=None, description="Tokens the prompt may use")
+    tokenizer: str | None = Field(
+        default=None, description="Which tokenizer counted the blocks' tokens"
+    )
     warnings: list[str] = Field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:

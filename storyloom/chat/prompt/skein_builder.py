@@ -64,6 +64,9 @@ IN_CHAT: Literal[1] = 1
 """SillyTavern's ``injection_position``: 0 in prompt order, 1 inside the chat at a depth."""
 
 DEFAULT_INJECTION_ORDER = 100
+GROUP_DEPTH_PROMPTS = "group_depth_prompts"
+"""Key in a group speaker's card ``extensions`` (never stored in a card file): every
+member's character note, ``[{member, prompt, depth, role}]``, in the join-cards modes."""
 FULL = 100
 """Priority of what the budget never cuts."""
 
@@ -235,6 +238,25 @@ class _Card:
         importer reads it."""
         extensions = self.data.get("extensions")
         value = extensions.get("depth_prompt") if isinstance(extensions, Mapping) else None
+        return self._note(value)
+
+    def group_depth_prompts(self) -> list[tuple[str, str, int, BlockRole]] | None:
+        """A group speaker's card in the "join character cards" modes: every member's
+        character note (member id, text, depth, role), as SillyTavern injects each one;
+        None on any other card (its own note is :meth:`depth_prompt`)."""
+        extensions = self.data.get("extensions")
+        values = extensions.get(GROUP_DEPTH_PROMPTS) if isinstance(extensions, Mapping) else None
+        if not isinstance(values, list):
+            return None
+        notes = []
+        for value in values:
+            note = self._note(value)
+            if note is not None and isinstance(value, Mapping):
+                notes.append((str(value.get("member") or ""), *note))
+        return notes
+
+    @staticmethod
+    def _note(value: object) -> tuple[str, int, BlockRole] | None:
         if not isinstance(value, Mapping) or not isinstance(value.get("prompt"), str):
             return None
         prompt = value["prompt"]
@@ -295,7 +317,13 @@ def _lore_block(hit: LoreHit, group: str | None, group_format: str | None) -> Sk
             kind="lore",
             id=f"{hit.kb_id}/{hit.entry_id}",
             field=hit.placement,
-            label=f"Lore: {hit.title or hit.entry_id} ({hit.placement.replace('_', ' ')})",
+            # The inspector names a book by its name, never its id (an old snapshot's hit
+            # has no name: its id is all there is).
+            label=(
+                f"Lore: {hit.kb_name or hit.kb_id} / {hit.title or hit.entry_id}"
+                f" ({hit.placement.replace('_', ' ')})"
+            ),
+            kb_name=hit.kb_name or hit.kb_id,
         ),
         priority=lore_priority(hit.priority),
         **extra,
@@ -388,6 +416,7 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
         blocks=_unique_ids(blocks),
         variables=dict(snapshot.state.variables),
         lore=[record.model_copy() for record in snapshot.lore_report],
+        lore_dropped=snapshot.lore_dropped,
         cut=cut,
         warnings=layout.warnings,
         char_name=char_name,
@@ -648,7 +677,8 @@ def _add_examples(
                 ),
                 priority=priority,
                 header=options.new_example_chat_prompt,
-                speakers={"user": user_name, "char": char_name},
+                # After macros "{{char}}:" reads as a V3 card's nickname, where it has one.
+                speakers={"user": user_name, "char": card.text("nickname").strip() or char_name},
             )
         )
     blocks.extend(bottom)
@@ -660,7 +690,9 @@ def _history_label(index: int, message: HistoryMessage) -> str:
     who = (
         message.name or {"user": "user", "assistant": "character", "system": "system"}[message.role]
     )
-    return f"Message {index + 1} ({who})"
+    # Numbered as the chat (#n) and the lore reasons number it: its place in the whole chat.
+    number = message.number if message.number is not None else index
+    return f"Message {number} ({who})"
 
 
 def _add_history(
@@ -761,20 +793,24 @@ def _add_in_chat_extensions(
     )
     layout.in_chat.extend(note)
 
-    depth_prompt = card.depth_prompt()
-    if depth_prompt is not None:
-        text, depth, role = depth_prompt
+    group_notes = card.group_depth_prompts()
+    if group_notes is None:
+        own = card.depth_prompt()
+        notes = [("", *own)] if own is not None else []
+    else:
+        notes = group_notes
+    for member, text, depth, role in notes:
         layout.in_chat.append(
             SkeinBlock(
-                id="characterNote",
+                id=f"characterNote:{member}" if member else "characterNote",
                 kind=BlockKind.CHARACTER,
                 role=role,
                 content=text,
                 source=BlockSource(
                     kind="character",
-                    id=snapshot.character.source_preset,
+                    id=member or snapshot.character.source_preset,
                     field="extensions.depth_prompt",
-                    label="Card: character note",
+                    label=f"Card: character note ({member})" if member else "Card: character note",
                 ),
                 priority=_DIRECTOR_PRIORITY,
                 depth=depth,

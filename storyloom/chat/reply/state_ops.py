@@ -7,9 +7,11 @@ here may trust them: every op that cannot apply is skipped with a problem that n
 and says why, the others still apply, and the caller's dict is never touched (the state
 chain keeps the old state of every turn, so mutating it in place would rewrite history).
 
-Paths are JSON Pointers (RFC 6901) into the variables. Models and cards write dotted
-keys (``stats.hp``, MVU's ``角色.好感度``, ``items[0]``); :func:`key_to_pointer` turns
-those into pointers, escaping ``~`` and ``/`` inside a key so a key may contain them.
+Paths are JSON Pointers (RFC 6901) into the variables, kept exactly as written (a key
+may start or end with a blank). Models and cards write dotted keys (``stats.hp``, MVU's
+``角色.好感度``, ``items[0]``); :func:`key_to_pointer` turns those into pointers, escaping
+``~`` and ``/`` inside a key so a key may contain them. Inside an RFC 6902 ``patch``,
+paths must be pointers: the dotted form is for ``set``/``add``/... and the tags.
 """
 
 from __future__ import annotations
@@ -117,8 +119,12 @@ def key_to_pointer(key: str) -> str:
 
     ``/a/b`` is already a pointer and kept; ``stats.hp`` → ``/stats/hp``; ``items[0].name``
     → ``/items/0/name``; ``a["x.y"]`` → ``/a/x.y`` (brackets keep dots and spaces);
-    ``a/b`` inside a dotted key becomes ``a~1b`` (one key containing a slash).
+    ``a/b`` inside a dotted key becomes ``a~1b`` (one key containing a slash). A pointer
+    is kept exactly, blanks included (``"/ "`` is the key ``" "``); a dotted key is
+    stripped of the blanks around it.
     """
+    if key.startswith("/"):
+        return key
     key = key.strip()
     if not key or key.startswith("/"):
         return key

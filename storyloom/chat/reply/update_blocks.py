@@ -14,7 +14,10 @@ inside one once it has closed. Three vocabularies:
   ``_.set('path', old, new);`` commands, in the order written.
 
 MVU paths are relative to ``root`` (:data:`MVU_ROOT`, where MVU keeps a card's
-variables). Models write these blocks by hand, so JSON comments and trailing commas are
+variables). A JSON Pointer is kept exactly as written (``"/ "`` is the key ``" "``). In a
+``<state_update>`` RFC 6902 array, a path that is not a pointer (``"foo"``) is an error, as
+RFC 6901 says; MVU's blocks also take ``a/b`` and dotted paths, as MVU itself reads
+them. Models write these blocks by hand, so JSON comments and trailing commas are
 forgiven. A decoder never raises on what the model wrote: what it cannot read comes back
 as a problem, in words, beside the ops it could.
 """
@@ -86,7 +89,9 @@ def decode_state_update(content: str) -> tuple[list[StateOp], list[str]]:
     rest = _CLOSE_OP_TAG.sub("", "".join(leftover)).strip()
     if rest:
         if rest[0] in "[{":
-            more, more_problems = _decode_json_update(rest, root="", where="<state_update>")
+            more, more_problems = _decode_json_update(
+                rest, root="", where="<state_update>", pointers_only=True
+            )
             ops.extend(more)
             problems.extend(more_problems)
         else:
@@ -166,7 +171,9 @@ def decode_json_patch(content: str, root: str = MVU_ROOT) -> tuple[list[StateOp]
     return _decode_json_update(_strip_fence(content), root=root, where="<JSONPatch>")
 
 
-def _decode_json_update(text: str, *, root: str, where: str) -> tuple[list[StateOp], list[str]]:
+def _decode_json_update(
+    text: str, *, root: str, where: str, pointers_only: bool = False
+) -> tuple[list[StateOp], list[str]]:
     text = text.strip()
     if not text:
         return [], []
@@ -183,10 +190,15 @@ def _decode_json_update(text: str, *, root: str, where: str) -> tuple[list[State
         data = [data]
     if not isinstance(data, list):
         return [], [f"{where}: expected a JSON array of operations, got {_clip(text)}"]
-    return _patch_ops(data, root=root, where=where)
+    return _patch_ops(data, root=root, where=where, pointers_only=pointers_only)
 
 
-def _patch_ops(data: list[Any], *, root: str, where: str) -> tuple[list[StateOp], list[str]]:
+def _patch_ops(
+    data: list[Any], *, root: str, where: str, pointers_only: bool
+) -> tuple[list[StateOp], list[str]]:
+    """RFC 6902 operations → state ops. ``pointers_only``: paths must be JSON Pointers, as
+    RFC 6901 says (``<state_update>``); else MVU's forgiving paths are read too."""
+    read_path = _pointer if pointers_only else _mvu_pointer
     ops: list[StateOp] = []
     problems: list[str] = []
     group: list[dict[str, Any]] = []
@@ -212,7 +224,10 @@ def _patch_ops(data: list[Any], *, root: str, where: str) -> tuple[list[StateOp]
         if not isinstance(raw_path, str):
             problems.append(f"{label} ({name}): no 'path'")
             continue
-        path = _mvu_pointer(raw_path)
+        path = read_path(raw_path)
+        if path is None:
+            problems.append(f"{label} ({name} {raw_path}): {_NOT_A_POINTER}")
+            continue
         if name == "delta":
             amount = parse_number(item.get("value"))
             if amount is None:
@@ -240,7 +255,11 @@ def _patch_ops(data: list[Any], *, root: str, where: str) -> tuple[list[StateOp]
             if not isinstance(source, str):
                 problems.append(f"{label} ({name} {raw_path}): no 'from'")
                 continue
-            operation["from"] = _mvu_pointer(source)
+            source_path = read_path(source)
+            if source_path is None:
+                problems.append(f"{label} ({name} from {source}): {_NOT_A_POINTER}")
+                continue
+            operation["from"] = source_path
         group.append(operation)
     flush()
     return ops, problems
@@ -389,8 +408,20 @@ def _mvu_value(text: str) -> Any:
     return text
 
 
+_NOT_A_POINTER = 'not a JSON Pointer: a path is "" or starts with "/" (RFC 6901)'
+
+
+def _pointer(path: str) -> str | None:
+    """A JSON Pointer kept exactly as written (``"/ "`` is the key ``" "``); None when
+    ``path`` is not one."""
+    return path if not path or path.startswith("/") else None
+
+
 def _mvu_pointer(path: str) -> str:
-    """An MVU path: a JSON Pointer (``/a/b``), ``a/b`` without the slash, or dotted."""
+    """An MVU path: a JSON Pointer (``/a/b``, kept exactly: a key may start or end with a
+    space), or, as MVU itself reads it, ``a/b`` without the slash or a dotted path."""
+    if path.startswith("/"):
+        return path
     path = path.strip()
     if not path or path.startswith("/"):
         return path

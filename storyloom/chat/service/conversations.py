@@ -13,7 +13,7 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from storyloom.chat.personalab.library import (
     character_snapshot,
 )
 from storyloom.chat.personalab.memory_update import MemoryProposal, propose_memory_update
+from storyloom.chat.personalab.personas import PersonaLibrary, persona_settings
 from storyloom.chat.personalab.summaries import SeedOrder, SummaryIndex, seed_messages, summarise
 from storyloom.chat.prompt.default_pipeline import pipeline_for
 from storyloom.chat.prompt.macros import MacroContext, expand_macros
@@ -38,6 +39,16 @@ from storyloom.chat.prompt.regex_scripts import (
     card_regex_scripts,
 )
 from storyloom.chat.reply.mvu import STAT_DATA, initial_variables
+from storyloom.chat.service.group_chat import (
+    answer_order,
+    choose_speaker,
+    new_group,
+    speaker_extra,
+    speaker_view,
+    turn_view,
+    updated_group,
+)
+from storyloom.chat.service.group_chat import greetings as group_greetings
 from storyloom.chat.service.mnemosyne import build_snapshot, history_of
 from storyloom.chat.service.reply_run import (
     GENERATION_OF,
@@ -58,6 +69,9 @@ from storyloom.chat.store.conversation import (
     ConversationSettings,
     card_macros,
 )
+from storyloom.chat.store.global_variables import GlobalVariables
+from storyloom.chat.store.group import GroupSettings
+from storyloom.chat.store.group_members import with_group_members, with_members
 from storyloom.chat.store.message import Message, Role
 from storyloom.chat.store.snapshot import ContextSnapshot
 from storyloom.chat.store.state import ChatState
@@ -68,8 +82,10 @@ from storyloom.chat.store.turn_tree import (
     VersionConflict,
     new_id,
 )
-from storyloom.core.errors import NotFound, StoryloomError
-from storyloom.llm.tokens import token_counter
+from storyloom.core.errors import FieldProblem, InvalidInput, NotFound, StoryloomError
+from storyloom.core.settings import ChatEndpoint
+from storyloom.llm.errors import LLMError
+from storyloom.llm.tokenizers import counter_for
 from storyloom.workflow.node_type import WorkflowServices
 from storyloom.workflow.runner import WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
@@ -86,7 +102,8 @@ class SendResult(BaseModel):
     """The user's message as saved, the reply being written under it, and the version."""
 
     user_message: Message
-    assistant_message: Message
+    assistant_message: Message | None
+    """None: nobody answers (a group chat in manual order, or every member muted)."""
     version: int
 
 
@@ -150,16 +167,48 @@ class ChatService:
         project_id: str,
         publish: Publish | None = None,
         summaries: Callable[[], SummaryIndex | None] | None = None,
+        global_variables: GlobalVariables | None = None,
     ) -> None:
         self.tree = tree
+        self.global_variables = global_variables
+        """The user's global variables (None: a turn starts with none and saves none)."""
         self.runner = runner
         self.services = services
         self.project_id = project_id
         self.project_dir: Path | None = services.project_dir
         self.presets = PresetLibrary(self.project_dir) if self.project_dir is not None else None
+        self.personas = PersonaLibrary(self.project_dir) if self.project_dir is not None else None
         self._publish = publish
         self._summaries = summaries
         self._turns: dict[str, ChatTurn] = {}
+        self._rounds: set[asyncio.Task[None]] = set()
+        """A group's answers still to come (see :meth:`_answer_after`)."""
+
+    def with_persona(self, conversation: Conversation) -> Conversation:
+        """The conversation as a turn sees it: ``user_name`` and ``persona`` are those of
+        its persona (its own ``persona_id``, else the project's default), read now, so a
+        change of persona holds from the next turn on."""
+        if self.personas is None:
+            return conversation
+        persona = self.personas.resolve(conversation.settings.persona_id)
+        if persona is None:
+            return conversation
+        settings = persona_settings(conversation.settings, persona)
+        return conversation.model_copy(update={"settings": settings})
+
+    def _check_persona(self, conversation_id: str, persona_id: str | None) -> None:
+        """A chat may be switched to a persona that exists (one it already names may be
+        gone since: its turns fall back to the default persona)."""
+        if persona_id is None or self.personas is None:
+            return
+        if persona_id == self.tree.conversation(conversation_id).settings.persona_id:
+            return
+        try:
+            self.personas.get(persona_id)
+        except (NotFound, ChatError) as exc:
+            raise InvalidInput.of(
+                "settings", [FieldProblem("settings.persona_id", str(exc))]
+            ) from None
 
     # -- events -----------------------------------------------------------------------
 
@@ -224,6 +273,8 @@ class ChatService:
 
     async def aclose(self) -> None:
         """Stop every reply (the server is going down); each keeps its text."""
+        for round_ in list(self._rounds):
+            round_.cancel()  # no group member starts a reply now
         turns = list(self._turns.values())
         for turn in turns:
             turn.stop(INTERRUPTED)
@@ -243,6 +294,7 @@ class ChatService:
         persona: str | None = None,
         settings: ConversationSettings | None = None,
         now: datetime | None = None,
+        persona_id: str | None = None,
     ) -> Conversation:
         """A new conversation from a character preset (and a background): the card's
         greetings become sibling first messages, ``first_mes`` active; a story outline
@@ -268,6 +320,11 @@ class ChatService:
             chosen.user_name = user_name.strip()
         if persona is not None:
             chosen.persona = persona
+        if persona_id is not None and self.personas is not None:
+            try:
+                chosen.persona_id = self.personas.get(persona_id).id
+            except (NotFound, ChatError) as exc:
+                raise InvalidInput.of("chat", [FieldProblem("persona_id", str(exc))]) from None
         name = character.text("name")
         conversation = self.tree.create_conversation(
             project_id=self.project_id,
@@ -282,7 +339,9 @@ class ChatService:
         alternates = character.card.get("alternate_greetings")
         if isinstance(alternates, list):
             greetings += [g for g in alternates if isinstance(g, str)]
-        context = macro_context(conversation, now=moment)
+        context = macro_context(
+            self.with_persona(conversation), now=moment, global_variables=self.load_globals()
+        )
         added: list[Message] = []
         for greeting in greetings:
             if not greeting.strip():
@@ -320,6 +379,8 @@ class ChatService:
         character: CharacterSnapshot | None = None,
         background: BackgroundSnapshot | None = None,
     ) -> Conversation:
+        if settings is not None:
+            self._check_persona(conversation_id, settings.persona_id)
         conversation = self.tree.update_conversation(
             conversation_id,
             expected_version=expected_version,
@@ -335,6 +396,155 @@ class ChatService:
         await self.stop(conversation_id)
         self.tree.delete_conversation(conversation_id)
         self.publish(ConversationChanged(conversation_id, 0, listed=True, deleted=True))
+
+    # -- group chats ------------------------------------------------------------------
+
+    def create_group_conversation(
+        self,
+        member_ids: Sequence[str],
+        *,
+        group: GroupSettings | None = None,
+        title: str | None = None,
+        settings: ConversationSettings | None = None,
+        now: datetime | None = None,
+    ) -> Conversation:
+        """A group chat of the character presets ``member_ids`` (list order): each
+        unmuted member's first message opens it, one after another, as in SillyTavern."""
+        moment = now or datetime.now(UTC)
+        presets = self._require_presets()
+        group_settings, snapshots = new_group(presets, member_ids, group, moment)
+        chosen = (settings or ConversationSettings()).model_copy(update={"group": group_settings})
+        names = [s.text("name") or cid for cid, s in snapshots.items()]
+        conversation = self.tree.create_conversation(
+            project_id=self.project_id,
+            title=(title or "").strip() or ", ".join(names),
+            character=snapshots[group_settings.members[0].character_id],
+            settings=chosen,
+            metadata=with_members({}, snapshots),
+            created_at=moment.timestamp(),
+        )
+        persona_view = self.with_persona(conversation)
+        parent: str | None = None
+        for greeting in group_greetings(group_settings, snapshots, persona_view.settings):
+            view = speaker_view(conversation, greeting.member_id)
+            # The alternates are swipes of the member's greeting; the next member's
+            # greeting follows the first one.
+            added: list[str] = []
+            for text in (greeting.text, *greeting.alternates):
+                stored = stored_text(view, text, "assistant")
+                added.append(
+                    self.tree.add_message(
+                        conversation.id,
+                        parent_id=parent,
+                        role="assistant",
+                        name=greeting.name,
+                        content=stored,
+                        original=text if stored != text else None,
+                        extra=speaker_extra(view),
+                        move_pointer=not added,
+                        created_at=moment.timestamp(),
+                    ).id
+                )
+            parent = added[0]
+        if parent is not None:
+            self.tree.set_pointer(conversation.id, parent)
+        return self._changed(self.tree.conversation(conversation.id), listed=True)
+
+    def update_group(
+        self, conversation_id: str, group: GroupSettings, *, expected_version: int | None
+    ) -> Conversation:
+        """New members, mutes, order or modes of a group chat; a member who joins has
+        their card copied now."""
+        self._check_idle(conversation_id, expected_version)
+        conversation = self.tree.conversation(conversation_id)
+        group, metadata, first = updated_group(conversation, group, self.presets, datetime.now(UTC))
+        settings = conversation.settings.model_copy(update={"group": group})
+        updated = self.tree.update_conversation(
+            conversation_id,
+            expected_version=expected_version,
+            settings=settings,
+            character=first,
+            metadata=metadata,
+        )
+        return self._changed(updated)
+
+    async def generate_as(
+        self,
+        conversation_id: str,
+        speaker: str | None = None,
+        *,
+        parent_id: str | None = None,
+        expected_version: int | None = None,
+    ) -> Message:
+        """The next reply of a group chat under ``parent_id`` (default: the pointer), by
+        ``speaker`` (the user's pick, muted or not) or by the group's order."""
+        self._check_idle(conversation_id, expected_version)
+        conversation = self.tree.conversation(conversation_id)
+        if expected_version is not None and conversation.version != expected_version:
+            raise VersionConflict(conversation_id, expected_version, conversation.version)
+        if conversation.settings.group is None:
+            raise ChatError(f"conversation {conversation_id} is not a group chat")
+        if parent_id is not None:
+            self._in_conversation(conversation_id, parent_id)
+        parent = parent_id if parent_id is not None else conversation.pointer
+        if speaker is not None:
+            chosen = choose_speaker(self.tree, conversation, parent, requested=speaker)
+            assert chosen is not None  # a pick is a member or refused
+            return self._start(speaker_view(conversation, chosen), parent, "reply")
+        message = self._answer(conversation, parent, typed=False)
+        if message is None:
+            raise ChatError("every member of the group is muted: unmute one or pick who speaks")
+        return message
+
+    def _answer(
+        self, conversation: Conversation, parent_id: str | None, *, typed: bool
+    ) -> Message | None:
+        """The reply to ``parent_id``: one-to-one, the character's; in a group, one by
+        each member the order activates, one after another, as SillyTavern answers (the
+        first starts now; None when nobody answers)."""
+        if conversation.settings.group is None:
+            return self._start(conversation, parent_id, "reply")
+        order = answer_order(self.tree, conversation, parent_id, typed=typed)
+        if not order:
+            return None
+        first = self._start(speaker_view(conversation, order[0]), parent_id, "reply")
+        if len(order) > 1:
+            self._answer_after(conversation.id, first, order[1:])
+        return first
+
+    def _answer_after(self, conversation_id: str, first: Message, speakers: list[str]) -> None:
+        """The rest of a group's answer: each member speaks once the reply before is
+        complete, while the chat stays where that reply left it (a stop, a failure, the
+        user's own write or a move elsewhere ends the round)."""
+        turn = self._turns.get(conversation_id)
+        if turn is None or turn.task is None:
+            return
+        task = turn.task
+
+        async def rest() -> None:
+            current, previous = task, first
+            for speaker in speakers:
+                done = await asyncio.shield(current)
+                conversation = self.tree.conversation(conversation_id)
+                group = conversation.settings.group
+                if (
+                    done.status != "complete"
+                    or conversation.pointer != previous.id
+                    or self.running(conversation_id)
+                    or group is None
+                ):
+                    return
+                if speaker not in group.unmuted():
+                    continue  # muted or gone since the round began
+                previous = self._start(speaker_view(conversation, speaker), previous.id, "reply")
+                following = self._turns.get(conversation_id)
+                if following is None or following.task is None:
+                    return
+                current = following.task
+
+        follow = asyncio.get_running_loop().create_task(rest())
+        self._rounds.add(follow)
+        follow.add_done_callback(self._rounds.discard)
 
     # -- the tree ---------------------------------------------------------------------
 
@@ -359,13 +569,52 @@ class ChatService:
     def edit_message(
         self, conversation_id: str, message_id: str, content: str, *, expected_version: int | None
     ) -> Message:
-        """A new sibling with the new text; the old message stays a sibling."""
+        """Edit as a new branch: a new sibling with the new text; the old message stays a
+        sibling."""
         self._check_idle(conversation_id, expected_version)
         old = self._in_conversation(conversation_id, message_id)
         conversation = self.tree.conversation(conversation_id)
         stored = stored_text(conversation, content, old.role, editing=True)
         message = self.tree.edit_message(message_id, stored, expected_version=expected_version)
         self._added(message)
+        self._changed(self.tree.conversation(conversation_id))
+        return message
+
+    def rewrite_message(
+        self, conversation_id: str, message_id: str, content: str, *, expected_version: int | None
+    ) -> Message:
+        """Edit in place: the message takes the new text and keeps what follows it; the
+        old text is kept as a version of the message."""
+        self._check_idle(conversation_id, expected_version)
+        old = self._in_conversation(conversation_id, message_id)
+        conversation = self.tree.conversation(conversation_id)
+        stored = stored_text(conversation, content, old.role, editing=True)
+        message = self.tree.rewrite_message(
+            message_id,
+            stored,
+            original=content if stored != content else None,
+            expected_version=expected_version,
+        )
+        self._changed(self.tree.conversation(conversation_id), listed=True)
+        return message
+
+    def restore_version(
+        self, conversation_id: str, message_id: str, index: int, *, expected_version: int | None
+    ) -> Message:
+        """An earlier text of the message becomes its text again (the current one is kept)."""
+        self._check_idle(conversation_id, expected_version)
+        self._in_conversation(conversation_id, message_id)
+        message = self.tree.restore_version(message_id, index, expected_version=expected_version)
+        self._changed(self.tree.conversation(conversation_id), listed=True)
+        return message
+
+    def set_hidden(
+        self, conversation_id: str, message_id: str, hidden: bool, *, expected_version: int | None
+    ) -> Message:
+        """Leave a message out of the prompt (SillyTavern's ghost), or put it back."""
+        self._check_idle(conversation_id, expected_version)
+        self._in_conversation(conversation_id, message_id)
+        message = self.tree.set_hidden(message_id, hidden, expected_version=expected_version)
         self._changed(self.tree.conversation(conversation_id))
         return message
 
@@ -393,7 +642,7 @@ class ChatService:
         self._check_idle(conversation_id, expected_version)
         if not text.strip():
             raise ChatError("text: the message is empty")
-        conversation = self.tree.conversation(conversation_id)
+        conversation = self.with_persona(self.tree.conversation(conversation_id))
         stored = stored_text(conversation, text, "user")
         user = self.tree.add_message(
             conversation_id,
@@ -405,7 +654,7 @@ class ChatService:
             expected_version=expected_version,
         )
         self._added(user)
-        assistant = self._start(self.tree.conversation(conversation_id), user.id, "reply")
+        assistant = self._answer(self.tree.conversation(conversation_id), user.id, typed=True)
         version = self.tree.conversation(conversation_id).version
         return SendResult(user_message=user, assistant_message=assistant, version=version)
 
@@ -471,6 +720,8 @@ class ChatService:
         target: Message | None = None,
     ) -> Message:
         tree = self.tree
+        conversation = self.with_persona(conversation)
+        conversation = turn_view(tree, conversation, kind, parent_id, target)
         if target is not None:
             message = tree.update_message(target.id, status="streaming")
             pointer: str | None = target.id
@@ -482,6 +733,7 @@ class ChatService:
                 name=character_name(conversation),
                 content="",
                 status="streaming",
+                extra=speaker_extra(conversation),
             )
             pointer = parent_id
         self._added(message)
@@ -515,6 +767,7 @@ class ChatService:
             clean_reply=clean,
             clean_thought=clean_thought,
             publish=self.publish,
+            keep_globals=self.save_globals,
             prefix=target.content if target is not None else "",
             thought_prefix=(target.thought or "") if target is not None else "",
         )
@@ -545,9 +798,12 @@ class ChatService:
         """The snapshot of the reply ``turn``; its history fills ``context_tokens``
         (None: the model's context window from the settings)."""
         endpoint = self.services.require_settings().user_llm
-        return await build_snapshot(
+        counter = counter_for(endpoint)
+        # The first count may probe the endpoint's tokenize route: do that off the loop.
+        await asyncio.to_thread(lambda: counter.name)
+        snapshot = await build_snapshot(
             self.tree,
-            conversation,
+            self.with_persona(conversation),
             pointer,
             knowledge=self.services.knowledge,
             summaries=self._summary_index(),
@@ -555,8 +811,25 @@ class ChatService:
             generation=generation,
             turn=turn,
             history_tokens=context_tokens or endpoint.context_tokens,
-            count_tokens=token_counter(endpoint.model).count,
+            count_tokens=counter.count,
         )
+        return snapshot.model_copy(update={"global_variables": self.load_globals()})
+
+    def load_globals(self) -> dict[str, Any]:
+        """The user's global variables now; none (and a warning) when their file is
+        broken: the chat goes on, and the file is left for the user to fix."""
+        if self.global_variables is None:
+            return {}
+        try:
+            return self.global_variables.load()
+        except StoryloomError as exc:
+            logger.warning("global variables are not used: %s", exc)
+            return {}
+
+    def save_globals(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        """Write what a turn's macros changed in the global variables."""
+        if self.global_variables is not None:
+            self.global_variables.save_changes(before, after)
 
     def _summary_index(self) -> SummaryIndex | None:
         if self._summaries is None:
@@ -574,11 +847,28 @@ class ChatService:
             raise ChatError("presets need a project; start the server with a project")
         return self.presets
 
+    def _agent_model(self, action: str) -> ChatEndpoint:
+        """The agent model, or an error that says which setting ``action`` needs."""
+        endpoint = self.services.require_settings().agent_llm
+        if not endpoint.configured:
+            missing = " and ".join(
+                name
+                for name, value in (("base URL", endpoint.base_url), ("model", endpoint.model))
+                if not value
+            )
+            raise LLMError(
+                f"{action} uses the agent model (agent_llm), which is not set up: its "
+                f"{missing} {'are' if ' and ' in missing else 'is'} empty. Fill them in under "
+                "Settings → Agent LLM.",
+                kind="not_configured",
+            )
+        return endpoint
+
     async def propose_memory(self, conversation_id: str) -> MemoryProposal:
         """The agent model's new evolved persona, as a proposal (nothing is written)."""
         conversation = self.tree.conversation(conversation_id)
         history = history_of(self.tree.active_path(conversation_id))
-        endpoint = self.services.require_settings().agent_llm
+        endpoint = self._agent_model("Update memory")
         return await propose_memory_update(endpoint, conversation.character, history)
 
     def accept_memory(
@@ -597,10 +887,10 @@ class ChatService:
         conversation = self.tree.conversation(conversation_id)
         history = history_of(self.tree.active_path(conversation_id))
         points = await summarise(
-            self.services.require_settings().agent_llm,
+            self._agent_model("Summarise"),
             history,
             character_name=character_name(conversation) or "Character",
-            user_name=conversation.settings.user_name,
+            user_name=self.with_persona(conversation).settings.user_name,
         )
         preset = await asyncio.to_thread(
             presets.save_summary,
@@ -649,7 +939,9 @@ class ChatService:
             character=old.character,
             background=old.background,
             settings=settings,
-            metadata={"continued_from": conversation_id, "summary_id": summary.summary_id},
+            metadata=with_group_members(
+                {"continued_from": conversation_id, "summary_id": summary.summary_id}, old
+            ),
         )
         now = time.time()
         rows: list[NewMessage] = []

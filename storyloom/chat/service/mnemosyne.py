@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from storyloom.chat.personalab.director import initial_plot
+from storyloom.chat.personalab.personas import PersonaLibrary
 from storyloom.chat.prompt.regex_scripts import card_regex_scripts
-from storyloom.chat.store.conversation import Conversation
+from storyloom.chat.service.lore_scope import LoreScope, chat_lore_scope
+from storyloom.chat.store.conversation import CharacterSnapshot, Conversation
 from storyloom.chat.store.message import Message
+from storyloom.chat.store.message_marks import is_hidden
 from storyloom.chat.store.snapshot import (
     ContextSnapshot,
     HistoryMessage,
@@ -37,15 +40,14 @@ from storyloom.knowledge.activation import (
     Reason,
     ScanMessage,
 )
+from storyloom.knowledge.activation_result import DroppedEntries
 from storyloom.knowledge.caiu import Placement
-from storyloom.knowledge.card_knowledge import CHARACTER_TAG_PREFIX, character_tag
 from storyloom.llm.tokens import TOKENS_PER_MESSAGE
 
 if TYPE_CHECKING:
     from storyloom.chat.personalab.library import PresetLibrary
     from storyloom.chat.personalab.summaries import SummaryIndex
     from storyloom.chat.store.turn_tree import TurnTree
-    from storyloom.knowledge.catalog import LoadedKB
     from storyloom.project.knowledge_service import KnowledgeService
 
 RAG_TOP_K = 4
@@ -88,18 +90,32 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
+def idle_since(path: Sequence[Message]) -> str:
+    """When the user sent the message before the newest one ({{idle_duration}}'s start,
+    as SillyTavern picks it: hidden messages skipped, the newest one passed over)."""
+    shown = [m for m in path if m.role != "system" and not is_hidden(m.extra)]
+    for message in reversed(shown[:-1]):
+        if message.role == "user":
+            return _iso(message.created_at)
+    return ""
+
+
 def history_of(path: Sequence[Message]) -> list[HistoryMessage]:
-    """The chain as the prompt sees it: a failed reply that left no text is not part of it."""
+    """The chain as the prompt sees it: a failed reply that left no text is not part of
+    it, nor is a message hidden from the prompt (SillyTavern's ghost)."""
     return [
-        HistoryMessage(id=m.id, role=m.role, name=m.name, content=m.content)
+        HistoryMessage(id=m.id, role=m.role, name=m.name, content=m.content, number=m.depth)
         for m in path
-        if not (m.status == "error" and not m.content)
+        if not (m.status == "error" and not m.content) and not is_hidden(m.extra)
     ]
 
 
-def character_context(conversation: Conversation) -> CharacterContext:
-    """The card and persona as the lore scan sees them (filters, ``also_scan`` texts)."""
-    character = conversation.character
+def character_context(
+    conversation: Conversation, character: CharacterSnapshot | None = None
+) -> CharacterContext:
+    """The card (``character``, else the conversation's) and persona as the lore scan sees
+    them (filters, ``also_scan`` texts)."""
+    character = character or conversation.character
     card = character.card
     text = character.text
     depth = card.get("extensions", {}).get("depth_prompt") if isinstance(card, dict) else None
@@ -120,16 +136,40 @@ def _reasons(reasons: Sequence[Reason]) -> list[dict[str, Any]]:
     return [{"rule": r.rule, "detail": r.detail, "outcome": r.outcome} for r in reasons]
 
 
-def lore_of(result: ActivationResult) -> tuple[list[LoreHit], list[LoreRecord]]:
-    """The activated entries as hits (in insertion order), and the whole report: every
-    activated entry, then every dropped one, each with the engine's reasons."""
+def lore_of(
+    result: ActivationResult,
+    scope: LoreScope | None = None,
+    needed: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[list[LoreHit], list[LoreRecord], list[list[Any]]]:
+    """The activated entries as hits (in insertion order), their report records with
+    the engine's reasons, and every dropped entry as a compact row
+    (:data:`~storyloom.chat.store.snapshot.DROPPED_LORE_COLUMNS`) with only the reasons
+    that cut it. ``scope`` names each entry's KB and the scope that brought it in;
+    ``needed`` (per kb_id, per entry_id) the tokens a dropped entry would have taken.
+
+    A big book over its budget cuts thousands of entries in every turn; quoting where
+    each one's keys matched, or making a record object for each, would cost the turn
+    more than the scan (issue 13 §1b). The inspector shows a cut entry by what it needed
+    and what cut it, so that is all a row keeps."""
     hits: list[LoreHit] = []
     report: list[LoreRecord] = []
+    sources: dict[str, tuple[str, str]] = {}
+
+    def source(kb_id: str) -> tuple[str, str]:
+        found = sources.get(kb_id)
+        if found is None:
+            scoped = scope.get(kb_id) if scope is not None else None
+            found = sources[kb_id] = ("", "") if scoped is None else (scoped.name, scoped.scope)
+        return found
+
     for active in result.activated:
         at_depth = active.placement is Placement.AT_DEPTH
+        kb_name, kb_scope = source(active.kb_id)
         hits.append(
             LoreHit(
                 kb_id=active.kb_id,
+                kb_name=kb_name,
+                scope=kb_scope,
                 entry_id=active.entry_id,
                 title=active.display_name or active.entry_id,
                 content=active.text,
@@ -144,6 +184,8 @@ def lore_of(result: ActivationResult) -> tuple[list[LoreHit], list[LoreRecord]]:
         report.append(
             LoreRecord(
                 kb_id=active.kb_id,
+                kb_name=kb_name,
+                scope=kb_scope,
                 entry_id=active.entry_id,
                 title=active.display_name or active.entry_id,
                 activated=True,
@@ -152,29 +194,91 @@ def lore_of(result: ActivationResult) -> tuple[list[LoreHit], list[LoreRecord]]:
                 reasons=_reasons(active.reasons),
             )
         )
-    for dropped in result.dropped:
-        report.append(
-            LoreRecord(
-                kb_id=dropped.kb_id,
-                entry_id=dropped.entry_id,
-                title=dropped.display_name or dropped.entry_id,
-                activated=False,
-                reasons=_reasons(dropped.reasons),
-            )
-        )
-    return hits, report
+    # Thousands of cut entries share a few books and (once the budget ran out) one
+    # reason: each is turned into words once.
+    said: dict[int, list[dict[str, Any]]] = {}
+    needed = needed or {}
+    dropped: list[list[Any]] = []
+    for kb_id, entry_id, name, cut in (
+        result.dropped.briefs()
+        if isinstance(result.dropped, DroppedEntries)
+        else [(d.kb_id, d.entry_id, d.display_name, d.cut) for d in result.dropped]
+    ):
+        reasons = said.get(id(cut))
+        if reasons is None:
+            reasons = said[id(cut)] = _reasons(cut)
+        kb_name, kb_scope = source(kb_id)
+        tokens = needed.get(kb_id, {}).get(entry_id, 0)
+        dropped.append([kb_id, kb_name, kb_scope, entry_id, name or entry_id, tokens, reasons])
+    return hits, report, dropped
 
 
-def for_character(kbs: Sequence[LoadedKB], conversation: Conversation) -> list[LoadedKB]:
-    """The knowledge bases a conversation scans: all of the project's but those tagged
-    as another character's (``character:<name>``: a card's own book and definitions),
-    as SillyTavern scans a character's book only in that character's chats."""
-    mine = character_tag(conversation.character.text("name"))
-    return [
-        b
-        for b in kbs
-        if not any(t.startswith(CHARACTER_TAG_PREFIX) and t != mine for t in b.kb.tags)
+def turn_lore_scope(
+    knowledge: KnowledgeService,
+    conversation: Conversation,
+    character: CharacterSnapshot | None = None,
+    presets: PresetLibrary | None = None,
+) -> LoreScope:
+    """The knowledge bases a turn of ``conversation`` scans, spoken by ``character``
+    (None: the conversation's), each with its scope (:mod:`lore_scope`)."""
+    snap = knowledge.snapshot().knowledge
+    return chat_lore_scope(
+        snap.catalog,
+        snap.project.globalKnowledgeBases,
+        conversation.settings,
+        character or conversation.character,
+        presets=presets,
+        personas=PersonaLibrary(knowledge.project_dir),
+    )
+
+
+async def scan_lore(
+    knowledge: KnowledgeService,
+    conversation: Conversation,
+    history: Sequence[HistoryMessage],
+    state: ChatState,
+    *,
+    seed: int,
+    generation: str,
+    chat_length: int | None = None,
+    character: CharacterSnapshot | None = None,
+    presets: PresetLibrary | None = None,
+) -> tuple[ActivationResult | None, list[str], LoreScope]:
+    """One lore scan over the knowledge bases in the chat's scopes (global, the speaking
+    character's, the persona's, the chat's), from the timers stored with the state at the
+    pointer; also the scope, which names each KB.
+
+    The result is None when no KB is in scope. The scan is the one
+    ``KnowledgeService.activate`` runs, with the chat's timed state and length added and
+    the books ordered by the project's insertion strategy.
+    """
+    speaker = character or conversation.character
+    scope = await asyncio.to_thread(turn_lore_scope, knowledge, conversation, speaker, presets)
+    kbs = scope.kbs()
+    if not kbs:
+        return None, list(scope.problems), scope
+    settings = await asyncio.to_thread(knowledge.activation_settings, {})
+    variables = dict(state.variables)
+    messages = [
+        ScanMessage(m.name or m.role, m.content, is_user=m.role == "user", number=m.number)
+        for m in history
     ]
+    if messages:
+        await knowledge.embed_semantic(kbs)
+    _engine, result, problems = await knowledge.activate(
+        kbs,
+        settings,
+        messages,
+        variables=variables,
+        max_context_tokens=None,
+        seed=seed,
+        character=character_context(conversation, speaker),
+        chat_length=len(history) if chat_length is None else chat_length,
+        timed_state=state.timed_effects,
+        generation_type=generation,
+        kb_rank=scope.ranks(settings.insertion_strategy),
+    )
+    return result, [*scope.problems, *problems], scope
 
 
 async def activate_lore(
@@ -186,32 +290,21 @@ async def activate_lore(
     seed: int,
     generation: str,
     chat_length: int | None = None,
+    character: CharacterSnapshot | None = None,
+    presets: PresetLibrary | None = None,
 ) -> tuple[ActivationResult | None, list[str]]:
-    """One lore scan over the project's knowledge bases (the card's own book is one of
-    them once imported), from the timers stored with the state at the pointer.
-
-    None when the project has no knowledge base. The scan is the one
-    ``KnowledgeService.activate`` runs, with the chat's timed state and length added.
-    """
-    kbs = for_character(await asyncio.to_thread(knowledge.project_kbs, None), conversation)
-    if not kbs:
-        return None, []
-    settings = await asyncio.to_thread(knowledge.activation_settings, {})
-    variables = dict(state.variables)
-    messages = [ScanMessage(m.name or m.role, m.content, is_user=m.role == "user") for m in history]
-    if messages:
-        await knowledge.embed_semantic(kbs)
-    _engine, result, problems = await knowledge.activate(
-        kbs,
-        settings,
-        messages,
-        variables=variables,
-        max_context_tokens=None,
+    """:func:`scan_lore` without the scope: the result (None: no KB in scope) and the
+    problems."""
+    result, problems, _scope = await scan_lore(
+        knowledge,
+        conversation,
+        history,
+        state,
         seed=seed,
-        character=character_context(conversation),
-        chat_length=len(history) if chat_length is None else chat_length,
-        timed_state=state.timed_effects,
-        generation_type=generation,
+        generation=generation,
+        chat_length=chat_length,
+        character=character,
+        presets=presets,
     )
     return result, problems
 
@@ -287,9 +380,10 @@ async def build_snapshot(
     seed = snapshot_seed(conversation.id, pointer, turn)
     lore: list[LoreHit] = []
     report: list[LoreRecord] = []
+    dropped: list[list[Any]] = []
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
     if knowledge is not None:
-        result, _ = await activate_lore(
+        result, _, scope = await scan_lore(
             knowledge,
             conversation,
             history,
@@ -297,9 +391,16 @@ async def build_snapshot(
             seed=seed,
             generation=generation,
             chat_length=chain_length,
+            presets=presets,
         )
         if result is not None:
-            lore, report = lore_of(result)
+            needed = None
+            if result.dropped:
+                # Cached per catalog version: only the first turn after an edit counts.
+                needed = await asyncio.to_thread(
+                    lambda: {s.kb_id: knowledge.kb_tokens(s.loaded.kb) for s in scope.active}
+                )
+            lore, report, dropped = lore_of(result, scope, needed)
             timed = result.timed_state.model_dump(mode="json")
     rag = await retrieve_memories(summaries, conversation, history) if summaries else []
     scripts: list[dict[str, Any]] = []
@@ -319,6 +420,7 @@ async def build_snapshot(
         settings=conversation.settings,
         lore=lore,
         lore_report=report,
+        lore_dropped=dropped,
         lore_timed_effects=timed,
         rag=rag,
         summaries=summary_texts(presets, conversation, path) if presets is not None else [],
@@ -327,4 +429,5 @@ async def build_snapshot(
         seed=seed,
         chat_seed=snapshot_seed(conversation.id, None),
         now=_iso(now),
+        idle_since=idle_since(path),
     )

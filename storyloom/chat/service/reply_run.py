@@ -27,7 +27,7 @@ from storyloom.chat.prompt.default_pipeline import (
 )
 from storyloom.chat.reply.filament import FilamentEvent, FilamentParser, FilamentTags
 from storyloom.chat.store.message import Message, MessageStatus
-from storyloom.chat.store.snapshot import ContextSnapshot
+from storyloom.chat.store.snapshot import ContextSnapshot, dropped_lore_record
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.workflow.events import NodeStarted, NodeStreaming, RunEvent
@@ -138,6 +138,8 @@ def inspector_record(
     return {
         "blocks": blocks,
         "lore": lore,
+        # Compact rows: the inspector builds their records when it is opened.
+        "lore_dropped": skein.get("lore_dropped") or snapshot.lore_dropped,
         "cut": skein.get("cut") or [],
         "budget": skein.get("budget"),
         "warnings": skein.get("warnings") or [],
@@ -159,7 +161,11 @@ def inspector_view(record: Mapping[str, Any], texts: Mapping[str, str]) -> dict[
         if "content" not in item:
             item["content"] = texts.get(item.pop("message_id", "") or "", "")
         messages.append(item)
-    return {**record, "blocks": blocks, "messages": messages}
+    view = {**record, "blocks": blocks, "messages": messages}
+    # A record stored before compact rows holds its dropped entries in "lore" already.
+    rows = view.pop("lore_dropped", None) or []
+    view["lore"] = [*(record.get("lore") or []), *(dropped_lore_record(row) for row in rows)]
+    return view
 
 
 def message_ids(record: Mapping[str, Any]) -> set[str]:
@@ -197,6 +203,9 @@ class TurnSetup:
     clean_thought: Callable[[str], str] = field(default=lambda text: text)
     """Stored-phase regex scripts of reasoning, for the thought."""
     publish: Publish | None = None
+    keep_globals: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
+    """Saves the user's global variables a finished turn changed (as it began, as its
+    macros left them)."""
     prefix: str = ""
     """Continue: the text the message already had; the new text is appended."""
     thought_prefix: str = ""
@@ -452,6 +461,12 @@ class ChatTurn:
         )
         # Only the new text: a continued reply's start was rewritten when it was saved.
         cleaned = self._joined(self.setup.clean_reply(reply))
+        globals_after = skein.get("global_variables") if isinstance(skein, Mapping) else None
+        if self.setup.keep_globals is not None and isinstance(globals_after, Mapping):
+            try:
+                self.setup.keep_globals(self.snapshot.global_variables, globals_after)
+            except Exception:  # the reply is still worth keeping
+                logger.exception("saving the global variables of %s failed", self.message_id)
         return self.setup.tree.update_message(
             self.message_id,
             content=cleaned,

@@ -6,6 +6,8 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from storyloom.chat.store.group import GroupSettings
+
 DEFAULT_PIPELINE = "chat-default"
 """Id of the built-in chat pipeline workflow (see :mod:`storyloom.chat.prompt.default_pipeline`)."""
 
@@ -65,6 +67,11 @@ class ConversationSettings(BaseModel):
     pipeline: str = Field(default=DEFAULT_PIPELINE, description="Chat pipeline workflow id")
     user_name: str = "User"
     persona: str = Field(default="", description="The user's persona description")
+    persona_id: str | None = Field(
+        default=None,
+        description="The persona this chat speaks as (None: the project's default persona; "
+        "without one, user_name and persona above)",
+    )
     authors_note: str = ""
     authors_note_depth: int = Field(default=4, ge=0)
     allow_regex_scripts: bool = Field(
@@ -79,7 +86,15 @@ class ConversationSettings(BaseModel):
     summaries: list[str] = Field(
         default_factory=list, description="Summary preset ids this conversation starts from"
     )
+    knowledge_bases: list[str] = Field(
+        default_factory=list,
+        description="kb_ids of the books bound to this chat (chat lore), besides the "
+        "project's global books, the character's and the persona's",
+    )
     keyframe_every: int = Field(default=32, ge=1, description="State keyframe interval")
+    group: GroupSettings | None = Field(
+        default=None, description="A group chat's members and turn order (None: one character)"
+    )
 
 
 class Conversation(BaseModel):
@@ -115,7 +130,8 @@ def card_macros(character: CharacterSnapshot, settings: ConversationSettings) ->
     """The values of ``{{char}}``, ``{{user}}``, ``{{description}}``, ``{{personality}}``,
     ``{{scenario}}`` and ``{{persona}}`` for a conversation."""
     return CardMacros(
-        char=character.text("name"),
+        # Character Card V3: a nickname stands for {{char}} (and <char>, <bot>) in prompts.
+        char=character.text("nickname").strip() or character.text("name"),
         user=settings.user_name,
         description=character.text("description"),
         personality=character.text("personality"),

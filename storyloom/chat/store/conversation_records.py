@@ -38,6 +38,10 @@ class ConversationSummary(BaseModel):
     project_id: str
     title: str
     character_name: str = ""
+    character_id: str | None = Field(
+        default=None, description="The character preset the chat began from (its avatar's id)"
+    )
+    group_size: int = Field(default=0, description="Members of a group chat (0: one character)")
     updated_at: float
     message_count: int = Field(description="Messages on the path root → pointer")
     last_message: str = Field(default="", description="Preview of the pointer message")
@@ -132,7 +136,9 @@ class ConversationRecords:
         rows = fetch(
             self._db.connection(),
             "SELECT c.id, c.project_id, c.title, "
-            "COALESCE(json_extract(c.character, '$.card.name'), ''), c.updated_at, "
+            "COALESCE(json_extract(c.character, '$.card.name'), ''), "
+            "json_extract(c.character, '$.source_preset'), "
+            "COALESCE(json_array_length(c.settings, '$.group.members'), 0), c.updated_at, "
             "COALESCE(p.depth + 1, 0), COALESCE(substr(p.content, 1, 400), '') "
             "FROM chat_conversation AS c LEFT JOIN chat_message AS p ON p.id = c.pointer "
             "WHERE ?1 IS NULL OR c.project_id = ?1 "
@@ -145,11 +151,13 @@ class ConversationRecords:
                 project_id=project,
                 title=title,
                 character_name=str(name),
+                character_id=preset if isinstance(preset, str) and preset else None,
+                group_size=members,
                 updated_at=updated,
                 message_count=count,
                 last_message=preview(text, SUMMARY_PREVIEW_CHARS),
             )
-            for cid, project, title, name, updated, count, text in rows
+            for cid, project, title, name, preset, members, updated, count, text in rows
         ]
 
     def update_conversation(

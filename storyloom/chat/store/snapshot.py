@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +31,10 @@ class LoreRecord(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     kb_id: str
+    kb_name: str = Field(default="", description="The KB's display name (the inspector's label)")
+    scope: str = Field(
+        default="", description="Why the KB is in the chat: global, character, persona or chat"
+    )
     entry_id: str
     title: str = ""
     activated: bool = True
@@ -38,6 +43,17 @@ class LoreRecord(BaseModel):
     reasons: list[dict[str, Any]] = Field(
         default_factory=list, description="[{rule, detail, outcome}]"
     )
+
+
+DROPPED_LORE_COLUMNS = ("kb_id", "kb_name", "scope", "entry_id", "title", "tokens", "reasons")
+"""The columns of a compact dropped-lore row (:attr:`ContextSnapshot.lore_dropped`)."""
+
+
+def dropped_lore_record(row: Sequence[Any]) -> dict[str, Any]:
+    """A compact dropped-lore row as a :class:`LoreRecord`'s fields (``activated`` False)."""
+    record = dict(zip(DROPPED_LORE_COLUMNS, row, strict=False))
+    record["reasons"] = [dict(r) for r in record.get("reasons") or []]
+    return {**record, "activated": False, "placement": None}
 
 
 class HistoryMessage(BaseModel):
@@ -49,6 +65,11 @@ class HistoryMessage(BaseModel):
     role: Role
     name: str = ""
     content: str
+    number: int | None = Field(
+        default=None,
+        description="Its place in the whole chat, 0 first (SillyTavern's message id, the "
+        "chat's #n); the inspector and the lore reasons count messages by it",
+    )
 
 
 class LoreHit(BaseModel):
@@ -57,6 +78,10 @@ class LoreHit(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     kb_id: str
+    kb_name: str = Field(default="", description="The KB's display name (the inspector's label)")
+    scope: str = Field(
+        default="", description="Why the KB is in the chat: global, character, persona or chat"
+    )
     entry_id: str
     title: str = ""
     content: str
@@ -95,7 +120,15 @@ class ContextSnapshot(BaseModel):
     settings: ConversationSettings
     lore: list[LoreHit] = Field(default_factory=list)
     lore_report: list[LoreRecord] = Field(
-        default_factory=list, description="Activated and dropped entries with reasons"
+        default_factory=list,
+        description="Activated entries with reasons (a snapshot stored before lore_dropped "
+        "existed also holds its dropped ones here)",
+    )
+    lore_dropped: list[list[Any]] = Field(
+        default_factory=list,
+        description="Dropped entries, one compact row each: [kb_id, kb_name, scope, "
+        "entry_id, title, tokens needed, reasons that cut it]; a big book over its budget "
+        "cuts thousands in every turn, so the full records are built only when read",
     )
     lore_timed_effects: dict[str, Any] = Field(
         default_factory=dict,
@@ -112,6 +145,20 @@ class ContextSnapshot(BaseModel):
     )
     chat_seed: int = Field(default=0, description="The conversation's: {{pick}}")
     now: str = Field(default="", description="ISO time of the turn, for {{time}}/{{date}}")
+    idle_since: str = Field(
+        default="",
+        description="ISO time of the user's message before the newest message, for "
+        "{{idle_duration}} ('': none)",
+    )
+    global_variables: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The user's global variables as the turn starts ({{$x}}, {{getglobalvar}})",
+    )
+
+    def lore_records(self) -> list[LoreRecord]:
+        """Every lore record of the turn: the activated ones, then the dropped ones."""
+        dropped = [LoreRecord.model_validate(dropped_lore_record(r)) for r in self.lore_dropped]
+        return [*self.lore_report, *dropped]
 
     @property
     def fingerprint(self) -> str:

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, ConversationSettings
 from storyloom.chat.store.message import Message, Role
+from storyloom.chat.store.message_marks import HIDDEN_KEY, is_hidden
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import NewMessage, TurnTree, new_id
 from storyloom.core.errors import NotFound
@@ -150,10 +151,27 @@ def _initial_state(chat_metadata: Mapping[str, Any]) -> ChatState | None:
     return None
 
 
+_SYSTEM_TYPES = frozenset({"narrator", "comment"})
+"""``extra.type`` of SillyTavern's own system lines (``/sys`` narration, ``/comment``)."""
+
+
 def _role(line: ChatMessage) -> Role:
+    """``is_system`` on a user's or the character's line is SillyTavern's ghost (hidden
+    from the prompt), so it is the speaker's role plus :data:`HIDDEN_KEY`; the system
+    role is for SillyTavern's own lines (its system name, narration, comments)."""
     if line.is_user:
         return "user"
-    return "system" if line.is_system else "assistant"
+    kind = line.extra.get("type")
+    if line.is_system and (line.name == SYSTEM_NAME or not line.name):
+        return "system"
+    return "system" if isinstance(kind, str) and kind in _SYSTEM_TYPES else "assistant"
+
+
+def _is_system(message: Message, imported: bool) -> bool:
+    """A line's ``is_system``: in SillyTavern a saved line marked so never goes into the
+    prompt. An imported line's hidden mark came from its own ``is_system``."""
+    hidden = is_hidden(message.extra)
+    return hidden if imported else hidden or message.role == "system"
 
 
 def _created_at(value: Any, fallback: float) -> float:
@@ -211,6 +229,8 @@ def _rows(
                 st_extra = dict(info_extra) if isinstance(info_extra, dict) else {}
                 sent = info.get("send_date") if info is not None else line.send_date
             extra[EXTRA_KEY] = st_extra
+            if line.is_system:
+                extra[HIDDEN_KEY] = True
             if info is not None:
                 extra[SWIPE_INFO_KEY] = info
             rows.append(
@@ -353,7 +373,7 @@ def _line(message: Message, group: Sequence[Message], names: _Names) -> dict[str
         line: dict[str, Any] = {
             "name": names.of(message),
             "is_user": message.role == "user",
-            "is_system": message.role == "system",
+            "is_system": _is_system(message, imported=False),
             "send_date": iso_time(message.created_at),
             "mes": message.content,
             "extra": _st_extra(message),
@@ -376,6 +396,9 @@ def _line(message: Message, group: Sequence[Message], names: _Names) -> dict[str
             line[key] = swipes[key]
         else:
             line[key] = times.get(key, value) if key in SWIPE_TIMES else value
+    if bool(line.get("is_system")) != _is_system(message, imported=True):
+        # Hidden or shown again since the import: the file's own value stands otherwise.
+        line["is_system"] = _is_system(message, imported=True)
     if len(group) > 1 and not as_imported:
         for key, value in swipes.items():
             line.setdefault(key, value)

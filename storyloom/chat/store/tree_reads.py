@@ -44,6 +44,9 @@ class TreeNode(BaseModel):
     sibling_index: int
     depth: int
     on_path: bool = Field(description="On the path root → pointer")
+    hidden: bool = Field(
+        default=False, description="Hidden from the prompt (extra.hidden, SillyTavern's ghost)"
+    )
 
 
 _TREE_FIELDS_SET = set(TreeNode.model_fields)
@@ -220,7 +223,8 @@ class TreeReader:
         rows = fetch(
             conn,
             "SELECT id, parent_id, role, name, substr(content, 1, 200), status, "
-            "sibling_index, depth FROM chat_message WHERE conversation_id = ? "
+            "sibling_index, depth, COALESCE(json_type(extra, '$.hidden') = 'true', 0) "
+            "FROM chat_message WHERE conversation_id = ? "
             "ORDER BY depth, parent_id, sibling_index",
             (conversation_id,),
         )
@@ -243,10 +247,11 @@ class TreeReader:
                     "sibling_index": index,
                     "depth": depth,
                     "on_path": mid in on_path,
+                    "hidden": bool(hidden),
                 },
                 _TREE_FIELDS_SET,
             )
-            for mid, parent, role, name, text, status, index, depth in rows
+            for mid, parent, role, name, text, status, index, depth, hidden in rows
         ]
 
     def _pointer(self, conversation_id: str, conn: apsw.Connection | None = None) -> str | None:

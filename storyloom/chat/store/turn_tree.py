@@ -1,7 +1,8 @@
 """Conversations as trees of messages in SQLite (Mnemosyne's turn tree, seed 001).
 
-A swipe or an edit of any message adds a sibling, a branch is a new child of an old
-message, and nothing is ever overwritten, so every version of the story stays reachable.
+A swipe or an edit as a new branch adds a sibling, a branch is a new child of an old
+message, and an edit in place keeps the text it replaced as a version of the message
+(:mod:`message_marks`), so every version of the story stays reachable.
 The conversation's ``pointer`` says where the user is; the path root → pointer is what
 the chat shows and what the next prompt is built from. Each message also knows its
 ``active_child``, the child it continues with: moving the pointer back (time travel) keeps
@@ -28,6 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
+import apsw
 from pydantic import BaseModel, Field
 
 from storyloom.chat.store.bulk_messages import NewMessage, add_messages
@@ -44,6 +46,12 @@ from storyloom.chat.store.conversation_records import (
     read_conversation,
 )
 from storyloom.chat.store.message import Message, MessageStatus, Role
+from storyloom.chat.store.message_marks import (
+    MessageVersion,
+    versions_of,
+    with_hidden,
+    with_version,
+)
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.state_chain import StateChain
 from storyloom.chat.store.tree_pointer import (
@@ -354,7 +362,7 @@ class TurnTree:
     def edit_message(
         self, message_id: str, content: str, *, expected_version: int | None = None
     ) -> Message:
-        """Edit any message: a new sibling with ``content``, the original kept.
+        """Edit as a new branch: a new sibling with ``content``, the original kept.
 
         The sibling has the original's role, name, thought and state, and the user moves
         to it.
@@ -381,6 +389,72 @@ class TurnTree:
             self._chain.copy_row(conn, original.id, edited.id)
             point_to_child(conn, conversation_id, head, edited)
         return edited
+
+    def rewrite_message(
+        self,
+        message_id: str,
+        content: str,
+        *,
+        original: str | None = None,
+        expected_version: int | None = None,
+    ) -> Message:
+        """Edit in place, as SillyTavern does: the message gets ``content`` and keeps its
+        place, its children and its state; the text it had is kept as a version."""
+        conversation_id = self.message(message_id).conversation_id
+        with writing(self._db, conversation_id, expected_version) as (conn, _):
+            old = owned_message(conn, conversation_id, message_id)
+            replaced = MessageVersion(content=old.content, replaced_at=time.time())
+            return self._set_text(conn, old, content, original, with_version(old.extra, replaced))
+
+    def restore_version(
+        self, message_id: str, index: int, *, expected_version: int | None = None
+    ) -> Message:
+        """Make version ``index`` (0 = oldest) the message's text again; the text it
+        replaces becomes the newest version, so nothing is lost."""
+        conversation_id = self.message(message_id).conversation_id
+        with writing(self._db, conversation_id, expected_version) as (conn, _):
+            old = owned_message(conn, conversation_id, message_id)
+            versions = versions_of(old.extra)
+            if not 0 <= index < len(versions):
+                raise ChatError(
+                    f"message {message_id} has {len(versions)} earlier version(s); "
+                    f"there is no version {index}"
+                )
+            replaced = MessageVersion(content=old.content, replaced_at=time.time())
+            extra = with_version(old.extra, replaced, drop=index)
+            return self._set_text(conn, old, versions[index].content, None, extra)
+
+    def _set_text(
+        self,
+        conn: apsw.Connection,
+        old: Message,
+        content: str,
+        original: str | None,
+        extra: dict[str, Any],
+    ) -> Message:
+        rows = fetch(
+            conn,
+            "UPDATE chat_message SET content = ?, original = ?, extra = ? "
+            f"WHERE id = ? RETURNING {MESSAGE_COLUMNS}",
+            (content, original, dumps_json(extra, f"extra of message {old.id}"), old.id),
+        )
+        return to_message(rows[0])
+
+    def set_hidden(
+        self, message_id: str, hidden: bool, *, expected_version: int | None = None
+    ) -> Message:
+        """Hide a message from the prompt (SillyTavern's ghost) or bring it back; it
+        stays in the chat either way."""
+        conversation_id = self.message(message_id).conversation_id
+        with writing(self._db, conversation_id, expected_version) as (conn, _):
+            old = owned_message(conn, conversation_id, message_id)
+            extra = with_hidden(old.extra, hidden)
+            rows = fetch(
+                conn,
+                f"UPDATE chat_message SET extra = ? WHERE id = ? RETURNING {MESSAGE_COLUMNS}",
+                (dumps_json(extra, f"extra of message {old.id}"), old.id),
+            )
+            return to_message(rows[0])
 
     def set_pointer(
         self,

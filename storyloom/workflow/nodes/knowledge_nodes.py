@@ -134,7 +134,8 @@ def _describe(loaded: LoadedKB) -> str:
 def select_knowledge_bases(
     service: KnowledgeService, names: Sequence[str], field: str = "knowledge_bases"
 ) -> list[LoadedKB]:
-    """The KBs ``names`` name, in the order given; none named: the project's KBs.
+    """The KBs ``names`` name, in the order given (a switched-off one too); none named:
+    the project's enabled KBs.
 
     Blocking (may reload the project's files).
     """

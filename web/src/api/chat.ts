@@ -95,6 +95,10 @@ export interface ConversationSummary {
   project_id: string
   title: string
   character_name: string
+  /** The character preset the chat began from: its avatar is `/api/characters/{id}/avatar`. */
+  character_id?: string | null
+  /** Members of a group chat (0: one character). */
+  group_size?: number
   updated_at: number
   message_count: number
   last_message: string
@@ -121,6 +125,8 @@ export interface TreeNode {
   sibling_index: number
   depth: number
   on_path: boolean
+  /** Hidden from the prompt (SillyTavern's ghost). */
+  hidden?: boolean
 }
 
 /** An RFC 6902 operation (the delta of one turn). */
@@ -225,12 +231,15 @@ export interface NewChat {
   title?: string
   user_name?: string
   persona?: string
+  /** The persona the chat speaks as (none: the project's default). */
+  persona_id?: string
 }
 
 export interface SendResult {
   user_message: ChatMessage
-  /** The reply, status streaming (its text arrives over the WebSocket). */
-  assistant_message?: ChatMessage
+  /** The reply, status streaming (its text arrives over the WebSocket); null when none
+   * was started (a group chat waiting for the user to pick who speaks). */
+  assistant_message?: ChatMessage | null
   version: number
 }
 
@@ -397,13 +406,54 @@ export function swipe(id: string, messageId: string, toIndex: number, expectedVe
   )
 }
 
-export function editMessage(id: string, messageId: string, content: string, expectedVersion: number, fetchImpl?: Fetch): Promise<TurnResult> {
+/** `in_place`: rewrite the message and keep what follows (the old text becomes a version);
+ * `branch`: a new sibling with the new text. */
+export type EditMode = 'in_place' | 'branch'
+
+export function editMessage(
+  id: string,
+  messageId: string,
+  content: string,
+  expectedVersion: number,
+  mode: EditMode = 'branch',
+  fetchImpl?: Fetch,
+): Promise<TurnResult> {
   return requestJson<TurnResult>(
     'POST',
     `${BASE}/${enc(id)}/messages/${enc(messageId)}/edit`,
-    { content, expected_version: expectedVersion },
+    { content, mode, expected_version: expectedVersion },
     fetchImpl,
   )
+}
+
+/** An earlier version of a message's text (0 = the oldest) becomes its text again. */
+export function restoreVersion(id: string, messageId: string, index: number, expectedVersion: number, fetchImpl?: Fetch): Promise<TurnResult> {
+  return requestJson<TurnResult>(
+    'POST',
+    `${BASE}/${enc(id)}/messages/${enc(messageId)}/restore`,
+    { index, expected_version: expectedVersion },
+    fetchImpl,
+  )
+}
+
+/** Hide a message from the prompt (SillyTavern's ghost) or show it to the model again. */
+export function setHidden(id: string, messageId: string, hidden: boolean, expectedVersion: number, fetchImpl?: Fetch): Promise<TurnResult> {
+  return requestJson<TurnResult>(
+    'POST',
+    `${BASE}/${enc(id)}/messages/${enc(messageId)}/hidden`,
+    { hidden, expected_version: expectedVersion },
+    fetchImpl,
+  )
+}
+
+export interface TokenCounts {
+  counts: Record<string, number>
+  tokenizer: string
+}
+
+/** Tokens of each message's text, counted for the user model. */
+export function tokenCounts(id: string, messageIds: string[], fetchImpl?: Fetch): Promise<TokenCounts> {
+  return requestJson<TokenCounts>('POST', `${BASE}/${enc(id)}/token-counts`, { message_ids: messageIds }, fetchImpl)
 }
 
 export async function deleteMessage(id: string, messageId: string, expectedVersion: number, fetchImpl: Fetch = defaultFetch): Promise<void> {
@@ -483,4 +533,40 @@ export async function listPipelines(fetchImpl?: Fetch): Promise<PipelineChoice[]
   const own = out.filter((p) => !p.builtin)
   if (!out.some((p) => p.id === DEFAULT_PIPELINE)) builtin.unshift({ id: DEFAULT_PIPELINE, name: DEFAULT_PIPELINE, builtin: true })
   return [...builtin, ...own]
+}
+
+// -- the prompt manager ------------------------------------------------------------------
+
+export type PromptRole = 'system' | 'user' | 'assistant'
+
+/** One prompt of a chat-completion preset (`prompts[]`); other fields ride along. */
+export interface PresetPrompt {
+  identifier: string
+  name?: string
+  role?: PromptRole
+  content?: string
+  system_prompt?: boolean
+  marker?: boolean
+  /** 0: in the prompt's order; 1: in the chat, at `injection_depth`. */
+  injection_position?: 0 | 1
+  injection_depth?: number
+  injection_order?: number
+  [extra: string]: unknown
+}
+
+export interface PromptOrderEntry {
+  identifier: string
+  enabled?: boolean
+  [extra: string]: unknown
+}
+
+export interface PromptDefaults {
+  prompts: PresetPrompt[]
+  prompt_order: PromptOrderEntry[]
+}
+
+/** SillyTavern's default prompts and order: what the chat pipeline uses where its Skein
+ * Builder's config leaves them out. */
+export function getPromptDefaults(fetchImpl?: Fetch): Promise<PromptDefaults> {
+  return requestJson<PromptDefaults>('GET', '/api/presets/prompt-defaults', undefined, fetchImpl)
 }

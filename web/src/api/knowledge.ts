@@ -92,11 +92,13 @@ export function exportUrl(kbId: string, format: ExportFormat): string {
   return `${BASE}/bases/${enc(kbId)}/export?format=${format}`
 }
 
-/** Upload a SillyTavern file or a .ctkbz package (multipart, field `file`). */
+/** Upload a SillyTavern file or a .ctkbz package (multipart, field `file`). A book whose
+ * entries a KB here already has is kept once (the report lists it) unless `keep_both`. */
 export function importKnowledgeFile(
   file: File,
   scope: 'local' | 'global' = 'local',
   fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+  onDuplicate: 'keep_existing' | 'keep_both' = 'keep_existing',
 ): Promise<ImportReport> {
-  return postForm<ImportReport>(`${BASE}/import`, { file, scope }, fetchImpl)
+  return postForm<ImportReport>(`${BASE}/import`, { file, scope, on_duplicate: onDuplicate }, fetchImpl)
 }

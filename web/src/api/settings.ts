@@ -33,3 +33,16 @@ export function testConnection(
   if (endpoint) body.endpoint = endpoint
   return requestJson<ConnectionReport>('POST', '/api/settings/test', body, fetchImpl)
 }
+
+export interface ModelList {
+  models: string[]
+  /** Why the list is empty (no base URL, the endpoint failed). */
+  message?: string | null
+}
+
+/** The models a chat role's endpoint lists (asked by the server with the stored key). */
+export function listModels(role: Role, endpoint?: ChatEndpointUpdate, fetchImpl?: Fetch): Promise<ModelList> {
+  const body: SettingsTestRequest = { role }
+  if (endpoint) body.endpoint = endpoint
+  return requestJson<ModelList>('POST', '/api/settings/models', body, fetchImpl)
+}

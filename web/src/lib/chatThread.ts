@@ -353,3 +353,59 @@ export function messageProblems(message: Pick<ChatMessage, 'extra'>): string[] {
 export function canRetry(message: ChatMessage): boolean {
   return message.role === 'assistant' && message.parent_id !== null && (message.status === 'partial' || message.status === 'error')
 }
+
+/** Hidden from the prompt (`extra.hidden`, SillyTavern's ghost): shown dimmed, never sent. */
+export function isHiddenMessage(message: Pick<ChatMessage, 'extra'>): boolean {
+  return message.extra?.hidden === true
+}
+
+export interface MessageVersion {
+  content: string
+  replaced_at: number
+}
+
+/** The texts an edit in place replaced (`extra.versions`), oldest first. */
+export function messageVersions(message: Pick<ChatMessage, 'extra'>): MessageVersion[] {
+  const raw = message.extra?.versions
+  if (!Array.isArray(raw)) return []
+  const out: MessageVersion[] = []
+  for (const item of raw) {
+    if (item && typeof item === 'object' && typeof (item as { content?: unknown }).content === 'string') {
+      const when = (item as { replaced_at?: unknown }).replaced_at
+      out.push({ content: (item as { content: string }).content, replaced_at: typeof when === 'number' ? when : 0 })
+    }
+  }
+  return out
+}
+
+export interface MessageTime {
+  /** For the `datetime` attribute. */
+  iso: string
+  /** What the message shows: the time, and the date too when it is not today. */
+  short: string
+  /** The tooltip: date and time in full. */
+  full: string
+}
+
+/** A message's time (`created_at`, Unix seconds) as the chat shows it. */
+export function messageTime(seconds: number, now: Date = new Date(), locale?: string): MessageTime {
+  const date = new Date(seconds * 1000)
+  const sameDay = date.toDateString() === now.toDateString()
+  const time = date.toLocaleTimeString(locale, { hour: '2-digit', minute: '2-digit' })
+  const day = date.toLocaleDateString(locale, { year: date.getFullYear() === now.getFullYear() ? undefined : 'numeric', month: 'short', day: 'numeric' })
+  return { iso: date.toISOString(), short: sameDay ? time : `${day} ${time}`, full: date.toLocaleString(locale) }
+}
+
+/**
+ * How many messages of the shown path lie below `messageId`: what a swipe (or a new
+ * version) of it leaves on the version it was on. 0 for the last message or one not shown.
+ */
+export function laterOnBranch(messages: readonly ChatMessage[], messageId: string): number {
+  const index = indexFromEnd(messages, messageId)
+  return index < 0 ? 0 : messages.length - 1 - index
+}
+
+/** Messages whose token count is not known for their current text: the ones to count. */
+export function uncounted(messages: readonly ChatMessage[], known: ReadonlyMap<string, { content: string; tokens: number }>): string[] {
+  return messages.filter((m) => m.status !== 'streaming' && known.get(m.id)?.content !== m.content).map((m) => m.id)
+}

@@ -18,6 +18,9 @@ import type {
 export type NumberInput = number | string | null | undefined
 
 export const TOKEN_ENCODING_CHOICES = ['cl100k_base', 'o200k_base'] as const
+/** How budgets count tokens (the server's `tokenizer` setting). */
+export const TOKENIZER_CHOICES = ['auto', 'llama', 'openai', 'endpoint'] as const
+export type TokenizerChoice = (typeof TOKENIZER_CHOICES)[number]
 
 export interface BaseUrlPreset {
   id: string
@@ -49,6 +52,9 @@ export interface ChatForm extends KeyFields {
   max_retries: NumberInput
   /** '' means "auto": the server picks the encoding from the model name. */
   token_encoding: string
+  tokenizer: TokenizerChoice
+  /** Path of a SentencePiece .model file for the llama tokenizer; '' leaves it unset. */
+  tokenizer_model: string
   /** The model's context size in tokens; '' leaves it unset (budgets use a default). */
   context_window: NumberInput
 }
@@ -71,6 +77,8 @@ export const CHAT_FIELDS = [
   'timeout_s',
   'max_retries',
   'token_encoding',
+  'tokenizer',
+  'tokenizer_model',
   'context_window',
 ] as const
 export const EMBEDDING_FIELDS = [
@@ -101,6 +109,8 @@ export function chatFormFromView(view: ChatEndpointView): ChatForm {
     timeout_s: view.timeout_s,
     max_retries: view.max_retries,
     token_encoding: view.token_encoding ?? '',
+    tokenizer: view.tokenizer ?? 'auto',
+    tokenizer_model: view.tokenizer_model ?? '',
     context_window: view.context_window ?? '',
   }
 }
@@ -193,6 +203,8 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
     timeout_s: timeout ?? base.timeout_s,
     max_retries: retries ?? base.max_retries,
     token_encoding: form.token_encoding || null,
+    tokenizer: form.tokenizer,
+    tokenizer_model: form.tokenizer_model.trim() || null,
     context_window: contextWindow,
     ...keyUpdate(form),
   }

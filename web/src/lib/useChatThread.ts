@@ -21,7 +21,8 @@ import type { Connection, ServerMessage } from './connection'
 import { failureMessage } from './knowledgeEditor'
 
 export interface ChatNotice {
-  kind: 'conflict' | 'error'
+  /** `info`: worth knowing, nothing went wrong (what a swipe left on the other version). */
+  kind: 'conflict' | 'error' | 'info'
   /** Made at render time, so it follows a change of language. */
   text: () => string
 }

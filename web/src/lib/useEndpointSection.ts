@@ -98,6 +98,7 @@ export function useEndpointSection(
     try {
       const report = await testConnection(role, update)
       const lines = [report.message]
+      if (report.warning) lines.push(report.warning)
       if (report.models?.length) {
         models.value = report.models
         const shown = report.models.slice(0, 8).join(', ')

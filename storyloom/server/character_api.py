@@ -1,0 +1,335 @@
+"""``/api/characters``: the character library (SillyTavern's character management).
+
+List with avatars, tags and favourites; open one to edit every card field, with token
+counts; create, duplicate, delete; upload an avatar; export as a PNG card, card JSON or
+CHARX. Importing a card goes through ``/api/knowledge/import`` (the card's book becomes a
+knowledge base there).
+
+Every character document carries ``version`` (a hash of its file). A save sends the
+version it opened; when the file changed since (another tab saved), the save is refused
+with 409 and nothing is written: the editor reloads and the user makes the change again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile
+from pydantic import BaseModel, ConfigDict, Field
+
+from storyloom.chat.personalab.card_export import card_charx, card_json, card_png
+from storyloom.chat.personalab.library import CharacterListing, PresetLibrary
+from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
+from storyloom.chat.store.turn_tree import ChatError
+from storyloom.core.errors import InvalidInput
+from storyloom.knowledge.card_knowledge import CHARACTER_DEFINITION, character_tag
+from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.project.project_file import folder_slug
+from storyloom.server.api_errors import error_responses, field_errors
+from storyloom.server.file_transfer import avatar_response, download, read_image_upload
+from storyloom.server.state import server_state
+from storyloom.sillytavern.character import CharacterDefinition
+
+router = APIRouter(prefix="/api/characters", tags=["characters"])
+
+_ERRORS = error_responses(400, 404, 409, 413, 422)
+# Fields whose tokens the editor shows, in its order; the depth prompt is
+# extensions.depth_prompt.prompt.
+TOKEN_FIELDS = (
+    "name",
+    "nickname",
+    "description",
+    "personality",
+    "scenario",
+    "first_mes",
+    "mes_example",
+    "creator_notes",
+    "system_prompt",
+    "post_history_instructions",
+    "depth_prompt",
+)
+# What SillyTavern calls permanent: sent with every prompt, whatever the chat holds.
+PERMANENT_FIELDS = (
+    "name",
+    "description",
+    "personality",
+    "scenario",
+    "system_prompt",
+    "post_history_instructions",
+    "depth_prompt",
+)
+
+
+def _library(request: Request) -> PresetLibrary:
+    presets = server_state(request).chat.presets
+    if presets is None:
+        raise ChatError("characters need a project")
+    return presets
+
+
+def avatar_url(character_id: str, avatar: str | None, stamp: float | int = 0) -> str | None:
+    """Where the page loads a character's avatar (``v`` changes when the file does, so a
+    new upload is not hidden by the browser's cache)."""
+    if not avatar:
+        return None
+    return f"/api/characters/{character_id}/avatar?v={int(stamp)}"
+
+
+class CharacterItem(CharacterListing):
+    avatar_url: str | None = None
+
+
+class CharacterLibrary(BaseModel):
+    characters: list[CharacterItem]
+
+
+class CharacterTokens(BaseModel):
+    fields: dict[str, int] = Field(description="Tokens per card field (see TOKEN_FIELDS)")
+    alternate_greetings: list[int] = Field(default_factory=list)
+    total: int = Field(description="Every field the prompt can carry")
+    permanent: int = Field(description="What every prompt carries, whatever the chat holds")
+
+
+class CharacterDocument(BaseModel):
+    id: str
+    version: str = Field(description="Send it back with a save; a stale one is a 409")
+    character: dict[str, Any] = Field(description="CharacterDefinition JSON, without source_card")
+    avatar_url: str | None = None
+    tokens: CharacterTokens
+    card_spec: str | None = Field(default=None, description="The imported card's spec")
+
+
+class CharacterSave(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: str | None = Field(
+        default=None, description="The version the editor opened (None: overwrite)"
+    )
+    character: dict[str, Any]
+
+
+class NewCharacter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    character: dict[str, Any]
+
+
+class CreatedCharacter(BaseModel):
+    id: str
+    version: str
+
+
+class Favourite(BaseModel):
+    fav: bool
+
+
+class TokenRequest(BaseModel):
+    texts: dict[str, str] = Field(description="Field name → text")
+
+
+class TokenAnswer(BaseModel):
+    tokens: dict[str, int]
+
+
+def _texts(preset: CharacterDefinition) -> dict[str, str]:
+    depth = preset.depth_prompt
+    return {
+        "name": preset.name,
+        "nickname": preset.nickname or "",
+        "description": preset.description,
+        "personality": preset.personality,
+        "scenario": preset.scenario,
+        "first_mes": preset.first_mes,
+        "mes_example": preset.mes_example,
+        "creator_notes": preset.creator_notes,
+        "system_prompt": preset.system_prompt,
+        "post_history_instructions": preset.post_history_instructions,
+        "depth_prompt": depth.prompt if depth is not None else "",
+    }
+
+
+def token_counts(request: Request, preset: CharacterDefinition) -> CharacterTokens:
+    """Tokens of each field with the tokenizer the budgets use (the user model's)."""
+    count = server_state(request).knowledge.count_tokens
+    fields = {key: count(text) if text else 0 for key, text in _texts(preset).items()}
+    greetings = [count(g) if g else 0 for g in preset.alternate_greetings]
+    total = sum(v for k, v in fields.items() if k not in ("nickname", "creator_notes"))
+    permanent = sum(fields[k] for k in PERMANENT_FIELDS)
+    return CharacterTokens(
+        fields=fields, alternate_greetings=greetings, total=total, permanent=permanent
+    )
+
+
+def _bound_books(request: Request, preset: CharacterDefinition) -> list[str]:
+    """The books bound to ``preset``; a file from before books could be bound has the
+    books tagged with its name (as the chat's lore scope reads it), so the editor shows
+    them and a save keeps them bound."""
+    if "knowledge_bases" in preset.model_fields_set:
+        return list(preset.knowledge_bases)
+    tag = character_tag(preset.name)
+    return [
+        b.kb_id
+        for b in server_state(request).knowledge.snapshot().knowledge.catalog.bases
+        if tag in b.kb.tags and CHARACTER_DEFINITION not in b.kb.tags
+    ]
+
+
+def _document(request: Request, character_id: str) -> CharacterDocument:
+    library = _library(request)
+    preset = library.character(character_id)
+    avatar = library.avatar_path(character_id)
+    character = preset.model_dump(mode="json", exclude={"source_card"})
+    character["knowledge_bases"] = _bound_books(request, preset)
+    return CharacterDocument(
+        id=character_id,
+        version=library.character_version(character_id),
+        character=character,
+        avatar_url=avatar_url(character_id, preset.avatar, avatar.stat().st_mtime if avatar else 0),
+        tokens=token_counts(request, preset),
+        card_spec=preset.card_spec,
+    )
+
+
+def _definition(body: dict[str, Any]) -> CharacterDefinition:
+    with field_errors("character", "character"):
+        preset = CharacterDefinition.model_validate(body)
+    if not preset.name.strip():
+        raise InvalidInput("character: the name is empty", [])
+    return preset
+
+
+def _bases(request: Request) -> list[KnowledgeBase]:
+    return [b.kb for b in server_state(request).knowledge.snapshot().knowledge.catalog.bases]
+
+
+@router.get("", response_model=CharacterLibrary)
+def list_characters(
+    request: Request,
+    q: Annotated[str, Query(description="Words the name, tags or creator contain")] = "",
+    tag: Annotated[str | None, Query(description="Only characters with this tag")] = None,
+    fav: Annotated[bool | None, Query(description="Only favourites (true)")] = None,
+) -> CharacterLibrary:
+    """Every character (a file that does not read is listed with its error), favourites
+    first, then by name."""
+    library = _library(request)
+    words = q.lower().split()
+    out: list[CharacterItem] = []
+    for listing in library.characters():
+        text = " ".join([listing.name, listing.creator, *listing.tags]).lower()
+        if words and not all(w in text for w in words):
+            continue
+        if tag is not None and tag not in listing.tags:
+            continue
+        if fav and not listing.fav:
+            continue
+        stamp = listing.modified
+        out.append(
+            CharacterItem(
+                **listing.model_dump(), avatar_url=avatar_url(listing.id, listing.avatar, stamp)
+            )
+        )
+    out.sort(key=lambda c: (not c.fav, c.name.casefold(), c.id))
+    return CharacterLibrary(characters=out)
+
+
+@router.post("", status_code=201, response_model=CreatedCharacter, responses=_ERRORS)
+def create_character(request: Request, body: NewCharacter) -> CreatedCharacter:
+    """A character made from scratch (only ``name`` is needed)."""
+    library = _library(request)
+    preset = _definition({**body.character, "avatar": None, "source_card": None})
+    character_id = library.create_character(preset)
+    return CreatedCharacter(id=character_id, version=library.character_version(character_id))
+
+
+@router.post("/tokens", response_model=TokenAnswer)
+def count_tokens(request: Request, body: TokenRequest) -> TokenAnswer:
+    """Tokens of texts being edited, counted as the budgets count them."""
+    count = server_state(request).knowledge.count_tokens
+    return TokenAnswer(tokens={k: count(v) if v else 0 for k, v in body.texts.items()})
+
+
+@router.get("/{character_id}", response_model=CharacterDocument, responses=_ERRORS)
+def get_character(request: Request, character_id: str) -> CharacterDocument:
+    return _document(request, character_id)
+
+
+@router.put("/{character_id}", response_model=CharacterDocument, responses=_ERRORS)
+def save_character(request: Request, character_id: str, body: CharacterSave) -> CharacterDocument:
+    """Save every field; the avatar and the imported card stay. A stale ``version``
+    is a 409 and nothing is written."""
+    library = _library(request)
+    library.character(character_id)  # 404 (or the file's own problems) first
+    preset = _definition(body.character)
+    library.update_character(character_id, preset, expected_version=body.version)
+    return _document(request, character_id)
+
+
+@router.put("/{character_id}/fav", response_model=CharacterDocument, responses=_ERRORS)
+def set_favourite(request: Request, character_id: str, body: Favourite) -> CharacterDocument:
+    """Mark or unmark a favourite (SillyTavern's star)."""
+    library = _library(request)
+    preset = library.character(character_id).model_copy(update={"fav": body.fav})
+    library.update_character(character_id, preset, expected_version=None)
+    return _document(request, character_id)
+
+
+@router.delete("/{character_id}", status_code=204, responses=_ERRORS)
+def delete_character(request: Request, character_id: str) -> Response:
+    """Remove the character, its avatar and assets. Conversations keep their copy."""
+    _library(request).delete("characters", character_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{character_id}/duplicate", status_code=201, response_model=CreatedCharacter, responses=_ERRORS
+)
+def duplicate_character(request: Request, character_id: str) -> CreatedCharacter:
+    library = _library(request)
+    copy_id = library.duplicate_character(character_id)
+    return CreatedCharacter(id=copy_id, version=library.character_version(copy_id))
+
+
+@router.get("/{character_id}/avatar", responses=_ERRORS)
+def character_avatar(request: Request, character_id: str) -> Response:
+    return avatar_response(_library(request).avatar_path(character_id), f"character {character_id}")
+
+
+@router.post("/{character_id}/avatar", response_model=CharacterDocument, responses=_ERRORS)
+async def upload_avatar(
+    request: Request,
+    character_id: str,
+    file: Annotated[UploadFile, File(description="A PNG, JPEG, GIF or WebP image")],
+) -> CharacterDocument:
+    """Replace the avatar. Only PNG, JPEG, GIF and WebP images are taken (by content)."""
+    library = _library(request)
+    await asyncio.to_thread(library.character, character_id)
+    data, media_type = await read_image_upload(request, file)
+    await asyncio.to_thread(library.set_avatar, character_id, data, AVATAR_SUFFIXES[media_type])
+    return await asyncio.to_thread(_document, request, character_id)
+
+
+@router.get("/{character_id}/export", responses=_ERRORS)
+def export_character(
+    request: Request,
+    character_id: str,
+    format: Annotated[Literal["png", "json", "charx"], Query()] = "png",
+) -> Response:
+    """The character as a SillyTavern card: PNG (V2 ``chara`` + V3 ``ccv3``), JSON or
+    CHARX, its primary bound book embedded."""
+    library = _library(request)
+    preset = library.character(character_id)
+    avatar_path = library.avatar_path(character_id)
+    avatar = avatar_path.read_bytes() if avatar_path is not None else None
+    bases = _bases(request)
+    stem = folder_slug(preset.name, set())
+    if format == "json":
+        text = json.dumps(card_json(preset, bases), ensure_ascii=False, indent=4)
+        return download(text.encode("utf-8"), f"{stem}.json", "application/json")
+    assets = library.folder("characters") / f"{character_id}.assets"
+    kept = assets if assets.is_dir() else None
+    if format == "charx":
+        data = card_charx(preset, bases, avatar, kept)
+        return download(data, f"{stem}.charx", "application/zip")
+    return download(card_png(preset, bases, avatar, kept), f"{stem}.png", "image/png")

@@ -1,0 +1,144 @@
+// Typed calls for /api/characters and /api/personas: the character library and the
+// user's personas. The shapes are the generated schema's (src/api/schema.d.ts).
+//
+// Saves send the `version` the editor opened; the server answers 409 when another tab
+// saved first (`isConflict()` from ./chat tells the editor to reload).
+import { type Fetch, postForm, requestJson } from './client'
+import type { components } from './schema'
+
+type Schemas = components['schemas']
+export type CharacterItem = Schemas['CharacterItem']
+export type CharacterDocument = Schemas['CharacterDocument']
+export type CharacterTokens = Schemas['CharacterTokens']
+export type CreatedCharacter = Schemas['CreatedCharacter']
+export type PersonaView = Schemas['PersonaView']
+export type PersonaList = Schemas['PersonaList']
+export type PersonaImportReport = Schemas['PersonaImportReport']
+export type CardFormat = 'png' | 'json' | 'charx'
+/** The image types an avatar upload accepts (the server checks the bytes). */
+export const AVATAR_TYPES = 'image/png,image/jpeg,image/gif,image/webp'
+
+/** The card fields the editor shows (a CharacterDefinition's JSON, loosely typed: a card
+ * keeps whatever else it carries, and the editor sends it back untouched). */
+export interface CharacterFields {
+  name: string
+  nickname?: string | null
+  description: string
+  personality: string
+  scenario: string
+  first_mes: string
+  alternate_greetings: string[]
+  mes_example: string
+  creator_notes: string
+  system_prompt: string
+  post_history_instructions: string
+  tags: string[]
+  creator: string
+  character_version: string
+  fav: boolean
+  talkativeness: number
+  knowledge_bases: string[]
+  extensions: Record<string, unknown>
+  [extra: string]: unknown
+}
+
+export interface DepthPrompt {
+  prompt: string
+  depth: number
+  role: 'system' | 'user' | 'assistant'
+}
+
+const CHARACTERS = '/api/characters'
+const PERSONAS = '/api/personas'
+const enc = encodeURIComponent
+
+export async function listCharacterLibrary(fetchImpl?: Fetch): Promise<CharacterItem[]> {
+  const data = await requestJson<Partial<Schemas['CharacterLibrary']> | null>('GET', CHARACTERS, undefined, fetchImpl)
+  return Array.isArray(data?.characters) ? data.characters : []
+}
+
+export function getCharacter(id: string, fetchImpl?: Fetch): Promise<CharacterDocument> {
+  return requestJson<CharacterDocument>('GET', `${CHARACTERS}/${enc(id)}`, undefined, fetchImpl)
+}
+
+export function createCharacter(character: Partial<CharacterFields>, fetchImpl?: Fetch): Promise<CreatedCharacter> {
+  return requestJson<CreatedCharacter>('POST', CHARACTERS, { character }, fetchImpl)
+}
+
+export function saveCharacter(
+  id: string,
+  version: string | null,
+  character: CharacterFields,
+  fetchImpl?: Fetch,
+): Promise<CharacterDocument> {
+  return requestJson<CharacterDocument>('PUT', `${CHARACTERS}/${enc(id)}`, { version, character }, fetchImpl)
+}
+
+export function setFavourite(id: string, fav: boolean, fetchImpl?: Fetch): Promise<CharacterDocument> {
+  return requestJson<CharacterDocument>('PUT', `${CHARACTERS}/${enc(id)}/fav`, { fav }, fetchImpl)
+}
+
+export function duplicateCharacter(id: string, fetchImpl?: Fetch): Promise<CreatedCharacter> {
+  return requestJson<CreatedCharacter>('POST', `${CHARACTERS}/${enc(id)}/duplicate`, undefined, fetchImpl)
+}
+
+export function deleteCharacter(id: string, fetchImpl?: Fetch): Promise<unknown> {
+  return requestJson<unknown>('DELETE', `${CHARACTERS}/${enc(id)}`, undefined, fetchImpl)
+}
+
+export function uploadCharacterAvatar(id: string, file: File, fetchImpl?: Fetch): Promise<CharacterDocument> {
+  return postForm<CharacterDocument>(`${CHARACTERS}/${enc(id)}/avatar`, { file }, fetchImpl)
+}
+
+/** Tokens of texts being edited, counted as the prompt budget counts them. */
+export async function countTokens(texts: Record<string, string>, fetchImpl?: Fetch): Promise<Record<string, number>> {
+  const data = await requestJson<Schemas['TokenAnswer']>('POST', `${CHARACTERS}/tokens`, { texts }, fetchImpl)
+  return data.tokens
+}
+
+/** Where the browser downloads a card from (a plain link: the server names the file). */
+export function characterExportUrl(id: string, format: CardFormat): string {
+  return `${CHARACTERS}/${enc(id)}/export?format=${format}`
+}
+
+// -- personas -----------------------------------------------------------------------------
+
+export interface PersonaFields {
+  name: string
+  description: string
+  knowledge_base: string | null
+}
+
+export async function listPersonas(fetchImpl?: Fetch): Promise<PersonaList> {
+  const data = await requestJson<Partial<PersonaList> | null>('GET', PERSONAS, undefined, fetchImpl)
+  return {
+    personas: Array.isArray(data?.personas) ? data.personas : [],
+    default_id: data?.default_id ?? null,
+    problems: Array.isArray(data?.problems) ? data.problems : [],
+  }
+}
+
+export function createPersona(persona: PersonaFields, fetchImpl?: Fetch): Promise<PersonaView> {
+  return requestJson<PersonaView>('POST', PERSONAS, persona, fetchImpl)
+}
+
+export function savePersona(id: string, version: string | null, persona: PersonaFields, fetchImpl?: Fetch): Promise<PersonaView> {
+  return requestJson<PersonaView>('PUT', `${PERSONAS}/${enc(id)}`, { version, persona }, fetchImpl)
+}
+
+export function deletePersona(id: string, fetchImpl?: Fetch): Promise<unknown> {
+  return requestJson<unknown>('DELETE', `${PERSONAS}/${enc(id)}`, undefined, fetchImpl)
+}
+
+export function setDefaultPersona(id: string, isDefault: boolean, fetchImpl?: Fetch): Promise<PersonaList> {
+  return requestJson<PersonaList>(isDefault ? 'POST' : 'DELETE', `${PERSONAS}/${enc(id)}/default`, undefined, fetchImpl)
+}
+
+export function uploadPersonaAvatar(id: string, file: File, fetchImpl?: Fetch): Promise<PersonaView> {
+  return postForm<PersonaView>(`${PERSONAS}/${enc(id)}/avatar`, { file }, fetchImpl)
+}
+
+/** A persona file: storyloom's, or SillyTavern's persona backup (every persona in it). */
+export function importPersona(file: File, fetchImpl?: Fetch): Promise<PersonaImportReport> {
+  return postForm<PersonaImportReport>(`${PERSONAS}/import`, { file }, fetchImpl)
+}

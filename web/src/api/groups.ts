@@ -1,0 +1,99 @@
+// Typed calls for group chats (storyloom/server/group_api.py): make a group, read and
+// change its members, ask a member to speak, import a SillyTavern group chat.
+import { ApiError, errorFromResponse, type Fetch, requestJson } from './client'
+import type { ChatMessage, Conversation } from './chat'
+
+export type ActivationStrategy = 'natural' | 'list' | 'manual'
+export type GenerationMode = 'swap' | 'append' | 'append_disabled'
+
+export const ACTIVATION_STRATEGIES: readonly ActivationStrategy[] = ['natural', 'list', 'manual']
+export const GENERATION_MODES: readonly GenerationMode[] = ['swap', 'append', 'append_disabled']
+
+export interface GroupMember {
+  character_id: string
+  muted: boolean
+  [extra: string]: unknown
+}
+
+export interface GroupSettings {
+  members: GroupMember[]
+  activation_strategy: ActivationStrategy
+  allow_self_responses: boolean
+  auto_mode: boolean
+  auto_mode_delay: number
+  generation_mode: GenerationMode
+  join_prefix: string
+  join_suffix: string
+  [extra: string]: unknown
+}
+
+export interface MemberView {
+  character_id: string
+  name: string
+  muted: boolean
+  talkativeness: number
+  avatar_url: string | null
+}
+
+export interface GroupView {
+  conversation_id: string
+  version: number
+  group: GroupSettings
+  members: MemberView[]
+}
+
+export interface NextAccepted {
+  message: ChatMessage
+  version: number
+}
+
+export interface ImportedGroup {
+  conversation: Conversation
+  messages: number
+  siblings: number
+  members: Record<string, string | null>
+  warnings: string[]
+}
+
+const enc = encodeURIComponent
+
+export function createGroup(
+  body: { members: string[]; title?: string; group?: Partial<GroupSettings> },
+  fetchImpl?: Fetch,
+): Promise<Conversation> {
+  return requestJson<Conversation>('POST', '/api/groups', body, fetchImpl)
+}
+
+export function getGroup(id: string, fetchImpl?: Fetch): Promise<GroupView> {
+  return requestJson<GroupView>('GET', `/api/chats/${enc(id)}/group`, undefined, fetchImpl)
+}
+
+export function putGroup(id: string, group: GroupSettings, expectedVersion: number, fetchImpl?: Fetch): Promise<GroupView> {
+  return requestJson<GroupView>('PUT', `/api/chats/${enc(id)}/group`, { group, expected_version: expectedVersion }, fetchImpl)
+}
+
+/** The next reply: by `speaker`, or (null) by the group's order. */
+export function generateNext(
+  id: string,
+  body: { speaker: string | null; parent_id?: string | null; expected_version: number },
+  fetchImpl?: Fetch,
+): Promise<NextAccepted> {
+  return requestJson<NextAccepted>('POST', `/api/chats/${enc(id)}/group/generate`, body, fetchImpl)
+}
+
+/** SillyTavern's group file, its chat and (optionally) the members' cards. */
+export async function importGroup(group: File, chat: File, cards: File[], fetchImpl?: Fetch): Promise<ImportedGroup> {
+  const form = new FormData()
+  form.append('group', group)
+  form.append('chat', chat)
+  for (const card of cards) form.append('cards', card)
+  const doFetch = fetchImpl ?? globalThis.fetch.bind(globalThis)
+  let res: Response
+  try {
+    res = await doFetch('/api/groups/import', { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  if (!res.ok) throw await errorFromResponse(res)
+  return (await res.json()) as ImportedGroup
+}
