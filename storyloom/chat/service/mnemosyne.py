@@ -281,34 +281,6 @@ async def scan_lore(
     return result, [*scope.problems, *problems], scope
 
 
-async def activate_lore(
-    knowledge: KnowledgeService,
-    conversation: Conversation,
-    history: Sequence[HistoryMessage],
-    state: ChatState,
-    *,
-    seed: int,
-    generation: str,
-    chat_length: int | None = None,
-    character: CharacterSnapshot | None = None,
-    presets: PresetLibrary | None = None,
-) -> tuple[ActivationResult | None, list[str]]:
-    """:func:`scan_lore` without the scope: the result (None: no KB in scope) and the
-    problems."""
-    result, problems, _scope = await scan_lore(
-        knowledge,
-        conversation,
-        history,
-        state,
-        seed=seed,
-        generation=generation,
-        chat_length=chat_length,
-        character=character,
-        presets=presets,
-    )
-    return result, problems
-
-
 async def retrieve_memories(
     summaries: SummaryIndex, conversation: Conversation, history: Sequence[HistoryMessage]
 ) -> list[RagHit]:
