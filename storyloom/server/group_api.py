@@ -29,13 +29,7 @@ from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, S
 from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.server.api_errors import error_responses, upload_errors
 from storyloom.server.chat_views import MessageView, single_view
-from storyloom.server.file_transfer import (
-    import_upload,
-    read_upload,
-    too_large,
-    upload_limit,
-    upload_name,
-)
+from storyloom.server.file_transfer import import_upload, read_named_upload
 from storyloom.server.limits import MAX_TITLE_CHARS
 from storyloom.server.state import server_state
 from storyloom.sillytavern.chat_log import ChatLog, parse_chat_jsonl
@@ -181,15 +175,6 @@ class ImportedGroupView(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-async def _read(request: Request, file: UploadFile) -> tuple[str, bytes]:
-    filename = upload_name(file)
-    limit = upload_limit(request)
-    data = await read_upload(file, limit)
-    if data is None:
-        raise InvalidInput(too_large(filename, limit))
-    return filename, data
-
-
 @router.post(
     "/api/groups/import", status_code=201, response_model=ImportedGroupView, responses=_ERRORS
 )
@@ -206,8 +191,8 @@ async def import_group(
     cards, each card named as the group names it (``Seraphina.png``) or carrying the
     member's name. Every file is read and checked before anything is written."""
     state = server_state(request)
-    group_name, group_data = await _read(request, group)
-    chat_name, chat_data = await _read(request, chat)
+    group_name, group_data = await read_named_upload(request, group)
+    chat_name, chat_data = await read_named_upload(request, chat)
     with upload_errors(group_name):
         group_file = parse_group_file(group_data, group_name)
     with upload_errors(chat_name):
@@ -218,7 +203,7 @@ async def import_group(
         log = parse_chat_jsonl(text, chat_name)
     parsed_cards: list[tuple[str, bytes, str]] = []
     for card in cards or []:
-        name, data = await _read(request, card)
+        name, data = await read_named_upload(request, card)
         with upload_errors(name):
             parsed = await asyncio.to_thread(import_sillytavern_bytes, data, name)
         if parsed.character is None:

@@ -436,6 +436,9 @@ def test_every_upload_route_refuses_a_file_over_the_limit_naming_it(small: LiveS
         ):
             message = refused(c.post(route, files={"file": huge}), 413)
             assert "huge.png" in message and "128 KB" in message, route
+        group_files = {"group": huge, "chat": ("chat.jsonl", b"{}\n")}
+        message = refused(c.post("/api/groups/import", files=group_files), 413)
+        assert "huge.png" in message and "128 KB" in message
         # nothing was written
         assert c.get(f"/api/personas/{persona}/avatar").status_code == 404
         assert c.get(f"/api/characters/{character}/avatar").status_code == 404
