@@ -70,9 +70,9 @@ class NodeReference:
 @pytest.fixture(scope="module")
 def reference() -> Iterator[NodeReference]:
     if shutil.which("node") is None:
-        pytest.skip("node is not installed: the reference tokenizer runs on node")
+        pytest.fail("node is not installed: make test needs Node.js, the reference runs on it")
     if not PACKAGE_JS.is_file():
-        pytest.skip(f"{PACKAGE_JS} is missing: `make setup` packs llama-tokenizer-js there")
+        pytest.fail(f"{PACKAGE_JS} is missing: `make setup` packs llama-tokenizer-js there")
     node = NodeReference(PACKAGE_JS)
     yield node
     node.close()
@@ -83,7 +83,7 @@ def counter() -> LlamaCounter:
     try:
         return bundled_llama_counter()
     except OSError:
-        pytest.skip(f"{DATA_FILE} is missing: `make setup` builds it")
+        pytest.fail(f"{DATA_FILE} is missing: `make setup` builds it")
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def bundled_tokenizer() -> LlamaTokenizer:
     try:
         return bundled_llama_counter().tokenizer
     except OSError:
-        pytest.skip(f"{DATA_FILE} is missing: `make setup` builds it")
+        pytest.fail(f"{DATA_FILE} is missing: `make setup` builds it")
 
 
 def test_the_counter_counts_without_bos_and_keeps_its_counts(counter: LlamaCounter) -> None:
@@ -225,7 +225,7 @@ def test_the_counter_counts_without_bos_and_keeps_its_counts(counter: LlamaCount
 @pytest.fixture(scope="module")
 def package_js() -> Path:
     if not PACKAGE_JS.is_file():
-        pytest.skip(f"{PACKAGE_JS} is missing: `make setup` packs llama-tokenizer-js there")
+        pytest.fail(f"{PACKAGE_JS} is missing: `make setup` packs llama-tokenizer-js there")
     return PACKAGE_JS
 
 
