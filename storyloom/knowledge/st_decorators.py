@@ -300,6 +300,7 @@ def decorated_content(entry: CAIU, original: Mapping[str, Any] | None) -> str:
     assert original is not None
     honoured = _honour(block, _imported_secondary(original), lambda _: None)
     lines = [line.line for line in block.orphans]
+    counted: list[str] = []
     for decorator, picked in zip(block.decorators, honoured.chosen, strict=True):
         if picked is None:
             lines.extend(line.line for line in decorator.choices)
@@ -309,6 +310,23 @@ def decorated_content(entry: CAIU, original: Mapping[str, Any] | None) -> str:
             continue
         for index, line in enumerate(decorator.choices):
             lines.append(rendered if index == picked else line.line)
+        counted.append(rendered[1:] if rendered.startswith("@@@") else rendered)
         if decorator.choices[picked].name == "dont_activate":
             wanted = []
-    return join_decorated([*wanted, *lines], body)
+    kept = join_decorated([*wanted, *lines], body)
+    if _reads_back(entry, kept):
+        return kept
+    # A line dropped above made one that was passed over count again (a repeated
+    # decorator before a fallback): write only the lines that count.
+    return join_decorated([*wanted, *counted], body)
+
+
+def _reads_back(entry: CAIU, content: str) -> bool:
+    """Whether ``content``'s decorators give ``entry``'s settings when read again."""
+    again = entry.model_copy(deep=True)
+    again.content.value = content
+    apply_decorators(again, "", [])
+    return (
+        again.activation_criteria == entry.activation_criteria
+        and again.usage_metadata == entry.usage_metadata
+    )

@@ -487,6 +487,21 @@ decorator_lines = st.builds(
 bodies = st.text(alphabet="ab @\n", max_size=12)
 
 
+def test_a_repeated_decorator_before_a_fallback_keeps_the_fallback_after_an_edit() -> None:
+    # The second @@dont_activate repeats the first, so its fallback @@@activate counts;
+    # rewriting the block must not let the repeat count instead.
+    content = "@@dont_activate 0\n@@dont_activate 0\n@@@activate red\n "
+    raw = world_info_entry(0, ["dragon"], content, keysecondary=["red", "c"], selectiveLogic=3)
+    kb, _ = world_info_to_kb(world_info_document([raw]), BOOK)
+    (entry,) = kb.entries
+    assert entry.activation_criteria.constant and not entry.activation_criteria.never_activate
+    entry.content.value = "Edited x"
+    again, _ = world_info_to_kb(export_world_info(kb), BOOK)
+    (back,) = again.entries
+    assert back.activation_criteria == entry.activation_criteria
+    assert back.text == "Edited x"
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     lines=st.lists(decorator_lines, max_size=6),
