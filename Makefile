@@ -34,7 +34,7 @@ test-corpus: setup-dev
 		echo "corpus folder $(CORPUS) not found: set STORYLOOM_CORPUS=DIR"; \
 	fi
 
-BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py bench/llama_tokenizer.py
+BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py bench/llama_tokenizer.py bench/tools.py
 
 ## Run every benchmark in bench/.
 bench: setup-dev
@@ -100,7 +100,16 @@ typecheck: setup-dev
 test-web: web/node_modules/.installed
 	cd web && npm test
 
-test-python: setup-dev web chromium
+# The MCP code no one here wrote that tests/tools/test_mcp_*.py run against: the official
+# conformance suite and the reference server-everything (npm, pinned in the lock file).
+MCP_NPM := tests/tools/mcp_npm
+MCP_NPM_INSTALLED := $(MCP_NPM)/node_modules/.installed
+
+$(MCP_NPM_INSTALLED): $(MCP_NPM)/package.json $(MCP_NPM)/package-lock.json
+	cd $(MCP_NPM) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test-python: setup-dev web chromium $(MCP_NPM_INSTALLED)
 	$(BIN)/pytest
 
 ## Re-pin requirements*.lock from pyproject.toml (needs the package registry).
@@ -113,4 +122,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) web/node_modules storyloom/server/static test-results $(LLAMA_CACHE) $(LLAMA_DATA)
+	rm -rf $(VENV) web/node_modules $(MCP_NPM)/node_modules storyloom/server/static test-results $(LLAMA_CACHE) $(LLAMA_DATA)

@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from types import ModuleType
 
 from storyloom.chat.prompt import shuttle_nodes
+from storyloom.tools import agent_nodes
 from storyloom.workflow import nodes as workflow_nodes
 from storyloom.workflow.node_registry import NodeRegistry
 
-BUILTIN_PLUGINS: tuple[ModuleType, ...] = (*workflow_nodes.PLUGINS, shuttle_nodes)
+BUILTIN_PLUGINS: tuple[ModuleType, ...] = (*workflow_nodes.PLUGINS, shuttle_nodes, agent_nodes)
 
 
 def node_registry(

@@ -23,6 +23,8 @@ export default defineConfig({
     proxy: {
       '/api': { target: backend, changeOrigin: false },
       '/ws': { target: backend, ws: true },
+      // Plugins' web parts are served by the server (enabled plugins only).
+      '/plugins': { target: backend, changeOrigin: false },
     },
   },
   test: {

@@ -15,10 +15,13 @@ from storyloom import __version__
 from storyloom.cli.chat import chat_app
 from storyloom.cli.doctor import doctor
 from storyloom.cli.kb import kb_app
+from storyloom.cli.mcp import mcp_app
 from storyloom.cli.options import fail
+from storyloom.cli.plugin import plugin_app
 from storyloom.cli.project import project_app
 from storyloom.cli.schemas import openapi, schema
 from storyloom.cli.serve import serve
+from storyloom.cli.tools import tools_app
 from storyloom.cli.workflow import workflow_app
 from storyloom.core.errors import StoryloomError
 
@@ -41,7 +44,10 @@ app.command()(openapi)
 app.command()(schema)
 app.add_typer(chat_app, name="chat")
 app.add_typer(kb_app, name="kb")
+app.add_typer(plugin_app, name="plugin")
+app.add_typer(mcp_app, name="mcp")
 app.add_typer(project_app, name="project")
+app.add_typer(tools_app, name="tools")
 app.add_typer(workflow_app, name="workflow")
 
 

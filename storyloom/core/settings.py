@@ -233,6 +233,46 @@ class KnowledgeSettings(BaseModel):
     )
 
 
+class PluginSettings(BaseModel):
+    """Which plugins the user turned on, and the overrides granted to each.
+
+    A plugin found on disk is off until its name is in ``enabled``: its Python code runs
+    in the server process. ``granted`` holds, per plugin, the override permissions
+    (``ui:<component>``, ``service:<name>``) the user allowed when enabling it; an
+    override not granted is refused. Changed through the plugin commands and endpoints,
+    not through ``PUT /api/settings``, so that granting is always explicit.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: list[str] = Field(default_factory=list, description="Names of enabled plugins")
+    granted: dict[str, list[str]] = Field(
+        default_factory=dict, description="Plugin name → override permissions the user granted"
+    )
+
+
+ToolAction = Literal["allow", "ask", "deny"]
+
+
+class ToolPolicyRuleSettings(BaseModel):
+    """One rule: tools whose id matches the glob get this action."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(min_length=1, description="Tool id glob, e.g. `kb:*` or `mcp.github.*`")
+    action: ToolAction = Field(description="allow: run; ask: a person approves; deny: refuse")
+
+
+class ToolPolicySettings(BaseModel):
+    """The global tool policy. Among the rules matching a tool, deny wins over ask over
+    allow; a tool no rule matches gets ``default``. Agent profiles only tighten it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[ToolPolicyRuleSettings] = Field(default_factory=list)
+    default: ToolAction = Field(default="ask", description="For tools no rule matches")
+
+
 class Settings(BaseModel):
     """Everything in ``settings.json``. Unknown top-level keys are kept on save."""
 
@@ -251,6 +291,13 @@ class Settings(BaseModel):
         default_factory=EmbeddingEndpoint, description="Vectors for knowledge search"
     )
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    plugins: PluginSettings = Field(default_factory=PluginSettings)
+    extensions: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Plugin name → option name → value (Settings → Extensions); secret "
+        "options are kept in the encrypted secret store instead, never here",
+    )
+    tool_policy: ToolPolicySettings = Field(default_factory=ToolPolicySettings)
 
     def to_file_json(self) -> dict[str, Any]:
         """The JSON written to disk: secrets in clear (the file is mode 0600)."""
@@ -269,13 +316,15 @@ class Settings(BaseModel):
             agent_llm=_redacted(ChatEndpointView, self.agent_llm),
             embedding=_redacted(EmbeddingEndpointView, self.embedding),
             knowledge=self.knowledge,
+            plugins=self.plugins,
+            tool_policy=self.tool_policy,
         )
 
     def with_update(self, update: SettingsUpdate) -> Settings:
         """Apply an update from the API; keys follow the rules of :class:`ChatEndpointUpdate`."""
         data = self.to_file_json()
         given = update.model_dump(exclude_unset=True)
-        for section in ("server", "user_llm", "agent_llm", "embedding", "knowledge"):
+        for section in ("server", "user_llm", "agent_llm", "embedding", "knowledge", "tool_policy"):
             # A section sent as null is left as it is, like one not sent.
             if given.get(section) is None:
                 continue
@@ -299,7 +348,10 @@ def _redacted(view: type[_View], endpoint: ChatEndpoint | EmbeddingEndpoint) -> 
 
 
 class SettingsView(BaseModel):
-    """What ``GET /api/settings`` returns: the settings with every API key redacted."""
+    """What ``GET /api/settings`` returns: the settings with every API key redacted.
+
+    ``extensions`` is left out: plugin option values are read through ``/api/config``,
+    which knows which options are secret."""
 
     schema_version: int
     server: ServerSettings
@@ -307,10 +359,16 @@ class SettingsView(BaseModel):
     agent_llm: ChatEndpointView
     embedding: EmbeddingEndpointView
     knowledge: KnowledgeSettings
+    plugins: PluginSettings
+    tool_policy: ToolPolicySettings
 
 
 class SettingsUpdate(BaseModel):
-    """What ``PUT /api/settings`` takes: any subset of sections, each a whole section."""
+    """What ``PUT /api/settings`` takes: any subset of sections, each a whole section.
+
+    ``plugins`` changes only through enabling and disabling a plugin (so overrides are
+    granted explicitly) and ``extensions`` only through ``/api/config`` (which checks each
+    value against its option)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -319,6 +377,7 @@ class SettingsUpdate(BaseModel):
     agent_llm: ChatEndpointUpdate | None = None
     embedding: EmbeddingEndpointUpdate | None = None
     knowledge: KnowledgeSettings | None = None
+    tool_policy: ToolPolicySettings | None = None
 
 
 @dataclass

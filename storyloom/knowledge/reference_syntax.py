@@ -9,6 +9,10 @@ A reference body is ``[QUALIFIER:]PATH`` or ``[QUALIFIER:]tag:TAG``:
 - ``PATH`` is segments joined by ``/``; each segment is ``id=ENTRY_ID`` or a display name.
   Each segment after the first is looked up among the previous entry's ``child_ids``.
 
+The ``system:`` namespace is reserved: ``{{{system:available_tools}}}`` and any other
+``{{{system:...}}}`` is never a reference (not even to a KB named "system"); it is left
+verbatim for whoever fills it (the agent loop puts the tool documentation there).
+
 Whitespace around the qualifier, ``tag:`` values and segments is not significant. A body
 never spans lines and never contains ``{{{`` or ``}}}``; ``{{name}}`` variables are
 another syntax (:mod:`storyloom.knowledge.variables`).
@@ -27,6 +31,7 @@ OPEN = "{{{"
 CLOSE = "}}}"
 THIS_KB = "this"
 TAG_PREFIX = "tag:"
+SYSTEM_PREFIX = "system:"
 ID_PREFIX = "id="
 
 _REFERENCE = re.compile(r"\{\{\{((?:(?!\{\{\{|\}\}\})[^\n])+?)\}\}\}")
@@ -139,9 +144,12 @@ def parse_reference(body: str, *, qualified: bool = True) -> ReferenceTarget:
 
 
 def iter_references(text: str) -> Iterator[ReferenceSpan]:
-    """Every ``{{{...}}}`` in ``text``, left to right, parsed or with the parse error."""
+    """Every ``{{{...}}}`` in ``text``, left to right, parsed or with the parse error;
+    ``{{{system:...}}}`` is not a reference and is skipped."""
     for match in _REFERENCE.finditer(text):
         raw = match.group(1)
+        if raw.strip().startswith(SYSTEM_PREFIX):
+            continue
         try:
             target: ReferenceTarget | None = parse_reference(raw)
             error = None

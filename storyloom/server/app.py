@@ -11,14 +11,19 @@ from fastapi import FastAPI
 
 from storyloom import __version__
 from storyloom.server import (
+    agent_api,
     character_api,
     chat_api,
+    config_api,
     group_api,
     health,
     knowledge_api,
     lore_api,
+    mcp_api,
     persona_api,
+    plugin_api,
     settings_api,
+    tools_api,
     workflow_api,
     ws,
 )
@@ -30,6 +35,7 @@ from storyloom.server.state import ServerState
 from storyloom.server.token_auth import TokenAuth
 from storyloom.server.web_app import STATIC_DIR, mount_web_app
 from storyloom.server.ws_schema import openapi_with_ws_messages
+from storyloom.tools.mcp_server import mcp_http_app
 from storyloom.workflow.node_registry import NodeRegistry
 
 
@@ -58,9 +64,18 @@ def create_app(
         home, token=token, environ=environ, project_dir=project_dir, node_registry=node_registry
     )
 
+    # Streamable HTTP MCP at /mcp, behind the same guards (and token) as everything else;
+    # its own DNS-rebinding check holds only where the server answers loopback alone.
+    mcp = mcp_http_app(state.tools, bind_host="127.0.0.1" if loopback_only else "0.0.0.0")
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.lifespan():
+            await state.tools.start()
+            try:
+                yield
+            finally:
+                await state.tools.aclose()
         await state.chat.aclose()
         await state.workflow_runs.aclose()
         await state.knowledge.aclose()
@@ -86,7 +101,15 @@ def create_app(
     app.include_router(character_api.router)
     app.include_router(persona_api.router)
     app.include_router(lore_api.router)
+    app.include_router(tools_api.router)
+    app.include_router(plugin_api.router)
+    app.include_router(config_api.router)
+    app.include_router(agent_api.router)
+    app.include_router(mcp_api.router)
     app.include_router(ws.router)
+    app.router.routes.append(mcp.route("/mcp"))
+    # Before the web app, whose catch-all route would answer /plugins/... with its page.
+    app.include_router(plugin_api.static_router)
     mount_web_app(app, static_dir)
     # Innermost of the three: only a request the guards let through has its body read.
     app.add_middleware(LoneSurrogates)

@@ -267,6 +267,11 @@ class GenerateBody(_Body):
         default=None, description="swipe / retry: the reply to re-roll; continue: the reply"
     )
     expected_version: int | None = None
+    reroll: bool = Field(
+        default=False,
+        description="swipe: roll the dice again (by default a swipe's chat:RollDice calls "
+        "replay the rolls of the reply it re-rolls)",
+    )
 
 
 class TurnAccepted(BaseModel):
@@ -292,6 +297,7 @@ async def generate(request: Request, conversation_id: str, body: GenerateBody) -
         message_id=body.message_id,
         kind=body.kind,
         expected_version=body.expected_version,
+        reroll=body.reroll,
     )
     return _accepted(state, conversation_id, message)
 

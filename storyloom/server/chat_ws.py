@@ -3,7 +3,8 @@
 Browser → server: ``chat:subscribe`` / ``chat:unsubscribe`` ``{conversationId}``.
 Server → browser, to the tabs subscribed to that conversation: ``chat:message`` (a
 message added or finalised), ``chat:stream`` (visible reply text as it arrives, thoughts
-apart), ``chat:done`` (the reply ended, how) and ``chat:changed`` (anything else: another
+apart), ``chat:tool-step`` (an agent turn's tool call ended, with its result),
+``chat:done`` (the reply ended, how) and ``chat:changed`` (anything else: another
 tab's edit, swipe or pointer move; the tab reloads what it shows). A change to the list
 itself (a conversation created, renamed, deleted) goes to every tab as ``chat:changed``.
 """
@@ -16,12 +17,19 @@ from typing import Any, Literal, cast
 from fastapi import WebSocket
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from storyloom.chat.service.reply_run import ChatEvent, ConversationChanged, StreamDelta, TurnDone
+from storyloom.chat.service.reply_run import (
+    ChatEvent,
+    ConversationChanged,
+    StreamDelta,
+    ToolStepAdded,
+    TurnDone,
+)
 from storyloom.chat.store.message import MessageStatus
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.server.chat_views import MessageView, single_view
 from storyloom.server.protocol import ServerMessage
 from storyloom.server.ws_hub import WebSocketHub
+from storyloom.workflow.agent_host import ToolStep
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +66,15 @@ class ChatStreamMessage(_Message):
     thought: str | None = Field(default=None, description="Thought text that just arrived")
 
 
+class ChatToolStepMessage(_Message):
+    """Server → browser: one tool call of the agent turn writing ``messageId`` ended."""
+
+    type: Literal["chat:tool-step"] = "chat:tool-step"
+    conversation_id: str = Field(alias="conversationId")
+    message_id: str = Field(alias="messageId")
+    step: ToolStep
+
+
 class ChatDoneMessage(_Message):
     """Server → browser: the reply ended: complete, or partial/error with why."""
 
@@ -83,6 +100,7 @@ CHAT_CLIENT_MESSAGES: tuple[type[_Message], ...] = (ChatSubscribe,)
 CHAT_SERVER_MESSAGES: tuple[type[_Message], ...] = (
     ChatMessageMessage,
     ChatStreamMessage,
+    ChatToolStepMessage,
     ChatDoneMessage,
     ChatChangedMessage,
 )
@@ -132,7 +150,9 @@ class ChatSubscriptions:
 
     def publish(self, event: ChatEvent) -> None:
         """Deliver a chat event; call from the event loop."""
-        if isinstance(event, StreamDelta) and not self._followers.get(event.conversation_id):
+        if isinstance(event, StreamDelta | ToolStepAdded) and not self._followers.get(
+            event.conversation_id
+        ):
             return
         message = self._message(event)
         if message is None:
@@ -151,6 +171,12 @@ class ChatSubscriptions:
                 message_id=event.message_id,
                 text=event.text,
                 thought=event.thought,
+            )
+        if isinstance(event, ToolStepAdded):
+            return ChatToolStepMessage(
+                conversation_id=event.conversation_id,
+                message_id=event.message_id,
+                step=ToolStep.model_validate(event.step),
             )
         if isinstance(event, TurnDone):
             return ChatDoneMessage(

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from storyloom.core.errors import FileFormatError
 from storyloom.server.api_errors import Problem
 from storyloom.server.workflow_service import WorkflowEntry
+from storyloom.tools.approvals import PendingApproval
+from storyloom.workflow.agent_host import ApprovalDecision
 from storyloom.workflow.events import AnyRunEvent
 from storyloom.workflow.validation import WorkflowProblem
 from storyloom.workflow.workflow_file import Workflow
@@ -165,6 +167,33 @@ class WorkflowInvalidMessage(_Message):
     problems: list[WorkflowProblem]
 
 
+# -- tool approvals ---------------------------------------------------------------------
+
+
+class ToolApprovalNeededMessage(_Message):
+    """Server → browser (every tab): a tool call waits for a person (an ``ask`` rule);
+    answer with ``tool:approval`` (or ``POST /api/tools/approvals/{id}``)."""
+
+    type: Literal["tool:approval-needed"] = "tool:approval-needed"
+    approval: PendingApproval
+
+
+class ToolApprovalResolvedMessage(_Message):
+    """Server → browser (every tab): the approval was answered; tabs showing it drop it."""
+
+    type: Literal["tool:approval-resolved"] = "tool:approval-resolved"
+    id: str
+    decision: ApprovalDecision
+
+
+class ToolApprovalMessage(_Message):
+    """Browser → server: answer a ``tool:approval-needed``."""
+
+    type: Literal["tool:approval"]
+    id: str = Field(min_length=1)
+    decision: ApprovalDecision
+
+
 ClientMessage = Annotated[
     ConnectMessage
     | DisconnectMessage
@@ -174,7 +203,8 @@ ClientMessage = Annotated[
     | WorkflowRunMessage
     | WorkflowCancelMessage
     | HumanDecisionMessage
-    | WorkflowAttachMessage,
+    | WorkflowAttachMessage
+    | ToolApprovalMessage,
     Field(discriminator="type"),
 ]
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
@@ -186,5 +216,7 @@ ServerMessage = (
     | WorkflowListMessage
     | WorkflowRunAcceptedMessage
     | WorkflowInvalidMessage
+    | ToolApprovalNeededMessage
+    | ToolApprovalResolvedMessage
     | AnyRunEvent
 )

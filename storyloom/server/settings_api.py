@@ -12,7 +12,12 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.config import JsonDict
 
-from storyloom.core.errors import FieldProblem, InvalidInput, problems_from_validation
+from storyloom.core.errors import (
+    FieldProblem,
+    InvalidInput,
+    StoryloomError,
+    problems_from_validation,
+)
 from storyloom.core.settings import (
     ChatEndpoint,
     EmbeddingEndpoint,
@@ -46,9 +51,46 @@ async def put_settings(request: Request, update: SettingsUpdate) -> SettingsView
     async with state.settings_lock:
         with field_errors("settings", ""):
             new_file = state.loaded.from_file.with_update(update)
-        state.settings_store.save(new_file)
-        state.reload_settings()
+        save_settings(state, new_file)
     return state.settings.view()
+
+
+def save_settings(state: ServerState, new_file: Settings) -> None:
+    """Write ``new_file`` as settings.json once the plugins' settings hooks agree, and
+    put it in force; call holding ``state.settings_lock``.
+
+    A hook refuses with :class:`InvalidInput` (a 422 with its reasons); a hook that
+    fails otherwise refuses too, so a broken plugin cannot let through what it checks.
+    Nothing is written either way.
+    """
+    hook = state.plugins.hook.storyloom_settings_before_save
+    try:
+        hook(settings=_without_keys(new_file.to_file_json()))
+    except StoryloomError:
+        raise
+    except Exception as exc:
+        raise SettingsHookFailed(exc) from exc
+    state.settings_store.save(new_file)
+    state.reload_settings()
+
+
+class SettingsHookFailed(StoryloomError):
+    """A plugin's ``storyloom_settings_before_save`` failed with a bug of its own: the
+    save is refused (a 400) rather than let through unchecked."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(
+            f"settings not saved: a plugin's settings hook failed ({type(exc).__name__}: {exc})"
+        )
+
+
+def _without_keys(data: Any) -> Any:
+    """``data`` with every ``api_key`` left out, for plugin code to read."""
+    if isinstance(data, dict):
+        return {k: _without_keys(v) for k, v in data.items() if k != "api_key"}
+    if isinstance(data, list):
+        return [_without_keys(v) for v in data]
+    return data
 
 
 _ENDPOINT_SCHEMA: JsonDict = {

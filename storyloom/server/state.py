@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,22 +14,36 @@ from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.summaries import SummaryIndex
 from storyloom.chat.service.conversations import ChatService
 from storyloom.chat.service.lore_scope import bind_legacy_books
+from storyloom.chat.service.reply_run import ChatEvent, TurnDone
 from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.catalog import KnowledgeCatalog
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
+from storyloom.plugins import node_registry as fresh_node_registry
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import DEFAULT_PROJECT, PROJECT_FILE, init_project, load_project
+from storyloom.server.chat_views import single_view
 from storyloom.server.chat_ws import ChatSubscriptions
-from storyloom.server.protocol import EmbeddingProgressMessage
+from storyloom.server.protocol import (
+    EmbeddingProgressMessage,
+    ToolApprovalNeededMessage,
+    ToolApprovalResolvedMessage,
+)
 from storyloom.server.workflow_runs import RunManager
 from storyloom.server.workflow_service import WorkflowService
 from storyloom.server.ws_hub import WebSocketHub
 from storyloom.store.database import Database
+from storyloom.tools import builtin_tools
+from storyloom.tools.approvals import PendingApproval
+from storyloom.tools.plugin_host import PluginHost
+from storyloom.tools.tool_host import ToolHost
+from storyloom.workflow.agent_host import ApprovalDecision
 from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.runner import WorkflowRunner
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,7 +55,8 @@ class ServerState:
     project_dir: Path
     token: str | None = None
     node_registry: NodeRegistry | None = None
-    """Node types of the workflows (default: built-ins and installed plugins)."""
+    """Node types of the workflows (default: built-ins and installed plugins, in a
+    registry of this server's own, which its enabled plugins add their node types to)."""
     settings_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     knowledge: KnowledgeService = field(init=False)
     hub: WebSocketHub = field(default_factory=WebSocketHub)
@@ -49,8 +65,12 @@ class ServerState:
     turn_tree: TurnTree = field(init=False)
     chat_subscriptions: ChatSubscriptions = field(init=False)
     chat: ChatService = field(init=False)
+    plugins: PluginHost = field(init=False)
+    tools: ToolHost = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.node_registry is None:
+            self.node_registry = fresh_node_registry()
         # The service reads the settings in force at each call: a saved change applies.
         self.knowledge = KnowledgeService(
             self.home, self.project_dir, settings=lambda: self.settings, database=self.database
@@ -65,6 +85,33 @@ class ServerState:
             knowledge=self.knowledge,
             registry=self.node_registry,
         )
+        # One registry for the workflows, the chat and the plugins: enabling a plugin adds
+        # its node types where every runner sees them.
+        self.plugins = plugins = PluginHost(
+            self.project_dir,
+            self.home,
+            lambda: self.settings,
+            self.node_registry,
+            builtins=[builtin_tools],
+        )
+        self.tools = ToolHost(
+            home=self.home,
+            project_dir=self.project_dir,
+            database=self.database,
+            settings=lambda: self.settings,
+            settings_store=self.settings_store,
+            workflows=self.workflows.library,
+            runner=self.workflows.runner,
+            node_registry=self.node_registry,
+            knowledge=self.knowledge,
+            plugins=plugins,
+            settings_saved=self.reload_settings,
+        )
+        self.tools.approvals.on_request = self._publish_approval
+        self.tools.approvals.on_resolved = self._publish_approval_resolved
+        # The chat runner below shares these services: agent turns and hooks reach both.
+        self.workflows.services.agents = self.tools.agents
+        self.workflows.services.hooks = plugins.hook
         self.workflow_runs = RunManager(self.workflows, self.hub)
         self.turn_tree = TurnTree(self.database)
         # A reply cut off by a killed server is kept as it was flushed, marked partial.
@@ -79,10 +126,34 @@ class ServerState:
             chat_runner,
             self.workflows.services,
             project_id=load_project(self.project_dir).id,
-            publish=self.chat_subscriptions.publish,
+            publish=self._publish_chat,
             summaries=self._summary_index,
             global_variables=GlobalVariables.in_home(self.home),
         )
+
+    def _publish_chat(self, event: ChatEvent) -> None:
+        self.chat_subscriptions.publish(event)
+        if isinstance(event, TurnDone):
+            self._after_turn(event)
+
+    def _after_turn(self, event: TurnDone) -> None:
+        """``storyloom_chat_after_turn`` of the enabled plugins; what they do cannot
+        change the turn, so a failure is logged and the chat goes on."""
+        hook = self.plugins.hook.storyloom_chat_after_turn
+        if not hook.get_hookimpls():
+            return
+        try:
+            view = single_view(self.turn_tree, self.turn_tree.message(event.message_id))
+            message = view.model_dump(mode="json", by_alias=True)
+            hook(conversation_id=event.conversation_id, message=message)
+        except Exception:
+            logger.exception("storyloom_chat_after_turn failed for %s", event.message_id)
+
+    def _publish_approval(self, approval: PendingApproval) -> None:
+        self.hub.publish(ToolApprovalNeededMessage(approval=approval))
+
+    def _publish_approval_resolved(self, approval_id: str, decision: ApprovalDecision) -> None:
+        self.hub.publish(ToolApprovalResolvedMessage(id=approval_id, decision=decision))
 
     def _catalog(self) -> KnowledgeCatalog:
         return self.knowledge.snapshot().knowledge.catalog

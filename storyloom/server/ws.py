@@ -18,6 +18,7 @@ from storyloom.server.protocol import (
     DisconnectMessage,
     HumanDecisionMessage,
     StatusMessage,
+    ToolApprovalMessage,
     WorkflowAttachMessage,
     WorkflowCancelMessage,
     WorkflowDataMessage,
@@ -134,3 +135,6 @@ def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
             hub.send_error(ws, f"node {message.node_id!r} is not waiting in {where}")
     elif isinstance(message, WorkflowAttachMessage):
         runs.attach(ws, message.run_id, message.after_seq)
+    elif isinstance(message, ToolApprovalMessage):
+        # An approval already answered (or whose run ended) is a `status: error` reply.
+        state.tools.approvals.answer(message.id, message.decision)

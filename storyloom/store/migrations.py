@@ -239,6 +239,32 @@ MIGRATIONS: tuple[Migration, ...] = (
         "DROP TABLE kb_vec_table;",
         before_sql=_drop_vec_mirrors,
     ),
+    Migration(
+        8,
+        "tool_call",
+        # The audit log of tool calls (storyloom/tools/audit_log.py): one row per call,
+        # whoever made it and whatever became of it (denied and invalid calls too).
+        # arguments and result are JSON; result is cut to 64 KB. run_id and
+        # conversation_id are the caller's, kept as text: the log outlives them.
+        """
+        CREATE TABLE tool_call (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            at              REAL NOT NULL,
+            caller_kind     TEXT NOT NULL,
+            caller_name     TEXT NOT NULL,
+            tool            TEXT NOT NULL,
+            arguments       TEXT NOT NULL,
+            decision        TEXT NOT NULL,
+            ok              INTEGER NOT NULL,
+            result          TEXT,
+            error           TEXT,
+            duration_ms     REAL NOT NULL,
+            run_id          TEXT,
+            conversation_id TEXT
+        ) STRICT;
+        CREATE INDEX tool_call_by_tool ON tool_call (tool, id);
+        """,
+    ),
 )
 
 

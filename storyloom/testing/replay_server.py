@@ -54,7 +54,10 @@ class Reply:
     before the first byte. ``cut_after_chunks`` drops the connection after that many
     content chunks, with no ``[DONE]``; ``error_after_chunks`` sends an ``{"error": ...}``
     event instead; ``hold_after_chunks`` keeps the connection open, silent, until the
-    client goes away. ``tool_calls`` items are ``{"name": ..., "arguments": dict | str}``.
+    client goes away. ``tool_calls`` items are ``{"name": ..., "arguments": dict | str}``;
+    ``tool_argument_chunks`` streams each call's arguments in that many pieces (the first
+    with the call's id and name, the rest only ``index`` and an arguments fragment), as
+    OpenAI streams them.
     ``burst`` sends the whole stream in one write instead of one write per chunk, so a
     benchmark measures the client rather than the server's syscalls.
     """
@@ -72,6 +75,7 @@ class Reply:
     hold_after_chunks: int | None = None
     finish_reason: str | None = None
     tool_calls: Sequence[dict[str, Any]] = ()
+    tool_argument_chunks: int = 1
     reasoning: str = ""
     model: str | None = None
     burst: bool = False
@@ -354,7 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.chunk_delay_s and not self._wait(reply.chunk_delay_s):
                 return
         for index, call in enumerate(reply.tool_calls):
-            self._write_chunk(event({"tool_calls": [_tool_call(index, call)]}), flush=flush_each)
+            for delta in _tool_call_deltas(index, call, reply.tool_argument_chunks):
+                self._write_chunk(event({"tool_calls": [delta]}), flush=flush_each)
         self._write_chunk(event({}, _finish_reason(reply)), flush=flush_each)
         if include_usage:
             usage = {**head, "choices": [], "usage": _usage(reply)}
@@ -442,6 +447,18 @@ def _tool_call(index: int, call: dict[str, Any]) -> dict[str, Any]:
         "type": "function",
         "function": {"name": call["name"], "arguments": arguments},
     }
+
+
+def _tool_call_deltas(index: int, call: dict[str, Any], pieces: int) -> list[dict[str, Any]]:
+    """The stream deltas of one tool call: its arguments cut into ``pieces`` fragments."""
+    whole = _tool_call(index, call)
+    arguments: str = whole["function"]["arguments"]
+    count = max(1, pieces)
+    size = len(arguments)
+    cuts = [arguments[i * size // count : (i + 1) * size // count] for i in range(count)]
+    first = {**whole, "function": {"name": whole["function"]["name"], "arguments": cuts[0]}}
+    rest = [{"index": index, "function": {"arguments": cut}} for cut in cuts[1:]]
+    return [first, *rest]
 
 
 def _completion(reply: Reply, model: str) -> dict[str, Any]:

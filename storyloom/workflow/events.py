@@ -82,6 +82,15 @@ class NodeIteration(_Event):
     candidate_count: int | None = Field(default=None, alias="candidateCount")
 
 
+class NodeToolStep(_Event):
+    """A tool call of an agent turn ran (or was denied, or skipped): the run log shows it
+    under its node. ``step`` is a :class:`~storyloom.workflow.agent_host.ToolStep` as JSON."""
+
+    type: Literal["node:tool-step"] = "node:tool-step"
+    node_id: str = Field(alias="nodeId")
+    step: dict[str, Any]
+
+
 class NodeError(_Event):
     """The node raised; ``skipped`` lists the downstream nodes that will not run."""
 
@@ -131,6 +140,7 @@ AnyRunEvent = (
     | NodeCached
     | NodeNeedsHuman
     | NodeIteration
+    | NodeToolStep
     | NodeError
     | NodeCancelled
     | WorkflowCompleted

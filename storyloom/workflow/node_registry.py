@@ -23,9 +23,18 @@ class NodeTypeConflict(Conflict):
     pass
 
 
+class NodeTypeRefused(Conflict):
+    """A ``storyloom_nodemanager_before_register`` hook answered False."""
+
+
 class NodeRegistry:
     def __init__(self, node_types: Iterable[type[NodeType]] = ()) -> None:
         self._types: dict[str, NodeType] = {}
+        self.hooks: Any = None
+        """The plugins' hook relay, set by the plugin host once plugins load: from then
+        on each new node type is announced to ``storyloom_nodemanager_before_register``."""
+        self.generation = 0
+        """Changes whenever a type is added or removed (prepared graphs are stale then)."""
         for cls in node_types:
             self.register(cls)
 
@@ -37,7 +46,26 @@ class NodeRegistry:
                 f"{type(existing).__module__}.{type(existing).__qualname__} and by "
                 f"{cls.__module__}.{cls.__qualname__}"
             )
+        if existing is None and self.hooks is not None:
+            ask = getattr(self.hooks, "storyloom_nodemanager_before_register", None)
+            answers = ask(node_type=cls) if ask is not None else []
+            if any(answer is False for answer in answers):
+                raise NodeTypeRefused(f"node type {cls.type!r} was refused by a plugin hook")
         self._types[cls.type] = cls()
+        self.generation += 1
+
+    def unregister(self, type_name: str) -> bool:
+        """Remove a node type (a plugin was disabled); False when it was not there."""
+        if self._types.pop(type_name, None) is None:
+            return False
+        self.generation += 1
+        return True
+
+    def copy(self) -> NodeRegistry:
+        """A registry with the same node types, to add to without changing this one."""
+        other = NodeRegistry()
+        other._types = dict(self._types)
+        return other
 
     def get(self, type_name: str) -> NodeType | None:
         return self._types.get(type_name)

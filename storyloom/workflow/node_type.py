@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from storyloom.core.settings import Settings
     from storyloom.project.knowledge_service import KnowledgeService
     from storyloom.store.database import Database
+    from storyloom.workflow.agent_host import AgentHost
 
 T = TypeVar("T")
 
@@ -223,6 +224,10 @@ class WorkflowServices:
     database: Database | None = None
     knowledge: KnowledgeService | None = None
     workflows: Callable[[str], Workflow] | None = None
+    agents: AgentHost | None = None
+    """Runs tool-using agent turns (the tools layer's; absent, nodes run without tools)."""
+    hooks: Any = None
+    """The plugins' pluggy hook relay (``PluginManager.hook``); None: no plugin hooks."""
 
     def require_settings(self) -> Settings:
         if self.settings is None:
@@ -268,6 +273,11 @@ class NodeContext(Protocol):
         candidate_count: int | None = None,
     ) -> None:
         """Send ``node:iteration``."""
+        ...
+
+    def report_tool_step(self, step: Mapping[str, Any]) -> None:
+        """Send ``node:tool-step``: one tool call of an agent turn (a ``ToolStep`` as JSON),
+        for the run log."""
         ...
 
     async def request_human(

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from storyloom.workflow.events import NodeIteration, NodeStreaming
+from storyloom.workflow.events import NodeIteration, NodeStreaming, NodeToolStep
 from storyloom.workflow.node_type import ContextSource, Evaluation, HumanDecision, WorkflowServices
 from storyloom.workflow.workflow_file import Workflow
 
@@ -104,6 +104,11 @@ class RunContext:
             kind=kind,
             candidate_count=candidate_count,
         )
+
+    def report_tool_step(self, step: Mapping[str, Any]) -> None:
+        # Text emitted before the call goes out first, so the log keeps their order.
+        self.flush()
+        self._exe.run._emit(NodeToolStep, node_id=self._full_id, step=dict(step))
 
     async def request_human(
         self,

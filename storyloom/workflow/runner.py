@@ -66,6 +66,7 @@ from storyloom.workflow.events import (
     NodeNeedsHuman,
     NodeStarted,
     NodeStreaming,
+    NodeToolStep,
     RunEvent,
     WorkflowCompleted,
     WorkflowError,
@@ -109,6 +110,7 @@ E = TypeVar(
     NodeCached,
     NodeNeedsHuman,
     NodeIteration,
+    NodeToolStep,
     NodeError,
     NodeCancelled,
     WorkflowCompleted,
@@ -305,6 +307,8 @@ class _Prepared:
     plan: GraphPlan
     loaded: dict[str, str]
     """Workflow id → fingerprint of each workflow loaded while working out slots."""
+    generation: int = 0
+    """The registry's generation it was planned against (plugins add and remove types)."""
 
 
 class WorkflowRunner:
@@ -343,7 +347,11 @@ class WorkflowRunner:
             fingerprint = None
         if fingerprint is not None:
             known = self._prepared.get(fingerprint)
-            if known is not None and self._still_current(known.loaded):
+            if (
+                known is not None
+                and known.generation == self.registry.generation
+                and self._still_current(known.loaded)
+            ):
                 self._prepared.move_to_end(fingerprint)
                 return known.plan
         loaded: dict[str, str] = {}
@@ -359,7 +367,7 @@ class WorkflowRunner:
 
         plan = GraphPlan(check_workflow(workflow, self.registry, recording))
         if fingerprint is not None:
-            self._prepared[fingerprint] = _Prepared(plan, loaded)
+            self._prepared[fingerprint] = _Prepared(plan, loaded, self.registry.generation)
             if len(self._prepared) > _PREPARED_GRAPHS:
                 self._prepared.popitem(last=False)
         return plan
@@ -394,6 +402,7 @@ class WorkflowRunner:
         node whose outputs go nowhere)."""
         plan = self.prepare(workflow)
         graph = plan.graph
+        inputs = self._announce(workflow, inputs)
         values = resolve_interface_inputs(workflow, inputs)
         targets = list(outputs) if outputs is not None else plan.default_targets
         unknown = [t for t in targets if t not in graph.nodes]
@@ -410,6 +419,19 @@ class WorkflowRunner:
         return WorkflowRun(
             self, workflow, plan, targets, values, on_event, run_id or uuid.uuid4().hex
         )
+
+    def _announce(
+        self, workflow: Workflow, inputs: Mapping[str, Any] | None
+    ) -> Mapping[str, Any] | None:
+        """The inputs after the plugins' ``storyloom_workflow_before_execute`` hooks: the
+        first dict one returns replaces them."""
+        hook = getattr(self.services.hooks, "storyloom_workflow_before_execute", None)
+        if hook is None:
+            return inputs
+        for answer in hook(workflow=workflow, inputs=dict(inputs or {})):
+            if isinstance(answer, dict):
+                return answer
+        return inputs
 
     async def run(
         self,

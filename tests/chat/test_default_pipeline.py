@@ -120,6 +120,7 @@ def test_default_pipeline_is_valid_and_laid_out_left_to_right() -> None:
         "messages",
         "problems",
         "raw",
+        "steps",
     }
     assert workflow.interface_inputs["snapshot"].required
 

@@ -346,7 +346,12 @@ async def test_llm_invoker_streams_and_forwards_sampling_and_is_never_cached(
     events: list[RunEvent] = []
     first = await runner.run(workflow, inputs={"messages": messages}, on_event=events.append)
     assert first.status == "completed", first.errors
-    assert first.outputs["llm"] == {"text": "One two three", "reasoning": "hmm"}
+    assert first.outputs["llm"] == {
+        "text": "One two three",
+        "reasoning": "hmm",
+        "steps": [],
+        "variables": [],
+    }
     chunks = [e.chunk for e in events if isinstance(e, NodeStreaming)]
     assert len(chunks) > 1 and "".join(chunks) == "One two three"
     request = llm.chat_requests[-1]

@@ -229,6 +229,18 @@ def _confine_settings(server: FuzzServer, body: Any) -> None:
             _confine_settings(server, item)
 
 
+def _confine_mcp_server(body: Any) -> None:
+    """A fuzzed MCP server never starts a program or reaches a real address: its command
+    names no file, its URL a closed loopback port; each fails at once."""
+    if isinstance(body, dict):
+        if isinstance(body.get("command"), str):
+            body["command"] = "/nonexistent/storyloom-fuzz-mcp"
+        if isinstance(body.get("url"), str) and body["url"].startswith(("http://", "https://")):
+            body["url"] = "http://127.0.0.1:9/mcp"
+        if isinstance(body.get("timeoutS"), int | float) and body["timeoutS"] > 5:
+            body["timeoutS"] = 5
+
+
 def _use_known_ids(server: FuzzServer, case: Case[Any]) -> None:
     """Two cases in three name things that exist, so handlers run past the 404.
 
@@ -294,6 +306,8 @@ def test_no_operation_answers_a_server_error_or_off_schema(
     is_settings = case.path in ("/api/settings", "/api/settings/test")
     if is_settings:
         _confine_settings(fuzz_server, case.body)
+    if case.path.startswith("/api/mcp/servers/"):
+        _confine_mcp_server(case.body)
     _use_known_ids(fuzz_server, case)
     # Only ever the test's own server on 127.0.0.1.
     assert urlparse(fuzz_server.url).hostname == HOST

@@ -73,6 +73,9 @@ class RecordingContext:
     ) -> None:
         raise AssertionError("knowledge nodes do not iterate")
 
+    def report_tool_step(self, step: Mapping[str, Any]) -> None:
+        raise AssertionError("knowledge nodes call no tools")
+
     async def request_human(
         self,
         reason: str,

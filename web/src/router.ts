@@ -9,7 +9,7 @@ export type Area = (typeof AREAS)[number]
 
 export const routes: RouteRecordRaw[] = [
   { path: '/', redirect: '/chat' },
-  ...AREAS.filter((area) => area !== 'chat' && area !== 'characters' && area !== 'knowledge' && area !== 'workflows').map((area) => ({
+  ...AREAS.filter((area) => area !== 'chat' && area !== 'characters' && area !== 'knowledge' && area !== 'workflows' && area !== 'tools').map((area) => ({
     path: `/${area}`,
     name: area,
     component: PlaceholderPage,
@@ -24,6 +24,8 @@ export const routes: RouteRecordRaw[] = [
   { path: '/knowledge/:kbId?', name: 'knowledge', component: KnowledgePage },
   // Likewise the open workflow. The canvas library is large: load it with the page.
   { path: '/workflows/:workflowId?', name: 'workflows', component: () => import('./views/WorkflowsPage.vue') },
+  // The open tab is in the query (`?tab=plugins`).
+  { path: '/tools', name: 'tools', component: () => import('./views/ToolsPage.vue') },
   { path: '/settings', name: 'settings', component: SettingsPage },
   { path: '/:pathMatch(.*)*', redirect: '/chat' },
 ]

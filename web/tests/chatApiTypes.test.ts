@@ -101,7 +101,7 @@ describe('chat API shapes', () => {
     const checks = [
       (v: NewChat) => accepts<Schemas['NewChat']>(v),
       (v: Parameters<typeof patchChat>[1]) => accepts<Schemas['ChatPatch']>(v),
-      (v: Parameters<typeof generate>[1]) => accepts<Schemas['GenerateBody']>(v),
+      (v: Parameters<typeof generate>[1]) => accepts<Defaulted<Schemas['GenerateBody'], 'reroll'>>(v),
       (v: ContinueFromSummary) => accepts<Defaulted<Schemas['ContinueBody'], 'order' | 'last_n_turns'>>(v),
     ]
     expect(checks).toHaveLength(4)

@@ -47,6 +47,8 @@ export function settingsView(over: Partial<SettingsView> = {}): SettingsView {
     agent_llm: chatView({ base_url: '', model: '' }),
     embedding: embeddingView(),
     knowledge: { global_folders: [], reference_depth_limit: 5 },
+    plugins: { enabled: [], granted: {} },
+    tool_policy: { rules: [], default: 'ask' },
     ...over,
   }
 }

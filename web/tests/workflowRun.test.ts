@@ -173,3 +173,24 @@ describe('re-attaching', () => {
     expect(isRunEvent({ type: 'workflow:saved', workflowId: 'x' })).toBe(false)
   })
 })
+
+describe('agent tool steps in the run log', () => {
+  it('logs each tool call of an agent node with how it ended, without a seq gap', () => {
+    const { view } = replay(
+      sequence(
+        { type: 'workflow:started', workflowId: 'wf', nodeIds: ['agent'] },
+        { type: 'node:started', nodeId: 'agent', nodeName: 'Agent', nodeType: 'agent:Run' },
+        { type: 'node:tool-step', nodeId: 'agent', step: { tool: 'chat:RollDice', ok: true, decision: 'allowed' } },
+        { type: 'node:tool-step', nodeId: 'agent', step: { tool: 'kb:CreateEntry', ok: false, decision: 'denied' } },
+        { type: 'node:tool-step', nodeId: 'agent', step: { tool: 'chat:RollDice', ok: false, decision: 'allowed', error: 'not dice' } },
+      ),
+    )
+    expect(view.lastSeq).toBe(5)
+    expect(view.log.filter((l) => l.type === 'node:tool-step').map((l) => l.detail)).toEqual([
+      'chat:RollDice: ok',
+      'kb:CreateEntry: denied',
+      'chat:RollDice: not dice',
+    ])
+    expect(view.nodes.agent!.state).toBe('running')
+  })
+})

@@ -10,7 +10,8 @@ the same graph with its prompts and sampling in the nodes' config
 
 Interface: input ``snapshot`` (the :class:`~storyloom.chat.store.snapshot.ContextSnapshot`
 as JSON); outputs ``reply``, ``thought``, ``state``, ``delta``, ``skein`` (as trimmed,
-for the inspector), ``messages`` (as sent), ``problems`` and ``raw`` (the model's text).
+for the inspector), ``messages`` (as sent), ``problems``, ``raw`` (the model's text) and
+``steps`` (an agent turn's tool calls; the invoker runs the snapshot's agent profile).
 The LLM Invoker streams; its node id is :data:`INVOKER_NODE` in this graph, and a
 caller looking at another pipeline finds it by its type, :data:`INVOKER_TYPE`.
 """
@@ -61,11 +62,13 @@ _EDGES: tuple[str, ...] = (
     "script.skein -> budget.skein",
     "budget.skein -> weaver.skein",
     f"weaver.messages -> {INVOKER_NODE}.messages",
+    f"input.snapshot -> {INVOKER_NODE}.snapshot",
     f"{INVOKER_NODE}.text -> parser.text",
     f"{INVOKER_NODE}.reasoning -> parser.reasoning",
     "parser.updates -> updater.updates",
     "parser.progress -> updater.progress",
     "parser.problems -> updater.parse_problems",
+    f"{INVOKER_NODE}.variables -> updater.tool_updates",
     "budget.skein -> updater.skein",
     "parser.reply -> output.reply",
     "parser.thought -> output.thought",
@@ -75,6 +78,7 @@ _EDGES: tuple[str, ...] = (
     "weaver.messages -> output.messages",
     "updater.problems -> output.problems",
     f"{INVOKER_NODE}.text -> output.raw",
+    f"{INVOKER_NODE}.steps -> output.steps",
 )
 
 _OUTPUTS: dict[str, tuple[str, str]] = {
@@ -86,6 +90,7 @@ _OUTPUTS: dict[str, tuple[str, str]] = {
     "messages": ("MESSAGES", "The messages sent to the model"),
     "problems": ("ARRAY", "Malformed updates and other problems of the turn"),
     "raw": ("STRING", "The model's answer as it came"),
+    "steps": ("ARRAY", "An agent turn's tool calls and their results (else empty)"),
 }
 
 

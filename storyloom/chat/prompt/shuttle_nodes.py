@@ -41,6 +41,7 @@ from storyloom.chat.prompt.token_budget import apply_budget
 from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, NamesBehavior, weave
 from storyloom.chat.reply.filament import FilamentTags, parse_filament
 from storyloom.chat.reply.state_ops import StateOp, apply_ops, ops_from_json, ops_to_json
+from storyloom.chat.reply.turn_variables import TurnVariables
 from storyloom.chat.store.snapshot import ContextSnapshot
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.state_chain import state_delta
@@ -50,6 +51,7 @@ from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.tokenizers import counter_for
+from storyloom.workflow.agent_host import AgentTurnRequest
 from storyloom.workflow.node_type import (
     TEXTAREA,
     NodeConfig,
@@ -437,12 +439,20 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
     category: ClassVar[str] = CATEGORY
     description: ClassVar[str] = (
         "Sends the messages to the user's (or agent's) model and streams the answer. "
-        "Never cached: a swipe asks again."
+        "When the turn has an agent profile, the agent answers: its tool calls run "
+        "within the turn and come out as steps. Never cached: a swipe asks again."
     )
     idempotent: ClassVar[bool] = False
     streaming: ClassVar[bool] = True
     inputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="messages", type=MESSAGES, description="The prompt as chat messages"),
+        Slot(
+            name="snapshot",
+            type=OBJECT,
+            required=False,
+            description="The turn's snapshot: its agent profile, turn key and variables "
+            "(unwired: the run's snapshot input)",
+        ),
     )
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="text", type=STRING, description="The model's answer, raw"),
@@ -450,6 +460,16 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
             name="reasoning",
             type=STRING,
             description="Reasoning the endpoint sent apart from the answer (may be empty)",
+        ),
+        Slot(
+            name="steps",
+            type=ARRAY,
+            description="An agent turn's tool calls and results, in order (else empty)",
+        ),
+        Slot(
+            name="variables",
+            type=STATE_DELTA,
+            description="Variables the agent's tools set (chat:SetVariable), as set ops",
         ),
     )
 
@@ -459,14 +479,78 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
         messages = inputs.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise ShuttleError(f"input messages: expected a list of messages, got {messages!r}")
-        endpoint = endpoint_for_role(config.role, ctx.services)
         overrides = sampling_overrides(config)
         request = [dict(m) for m in messages]
+        snapshot = _agent_snapshot(ctx, inputs)
+        if snapshot is not None and snapshot.agent_profile is not None:
+            return await _agent_turn(ctx, snapshot, snapshot.agent_profile, request, overrides)
+        endpoint = endpoint_for_role(config.role, ctx.services)
         # An LLMError propagates as is: the chat turn keeps its partial_text.
         async with ChatClient(endpoint) as client, client.stream(request, **overrides) as stream:
             async for delta in stream:
                 await ctx.emit(delta)
-            return {"text": stream.text, "reasoning": stream.reasoning_text}
+            return {
+                "text": stream.text,
+                "reasoning": stream.reasoning_text,
+                "steps": [],
+                "variables": [],
+            }
+
+
+def _agent_snapshot(ctx: NodeContext, inputs: Mapping[str, Any]) -> ContextSnapshot | None:
+    """The turn's snapshot when it names an agent profile the process can run."""
+    agents = ctx.services.agents
+    if agents is None:
+        return None
+    source: Mapping[str, Any] = inputs
+    if inputs.get("snapshot") is None:
+        # A pipeline saved before the invoker had this input still runs its agent.
+        source = ctx.interface_inputs
+    raw = source.get("snapshot")
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and not raw.get("agent_profile"):
+        return None  # the common case: no agent, and no validation
+    snapshot = snapshot_input(source)
+    profile = snapshot.agent_profile
+    if not profile:
+        return None
+    if not agents.has_profile(profile):
+        # The user chose an agent; a reply without its tools would pass for one with them.
+        raise ShuttleError(
+            f"agent profile {profile!r} does not exist: create it on the Tools page, or "
+            "pick another (or none) in the chat's settings"
+        )
+    return snapshot
+
+
+async def _agent_turn(
+    ctx: NodeContext,
+    snapshot: ContextSnapshot,
+    profile: str,
+    messages: list[dict[str, Any]],
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
+    agents = ctx.services.agents
+    assert agents is not None
+    variables = TurnVariables(snapshot.state.variables)
+    request = AgentTurnRequest(
+        profile_id=profile,
+        messages=messages,
+        overrides=overrides,
+        turn_key=snapshot.turn_key,
+        conversation_id=snapshot.conversation_id,
+        variables=variables,
+        on_text=ctx.emit,
+    )
+    # An LLMError propagates as is, with the text shown so far as its partial_text.
+    outcome = await agents.run_turn(ctx, request)
+    return {
+        "text": outcome.text,
+        "reasoning": outcome.reasoning,
+        "steps": [step.model_dump(mode="json", by_alias=True) for step in outcome.steps],
+        "variables": ops_to_json(variables.ops),
+    }
 
 
 # -- the answer -----------------------------------------------------------------------------
@@ -579,7 +663,8 @@ class StateUpdater(NodeType):
     display_name: ClassVar[str] = "State Updater"
     category: ClassVar[str] = CATEGORY
     description: ClassVar[str] = (
-        "The state after this turn: variables set by macros, then the reply's updates; "
+        "The state after this turn: variables set by macros, then by the turn's tools, "
+        "then the reply's updates; "
         "this turn's lore timers; the director's plot moved on. Gives the new state, the "
         "JSON Patch from the old one and the problems."
     )
@@ -606,6 +691,13 @@ class StateUpdater(NodeType):
             default=[],
             description="Problems found earlier (the parser's), reported first",
         ),
+        Slot(
+            name="tool_updates",
+            type=STATE_DELTA,
+            required=False,
+            default=[],
+            description="Variables the turn's tools set; applied before the reply's updates",
+        ),
     )
     outputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="state", type=OBJECT, description="The chat state after this turn"),
@@ -619,7 +711,11 @@ class StateUpdater(NodeType):
         snapshot = snapshot_input(inputs)
         decode_problems: list[str] = []
         raw = inputs.get("updates")
-        ops = ops_from_json([] if raw is None else raw, decode_problems)
+        tool_raw = inputs.get("tool_updates")
+        ops = [
+            *ops_from_json([] if tool_raw is None else tool_raw, decode_problems),
+            *ops_from_json([] if raw is None else raw, decode_problems),
+        ]
         variables = None
         if inputs.get("skein") is not None:
             variables = skein_input(inputs).variables

@@ -695,6 +695,15 @@ def _history_label(index: int, message: HistoryMessage) -> str:
     return f"Message {number} ({who})"
 
 
+def _with_tool_results(message: HistoryMessage) -> str:
+    """An agent turn as the model saw it: its tool results first, then the reply."""
+    if not message.tool_results:
+        return message.content
+    return (
+        f"{message.tool_results}\n\n{message.content}" if message.content else message.tool_results
+    )
+
+
 def _add_history(
     layout: _Layout, history: Sequence[HistoryMessage], options: SkeinOptions, generation: str
 ) -> None:
@@ -722,7 +731,7 @@ def _add_history(
                 id=f"msg:{message.id}",
                 kind=BlockKind.HISTORY,
                 role=message.role,
-                content=message.content,
+                content=_with_tool_results(message),
                 source=BlockSource(
                     kind="message", id=message.id, label=_history_label(index, message)
                 ),

@@ -666,6 +666,7 @@ class ChatService:
         message_id: str | None = None,
         kind: TurnKind = "reply",
         expected_version: int | None = None,
+        reroll: bool = False,
     ) -> Message:
         """Start a reply; returns its message (status ``streaming``).
 
@@ -673,6 +674,9 @@ class ChatService:
         ``swipe`` (and retry): a new sibling of the assistant message ``message_id``
         (``parent_id`` naming an assistant message means the same; default: the pointer's
         reply). ``continue``: more text appended to ``message_id`` (default: the pointer).
+
+        A swipe replays the turn's tool calls that depend on chance (``chat:RollDice``
+        rolls what the other swipes rolled); ``reroll`` gives it its own rolls.
         """
         self._check_idle(conversation_id, expected_version)
         conversation = self.tree.conversation(conversation_id)
@@ -689,7 +693,7 @@ class ChatService:
                 conversation = self.tree.set_pointer(conversation_id, target.id)
             return self._start(conversation, target.id, "continue", target=target)
         parent = self._parent_for(conversation, kind, parent_id, message_id)
-        return self._start(conversation, parent, kind)
+        return self._start(conversation, parent, kind, reroll=reroll)
 
     def _parent_for(
         self,
@@ -718,6 +722,7 @@ class ChatService:
         kind: TurnKind,
         *,
         target: Message | None = None,
+        reroll: bool = False,
     ) -> Message:
         tree = self.tree
         conversation = self.with_persona(conversation)
@@ -738,6 +743,12 @@ class ChatService:
             pointer = parent_id
         self._added(message)
         scripts = allowed_scripts(conversation)
+        # Every reply to the same message shares the key (a swipe replays its dice); a
+        # reroll adds its own message's id.
+        answered = target.parent_id if target is not None else parent_id
+        turn_key = f"{conversation.id}:{answered or ''}"
+        if reroll:
+            turn_key += f":{message.id}"
 
         async def snapshot(context_tokens: int | None) -> ContextSnapshot:
             return await self.snapshot(
@@ -746,6 +757,7 @@ class ChatService:
                 generation=GENERATION_OF[kind],
                 context_tokens=context_tokens,
                 turn=message.id,
+                turn_key=turn_key,
             )
 
         def clean(text: str) -> str:
@@ -794,6 +806,7 @@ class ChatService:
         generation: str = "normal",
         context_tokens: int | None = None,
         turn: str | None = None,
+        turn_key: str = "",
     ) -> ContextSnapshot:
         """The snapshot of the reply ``turn``; its history fills ``context_tokens``
         (None: the model's context window from the settings)."""
@@ -810,6 +823,7 @@ class ChatService:
             presets=self.presets,
             generation=generation,
             turn=turn,
+            turn_key=turn_key,
             history_tokens=context_tokens or endpoint.context_tokens,
             count_tokens=counter.count,
         )

@@ -43,6 +43,7 @@ from storyloom.knowledge.activation import (
 from storyloom.knowledge.activation_result import DroppedEntries
 from storyloom.knowledge.caiu import Placement
 from storyloom.llm.tokens import TOKENS_PER_MESSAGE
+from storyloom.workflow.tool_results import format_tool_steps
 
 if TYPE_CHECKING:
     from storyloom.chat.personalab.library import PresetLibrary
@@ -104,10 +105,37 @@ def history_of(path: Sequence[Message]) -> list[HistoryMessage]:
     """The chain as the prompt sees it: a failed reply that left no text is not part of
     it, nor is a message hidden from the prompt (SillyTavern's ghost)."""
     return [
-        HistoryMessage(id=m.id, role=m.role, name=m.name, content=m.content, number=m.depth)
+        HistoryMessage(
+            id=m.id,
+            role=m.role,
+            name=m.name,
+            content=m.content,
+            number=m.depth,
+            tool_results=_tool_results(m),
+        )
         for m in path
         if not (m.status == "error" and not m.content) and not is_hidden(m.extra)
     ]
+
+
+def _tool_results(message: Message) -> str:
+    """An agent turn's tool results the later prompts see (stealth steps left out)."""
+    steps = message.extra.get("tool_steps")
+    if message.role != "assistant" or not isinstance(steps, list) or not steps:
+        return ""
+    return format_tool_steps(steps)
+
+
+def agent_profile_of(conversation: Conversation) -> str | None:
+    """The agent profile a reply is written with: the conversation's setting when set
+    ('' turns the card's off), else the card's ``extensions.storyloom.agent_profile``."""
+    chosen = conversation.settings.agent_profile
+    if chosen is not None:
+        return chosen or None
+    extensions = conversation.character.card.get("extensions")
+    ours = extensions.get("storyloom") if isinstance(extensions, dict) else None
+    named = ours.get("agent_profile") if isinstance(ours, dict) else None
+    return named if isinstance(named, str) and named else None
 
 
 def character_context(
@@ -326,6 +354,7 @@ async def build_snapshot(
     presets: PresetLibrary | None = None,
     generation: str = "normal",
     turn: str | None = None,
+    turn_key: str = "",
     history_tokens: int = DEFAULT_CONTEXT_WINDOW,
     count_tokens: Callable[[str], int] | None = None,
 ) -> ContextSnapshot:
@@ -333,7 +362,8 @@ async def build_snapshot(
 
     ``knowledge`` None (no project) gives no lore; ``summaries`` None no memories;
     ``presets`` None no summary texts. ``turn``: the reply being written (its id
-    seeds the turn's rolls, so a swipe rolls again). The history holds the chain back as far as
+    seeds the turn's rolls, so a swipe rolls again); ``turn_key`` seeds its tool calls
+    (``chat:RollDice``), which a swipe replays. The history holds the chain back as far as
     ``history_tokens`` (the model's context window) reaches; ``count_tokens`` None
     reads the whole chain.
     """
@@ -402,4 +432,6 @@ async def build_snapshot(
         chat_seed=snapshot_seed(conversation.id, None),
         now=_iso(now),
         idle_since=idle_since(path),
+        agent_profile=agent_profile_of(conversation),
+        turn_key=turn_key,
     )

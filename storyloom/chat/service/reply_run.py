@@ -30,7 +30,7 @@ from storyloom.chat.store.message import Message, MessageStatus
 from storyloom.chat.store.snapshot import ContextSnapshot, dropped_lore_record
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
-from storyloom.workflow.events import NodeStarted, NodeStreaming, RunEvent
+from storyloom.workflow.events import NodeStarted, NodeStreaming, NodeToolStep, RunEvent
 from storyloom.workflow.runner import RunResult, WorkflowRun, WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
 
@@ -72,6 +72,15 @@ class StreamDelta:
 
 
 @dataclass(frozen=True)
+class ToolStepAdded:
+    """An agent turn's tool call ended (``step`` is a ``ToolStep`` as JSON)."""
+
+    conversation_id: str
+    message_id: str
+    step: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class TurnDone:
     conversation_id: str
     message_id: str
@@ -91,7 +100,7 @@ class ConversationChanged:
     deleted: bool = False
 
 
-ChatEvent = MessageAdded | StreamDelta | TurnDone | ConversationChanged
+ChatEvent = MessageAdded | StreamDelta | ToolStepAdded | TurnDone | ConversationChanged
 Publish = Callable[[ChatEvent], None]
 
 
@@ -234,6 +243,8 @@ class ChatTurn:
         self._publish_handle: asyncio.TimerHandle | None = None
         self._parser_closed = False
         self._extra = dict(setup.message.extra)
+        self.steps: list[dict[str, Any]] = []
+        """The agent's tool steps of this turn as they were reported."""
         self.task: asyncio.Task[Message] | None = None
 
     def start(self) -> asyncio.Task[Message]:
@@ -265,6 +276,23 @@ class ChatTurn:
             isinstance(event, NodeStreaming) and self._node_types.get(event.node_id) == INVOKER_TYPE
         ):
             self._feed(event.chunk)
+        elif (
+            isinstance(event, NodeToolStep) and self._node_types.get(event.node_id) == INVOKER_TYPE
+        ):
+            self.steps.append(event.step)
+            # The text before the call is on screen before the call is.
+            if self._publish_handle is not None:
+                self._publish_handle.cancel()
+            self._publish_stream()
+            self._publish(ToolStepAdded(self.setup.conversation_id, self.message_id, event.step))
+
+    def _tool_steps(self, outputs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The message's tool steps: those it had (a continued reply), then this turn's
+        (the pipeline's ``steps`` output, else those reported while it ran)."""
+        earlier = self._extra.get("tool_steps")
+        steps = outputs.get("steps") if outputs is not None else None
+        new = [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else self.steps
+        return [*(earlier if isinstance(earlier, list) else []), *new]
 
     def _feed(self, chunk: str) -> None:
         self.raw += chunk
@@ -407,6 +435,8 @@ class ChatTurn:
             if result is not None and result.status == "cancelled" and failure is None:
                 error = self.stop_reason or STOPPED
             status: MessageStatus = "partial" if reply or self.setup.prefix else "error"
+            # Calls that ran are kept with what was streamed: they happened.
+            steps = self._tool_steps() if self.steps else None
             message = tree.update_message(
                 self.message_id,
                 content=self._joined(self.setup.clean_reply(reply) if reply else ""),
@@ -414,6 +444,7 @@ class ChatTurn:
                 thought=self._thought_text() or None,
                 error=error,
                 raw=self.raw or None,
+                extra={**self._extra, "tool_steps": steps} if steps else None,
                 bump_version=True,
             )
         version = tree.conversation(self.setup.conversation_id).version
@@ -454,6 +485,9 @@ class ChatTurn:
             "problems": [str(p) for p in problems] if isinstance(problems, list) else [],
             "generation": self.snapshot.generation,
         }
+        tool_steps = self._tool_steps(outputs)
+        if tool_steps:
+            extra["tool_steps"] = tool_steps
         prompt = inspector_record(
             skein if isinstance(skein, Mapping) else None,
             messages if isinstance(messages, list) else None,

@@ -95,6 +95,12 @@ class ConversationSettings(BaseModel):
     group: GroupSettings | None = Field(
         default=None, description="A group chat's members and turn order (None: one character)"
     )
+    agent_profile: str | None = Field(
+        default=None,
+        description="The agent profile (agents/<id>.json) the character answers with, tools "
+        "and all; None: the card's extensions.storyloom.agent_profile; '': no agent even "
+        "when the card names one",
+    )
 
 
 class Conversation(BaseModel):

@@ -70,6 +70,11 @@ class HistoryMessage(BaseModel):
         description="Its place in the whole chat, 0 first (SillyTavern's message id, the "
         "chat's #n); the inspector and the lore reasons count messages by it",
     )
+    tool_results: str = Field(
+        default="",
+        description="An agent turn's tool results (not the stealth ones) in the TAM result "
+        "format, as the model read them; the prompt puts them before the reply text",
+    )
 
 
 class LoreHit(BaseModel):
@@ -153,6 +158,16 @@ class ContextSnapshot(BaseModel):
     global_variables: dict[str, Any] = Field(
         default_factory=dict,
         description="The user's global variables as the turn starts ({{$x}}, {{getglobalvar}})",
+    )
+    agent_profile: str | None = Field(
+        default=None,
+        description="The agent profile the reply is written with (the conversation's "
+        "setting, else the card's extensions.storyloom.agent_profile); None: a plain reply",
+    )
+    turn_key: str = Field(
+        default="",
+        description="Seeds the turn's tool calls that must replay (chat:RollDice): the same "
+        "for every swipe of a reply unless the swipe asks for a reroll",
     )
 
     def lore_records(self) -> list[LoreRecord]:

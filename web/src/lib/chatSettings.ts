@@ -21,6 +21,8 @@ export interface SettingsForm {
   rag_mode: ScopeMode
   /** Ids of the conversations retrieval also searches (mode `related`). */
   related: string[]
+  /** The agent profile whose tools the character may call ('' = none). */
+  agent_profile: string
 }
 
 export function formFromConversation(c: Conversation): SettingsForm {
@@ -38,6 +40,7 @@ export function formFromConversation(c: Conversation): SettingsForm {
     rag_fallback_threshold: s.rag_fallback_threshold ?? 3,
     rag_mode: s.rag_scope?.mode === 'related' ? 'related' : 'self_only',
     related: [...(s.rag_scope?.related_conversations ?? [])].sort(),
+    agent_profile: typeof s.agent_profile === 'string' ? s.agent_profile : '',
   }
 }
 
@@ -55,10 +58,13 @@ function whole(value: unknown, min: number, fallback: number): number {
 
 /** The settings the form saves, keeping what it does not show. */
 export function settingsFromForm(form: SettingsForm, current: ConversationSettings): ConversationSettings {
-  const { title: _title, rag_mode, related, ...rest } = form
+  const { title: _title, rag_mode, related, agent_profile, ...rest } = form
+  // No profile: null clears one the conversation had; one it never had stays unset.
+  const profile = agent_profile ? { agent_profile } : current.agent_profile != null ? { agent_profile: null } : {}
   return {
     ...current,
     ...rest,
+    ...profile,
     pipeline: rest.pipeline || DEFAULT_PIPELINE,
     authors_note_depth: whole(rest.authors_note_depth, 0, 4),
     rag_fallback_threshold: whole(rest.rag_fallback_threshold, 1, current.rag_fallback_threshold ?? 3),

@@ -11,6 +11,8 @@ import type {
   SettingsView,
 } from '../api/types'
 import { type Built, type ClientErrors, type FormField, splitProblems } from './settingsForm'
+import { runSettingsBeforeSave } from '../extensions/extensionApi'
+import { refusalMessage } from '../extensions/hookMessages'
 
 export interface SectionResult {
   ok: boolean
@@ -59,6 +61,11 @@ export function useEndpointSection(
   }
 
   function showError(exc: unknown): void {
+    const refused = refusalMessage(exc, t)
+    if (refused) {
+      result.value = { ok: false, lines: [refused] }
+      return
+    }
     if (exc instanceof ApiError) {
       if (exc.isNetworkError) {
         result.value = { ok: false, lines: [t('settings.errors.network', { message: exc.message })] }
@@ -80,7 +87,8 @@ export function useEndpointSection(
     if (!update) return
     saving.value = true
     try {
-      const body: SettingsUpdate = { [role]: update }
+      // Plugins may check or change the settings, or refuse the save (hook:client:settings:before-save).
+      const body: SettingsUpdate = await runSettingsBeforeSave<SettingsUpdate>({ [role]: update })
       const view = await putSettings(body)
       onSaved(view)
       result.value = { ok: true, lines: [t('settings.result.saved')] }

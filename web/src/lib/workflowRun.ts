@@ -206,6 +206,13 @@ export function applyEvent(view: RunView, event: RunEventMessage): void {
       log(view, event, nodeId, `${n.iteration.iteration}/${n.iteration.total}`)
       return
     }
+    case 'node:tool-step': {
+      // An agent's tool call: one log line with the tool and how it ended.
+      const step = record(event.step) ?? {}
+      const outcome = step.ok === true ? 'ok' : str(step.decision) === 'allowed' ? str(step.error) : str(step.decision)
+      log(view, event, nodeId, `${str(step.tool)}: ${preview(outcome || 'failed')}`)
+      return
+    }
     case 'node:error': {
       if (!nodeId) return
       const n = node(view, nodeId)
@@ -321,6 +328,7 @@ export const RUN_EVENT_TYPES = [
   'node:cached',
   'node:needs-human',
   'node:iteration',
+  'node:tool-step',
   'node:error',
   'node:cancelled',
   'workflow:completed',

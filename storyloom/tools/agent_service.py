@@ -1,0 +1,131 @@
+"""Agent turns for nodes: the :class:`~storyloom.workflow.agent_host.AgentHost` of a process.
+
+The :class:`~storyloom.tools.tool_host.ToolHost` makes one :class:`AgentService`; the
+server and the CLI put it in ``WorkflowServices.agents``, where the chat's LLM Invoker
+and the ``agent:Run`` node find it. A turn reads the agent's profile afresh (an edit on
+the Tools page holds from the next turn), documents exactly its inventory, picks the
+protocol and runs the :class:`~storyloom.tools.agent_loop.AgentLoop`; ``ask`` rules are
+put to a person through the host's approval broker, and an "always" answer is saved as an
+``allow`` rule where the ask came from: the global policy, the profile, or both.
+
+The automatic protocol is native tool calls unless the endpoint refused them: the first
+request of a turn carries ``tools``; a 400 answer before any text makes that turn go on
+with TAM, and if TAM then works the endpoint (base URL and model) is remembered for the
+life of the process, so later turns start with TAM (see ``docs/decisions.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Protocol
+
+from storyloom.core.errors import NotFound, StoryloomError
+from storyloom.tools.agent_loop import AgentLoop, CallProtocol, LoopSetup
+from storyloom.tools.agent_profile import AgentLibrary, AgentProfile
+from storyloom.tools.approvals import ApprovalBroker
+from storyloom.tools.tool_docs import render_tool_docs
+from storyloom.tools.tool_manager import ToolCaller, ToolManager
+from storyloom.tools.tool_policy import ToolPolicy
+from storyloom.workflow.agent_host import AgentOutcome, AgentTurnRequest, ApprovalDecision
+from storyloom.workflow.node_type import NodeContext
+from storyloom.workflow.nodes.llm_nodes import endpoint_for_role
+
+logger = logging.getLogger(__name__)
+
+
+class AgentToolHost(Protocol):
+    """What a turn uses of the :class:`~storyloom.tools.tool_host.ToolHost`."""
+
+    @property
+    def project_dir(self) -> Path | None: ...
+
+    @property
+    def manager(self) -> ToolManager: ...
+
+    @property
+    def approvals(self) -> ApprovalBroker: ...
+
+    def policy(self) -> ToolPolicy: ...
+
+    def allow_always(self, tool_id: str) -> None: ...
+
+
+class AgentService:
+    """Runs agent turns with the tools of one ``ToolHost``."""
+
+    def __init__(self, host: AgentToolHost) -> None:
+        self.host = host
+        self.library = AgentLibrary(host.project_dir) if host.project_dir is not None else None
+        self._no_native: set[tuple[str, str]] = set()
+        """Endpoints (base URL, model) that answered 400 to ``tools``."""
+
+    def has_profile(self, profile_id: str) -> bool:
+        return self.library is not None and self.library.exists(profile_id)
+
+    def profile(self, profile_id: str) -> AgentProfile:
+        if self.library is None:
+            raise NotFound(f"no agent profile {profile_id!r}: no project is open")
+        return self.library.get(profile_id)
+
+    def tool_docs(self, profile: AgentProfile) -> str:
+        """``{{{system:available_tools}}}`` for ``profile``: its inventory's documentation,
+        in inventory order, tools that do not exist left out."""
+        manager = self.host.manager
+        entries = []
+        for tool_id in dict.fromkeys(profile.tool_ids_inventory):
+            try:
+                entries.append(manager.get(tool_id))
+            except NotFound:
+                continue
+        return render_tool_docs(entries)
+
+    async def run_turn(self, ctx: NodeContext, request: AgentTurnRequest) -> AgentOutcome:
+        profile = self.profile(request.profile_id)
+        endpoint = endpoint_for_role(profile.model_role, ctx.services)
+        key = (endpoint.base_url, str(request.overrides.get("model") or endpoint.model))
+        protocol: CallProtocol = "tam" if profile.protocol == "tam" else "native"
+        if profile.protocol == "auto" and key in self._no_native:
+            protocol = "tam"
+        caller = ToolCaller(
+            "agent", profile.id, f"{ctx.run_id}:{ctx.node_id}", request.conversation_id
+        )
+        broker = self.host.approvals
+
+        async def approve(tool_id: str, arguments: dict[str, Any]) -> ApprovalDecision:
+            return await broker.request(tool_id, arguments, caller)
+
+        def on_always(tool_id: str) -> AgentProfile | None:
+            # "Always" lifts the ask wherever it came from: the global policy (asking by
+            # default) and this agent's own rules.
+            if self.host.policy().action(tool_id) != "allow":
+                try:
+                    self.host.allow_always(tool_id)
+                except (StoryloomError, OSError, RuntimeError):
+                    logger.exception("could not save 'always allow %s'", tool_id)
+            if self.library is None or profile.policy.action(tool_id) == "allow":
+                return None
+            try:
+                return self.library.allow_always(profile.id, tool_id)
+            except (StoryloomError, OSError):
+                # The profile went (or broke) meanwhile: the answer holds for this turn.
+                return None
+
+        setup = LoopSetup(
+            profile=profile,
+            manager=self.host.manager,
+            endpoint=endpoint,
+            protocol=protocol,
+            tool_docs=self.tool_docs(profile),
+            native_tools=(
+                self.host.manager.openai_tools(list(profile.tool_ids_inventory))
+                if protocol == "native"
+                else []
+            ),
+            fallback_to_tam=profile.protocol == "auto",
+            on_native_refused=lambda: self._no_native.add(key),
+            approve=approve,
+            on_always=on_always,
+            run_workflow=ctx.run_workflow,
+        )
+        return await AgentLoop(ctx, request, setup).run()

@@ -1,0 +1,310 @@
+"""``plugin.yaml``: what a plugin is and what it asks for (seed 003 §6.2, §15.1.1, §17,
+§20.4), one pydantic model; and :class:`ExtensionInfo`, what the web app is told about an
+enabled plugin (``GET /api/plugins``).
+
+Besides the seed's fields a manifest may name ``workflows: {entry}`` (workflows it ships,
+usable as ``workflow:`` tools) and ``permissions.network`` (it talks to other machines).
+``nodes``, ``tools`` and ``workflows`` default to the folders of those names when left
+out, so a file dropped into ``tools/`` is not silently ignored.
+
+Hook permissions are ``hook:<server|client>:<area>:<event>`` (seed §6.2): the server
+hooks are the pluggy hooks of :data:`SERVER_HOOKS`; the client hooks are the web
+extension API's. Overrides are the riskiest permissions: ``permissions.ui.override``
+(``ui:<Component>``) and ``permissions.services.override`` (a service name, granted as
+``service:<name>``) take effect only once the user grants them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
+from storyloom.tools.config_options import ConfigOption, plugin_key_problem
+
+MANIFEST_FILE = "plugin.yaml"
+PLUGIN_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+MAX_NAME = 64
+_HOOK = re.compile(r"hook:(server|client):[a-z0-9-]+(?::[a-z0-9-]+)+")
+
+SERVER_HOOKS: dict[str, str] = {
+    "hook:server:workflow:before-execute": "storyloom_workflow_before_execute",
+    "hook:server:nodemanager:before-register": "storyloom_nodemanager_before_register",
+    "hook:server:settings:before-save": "storyloom_settings_before_save",
+    "hook:server:chat:after-turn": "storyloom_chat_after_turn",
+    "hook:server:tool:before-call": "storyloom_tool_before_call",
+}
+"""Permission string → the pluggy hook a plugin implements for it."""
+
+SERVICE_PERMISSION = "service:"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+def _relative(value: str) -> str:
+    """A path inside the plugin folder, written with ``/``."""
+    path = PurePosixPath(value.replace("\\", "/"))
+    if not value.strip() or path.is_absolute() or ".." in path.parts:
+        raise ValueError("must be a path inside the plugin folder (relative, no '..')")
+    return str(path)
+
+
+class EntrySection(_Section):
+    entry: str = Field(description="File or folder, relative to plugin.yaml")
+
+    _entry = field_validator("entry")(_relative)
+
+
+class DevFrontend(_Section):
+    entry: str = Field(description="Source entry for a Vite dev server (not served here)")
+
+
+class BuildFrontend(_Section):
+    entry: str = Field(description="Built JS entry, relative to outputDir")
+    styles: list[str] = Field(default_factory=list, description="CSS files, relative to outputDir")
+    output_dir: str = Field(
+        default=".", alias="outputDir", description="Folder served under /plugins/<name>/"
+    )
+
+    _paths = field_validator("entry", "output_dir")(_relative)
+
+    @field_validator("styles")
+    @classmethod
+    def _styles(cls, value: list[str]) -> list[str]:
+        return [_relative(style) for style in value]
+
+
+class VanillaFrontend(_Section):
+    entry: str = Field(description="JS entry, relative to rootDir")
+    styles: list[str] = Field(default_factory=list, description="CSS files, relative to rootDir")
+    root_dir: str = Field(
+        default="web", alias="rootDir", description="Folder served under /plugins/<name>/"
+    )
+
+    _paths = field_validator("entry", "root_dir")(_relative)
+
+    @field_validator("styles")
+    @classmethod
+    def _styles(cls, value: list[str]) -> list[str]:
+        return [_relative(style) for style in value]
+
+
+class Frontend(_Section):
+    """Web assets. ``vanilla`` is plain JS served as it is; ``vite`` (the default) serves
+    the ``build`` output. A section with neither is reported and the plugin loads without
+    a frontend."""
+
+    type: Literal["vite", "vanilla"] | None = None
+    dev: DevFrontend | None = None
+    build: BuildFrontend | None = None
+    vanilla: VanillaFrontend | None = None
+
+    def served(self) -> tuple[str, str, list[str]] | None:
+        """``(folder, entry, styles)`` relative to the plugin folder, or None when the
+        section says nothing servable."""
+        kind = self.type or ("vanilla" if self.vanilla is not None else "vite")
+        if kind == "vanilla" and self.vanilla is not None:
+            return self.vanilla.root_dir, self.vanilla.entry, list(self.vanilla.styles)
+        if kind == "vite" and self.build is not None:
+            return self.build.output_dir, self.build.entry, list(self.build.styles)
+        return None
+
+    def missing(self) -> str | None:
+        """Why nothing would be served, or None."""
+        if self.served() is not None:
+            return None
+        if self.type == "vanilla":
+            return "type vanilla needs a vanilla section {entry, rootDir}"
+        if self.type == "vite":
+            return "type vite needs a build section {entry, outputDir}"
+        return "needs a build section (vite) or a vanilla section"
+
+
+def _component(value: str) -> str:
+    if not value.startswith("ui:") or len(value) == 3:
+        raise ValueError(f"{value!r}: a core component is written ui:<Component>")
+    return value
+
+
+def _hook(value: str) -> str:
+    if not _HOOK.fullmatch(value):
+        raise ValueError(f"{value!r}: write hook:<server|client>:<area>:<event>")
+    if value.startswith("hook:server:") and value not in SERVER_HOOKS:
+        known = ", ".join(SERVER_HOOKS)
+        raise ValueError(f"{value!r} is not a server hook of storyloom (known: {known})")
+    return value
+
+
+Component = Annotated[str, AfterValidator(_component)]
+HookPermission = Annotated[str, AfterValidator(_hook)]
+
+
+class UiPermissions(_Section):
+    wrap: list[Component] = Field(
+        default_factory=list, description="Core components wrapped (ui:X)"
+    )
+    inject: list[str] = Field(default_factory=list, description="Outlets added to")
+    override: list[Component] = Field(
+        default_factory=list, description="Core components replaced (ui:X): needs a grant"
+    )
+
+
+class ServicePermissions(_Section):
+    override: list[str] = Field(
+        default_factory=list, description="Core services replaced: needs a grant"
+    )
+
+
+class Permissions(_Section):
+    hooks: list[HookPermission] = Field(
+        default_factory=list, description="hook:<server|client>:<area>:<event> used"
+    )
+    ui: UiPermissions = Field(default_factory=UiPermissions)
+    services: ServicePermissions = Field(default_factory=ServicePermissions)
+    network: bool = Field(default=False, description="It connects to other machines")
+
+    @property
+    def server_hooks(self) -> list[str]:
+        """The pluggy hook names the plugin may implement."""
+        return [SERVER_HOOKS[h] for h in self.hooks if h in SERVER_HOOKS]
+
+    def overrides(self) -> list[str]:
+        """Every override permission, as granted: ``ui:<X>`` and ``service:<name>``."""
+        return [*self.ui.override, *(f"{SERVICE_PERMISSION}{s}" for s in self.services.override)]
+
+
+class PluginManifest(_Section):
+    """``plugin.yaml``: a plugin's name, what it ships and the permissions it asks for."""
+
+    name: str = Field(description="kebab-case, unique; prefixes its node types and tool ids")
+    display_name: str = Field(default="", alias="displayName", description="Shown to people")
+    version: str = Field(min_length=1)
+    description: str = ""
+    nodes: EntrySection | None = Field(default=None, description="Python node modules")
+    tools: EntrySection | None = Field(default=None, description="Folder of *.tool.json")
+    workflows: EntrySection | None = Field(default=None, description="Folder of workflows")
+    frontend: Frontend | None = None
+    config_options: list[ConfigOption] = Field(default_factory=list, alias="configOptions")
+    permissions: Permissions = Field(default_factory=Permissions)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if len(value) > MAX_NAME or not PLUGIN_NAME.fullmatch(value):
+            raise ValueError(
+                f"must be kebab-case (lowercase letters and digits joined by '-', at most "
+                f"{MAX_NAME}), e.g. my-plugin"
+            )
+        return value
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        # YAML reads `version: 1.0` as a number.
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @model_validator(mode="after")
+    def _option_keys(self) -> PluginManifest:
+        seen: set[str] = set()
+        for index, option in enumerate(self.config_options):
+            problem = plugin_key_problem(option.key, self.name)
+            if problem is not None:
+                raise ValueError(f"configOptions[{index}].key: {problem}")
+            if option.key in seen:
+                raise ValueError(f"configOptions[{index}].key: {option.key!r} is declared twice")
+            seen.add(option.key)
+        return self
+
+    @property
+    def title(self) -> str:
+        return self.display_name or self.name
+
+
+class FrontendInfo(_Section):
+    entry_url: str = Field(alias="entryUrl")
+    style_urls: list[str] = Field(default_factory=list, alias="styleUrls")
+
+
+class ExtensionInfo(_Section):
+    """An enabled plugin as the web app loads it (seed §15.1.1), plus the overrides the
+    user granted it (any other override it declares is refused)."""
+
+    name: str
+    display_name: str = Field(alias="displayName")
+    version: str
+    description: str = ""
+    frontend: FrontendInfo | None = None
+    config_options: list[ConfigOption] = Field(default_factory=list, alias="configOptions")
+    overrides: list[str] = Field(
+        default_factory=list, description="Granted override permissions (ui:X, service:X)"
+    )
+
+
+def parse_manifest(data: Any, path: Path) -> PluginManifest:
+    """A manifest from parsed YAML; :class:`FileFormatError` names every bad field."""
+    if not isinstance(data, dict):
+        raise FileFormatError(path, [FieldProblem("", "must be a mapping of fields")])
+    try:
+        return PluginManifest.model_validate(data)
+    except ValidationError as exc:
+        raise FileFormatError(path, _manifest_problems(exc)) from None
+
+
+def _manifest_problems(exc: ValidationError) -> list[FieldProblem]:
+    problems = []
+    for problem in problems_from_validation(exc):
+        # A model validator names the field in its message: move it into the path.
+        field, sep, reason = problem.reason.partition(": ")
+        if sep and _FIELD_IN_REASON.fullmatch(field):
+            joined = f"{problem.field}.{field}" if problem.field else field
+            problems.append(FieldProblem(joined, reason))
+        else:
+            problems.append(problem)
+    return problems
+
+
+_FIELD_IN_REASON = re.compile(r"[A-Za-z]\w*(\[\d+\])?(\.\w+(\[\d+\])?)*")
+
+
+def read_manifest_data(path: Path) -> Any:
+    """The parsed YAML of ``plugin.yaml`` (``yaml.safe_load``: no Python objects)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FileFormatError(path, [FieldProblem("", f"cannot read: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(path, [FieldProblem("", f"not UTF-8 text ({exc})")]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise FileFormatError(
+            path, [FieldProblem("", f"not valid YAML ({where}{reason})")]
+        ) from None
+    except RecursionError:
+        raise FileFormatError(
+            path, [FieldProblem("", "not valid YAML (nested too deeply)")]
+        ) from None
+
+
+def load_manifest(path: Path) -> PluginManifest:
+    """Read and validate one ``plugin.yaml``."""
+    return parse_manifest(read_manifest_data(path), path)

@@ -1,0 +1,100 @@
+"""``storyloom plugin ...`` end to end in a real process: new writes a plugin that
+validates, list shows it off and its risk, enable turns it on, validate lists every
+problem of a broken plugin with file, field and reason and exits 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from storyloom.project.project_file import init_project
+
+
+def storyloom(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "storyloom", *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "STORYLOOM_HOME": str(home)},
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_new_validate_list_and_enable(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    init_project(project)
+
+    made = storyloom("plugin", "new", "my-plugin", home=home, cwd=project)
+    assert made.returncode == 0, made.stderr
+    folder = project / "plugins" / "my-plugin"
+    assert (folder / "plugin.yaml").is_file()
+
+    checked = storyloom("plugin", "validate", str(folder), home=home, cwd=project)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith(
+        "ok: my-plugin 0.1.0: 1 node type(s), 2 tool(s), 1 workflow(s)"
+    )
+
+    listed = storyloom("plugin", "list", "--json", home=home, cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    [row] = json.loads(listed.stdout)["plugins"]
+    assert (row["name"], row["origin"], row["enabled"], row["risk"]) == (
+        "my-plugin",
+        "project",
+        False,
+        "high",
+    )
+
+    on = storyloom("plugin", "enable", "my-plugin", home=home, cwd=project)
+    assert on.returncode == 0, on.stderr
+    text = storyloom("plugin", "list", home=home, cwd=project).stdout
+    assert "my-plugin 0.1.0  [project, enabled, risk high]" in text
+
+    again = storyloom("plugin", "new", "my-plugin", home=home, cwd=project)
+    assert again.returncode == 1 and "not an empty folder" in again.stderr
+
+
+def test_validate_lists_each_problem_with_file_field_and_reason(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    folder = tmp_path / "broken"
+    assert (
+        storyloom(
+            "plugin", "new", "broken", "--dir", str(folder), home=home, cwd=tmp_path
+        ).returncode
+        == 0
+    )
+    greet = folder / "tools" / "greet.tool.json"
+    greet.write_text(greet.read_text().replace('"greet"', '"gone"'))
+    (folder / "tools" / "bad.tool.json").write_text(
+        '{"id": "broken:bad", "implementation": {"type": "nope"}}'
+    )
+    flow = folder / "workflows" / "broken_shout.json"
+    flow.write_text(flow.read_text().replace('"broken:Shout"', '"broken:Missing"'))
+
+    result = storyloom("plugin", "validate", str(folder), "--json", home=home, cwd=tmp_path)
+
+    assert result.returncode == 1
+    problems = {(Path(p["file"]).name, p["field"]) for p in json.loads(result.stdout)["problems"]}
+    assert ("greet.tool.json", "implementation.function") in problems
+    assert ("bad.tool.json", "implementation") in problems
+    assert any(
+        name == "broken_shout.json" and field.startswith("shout") for name, field in problems
+    )
+
+    plain = storyloom("plugin", "validate", str(folder), home=home, cwd=tmp_path)
+    assert plain.returncode == 1
+    assert f"{greet}: implementation.function:" in plain.stderr
+
+
+def test_list_reports_plugins_that_did_not_load(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    bad = home / "plugins" / "bad"
+    bad.mkdir(parents=True)
+    (bad / "plugin.yaml").write_text("name: Bad Name\nversion: '1'\n")
+    result = storyloom("plugin", "list", home=home, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Not loaded:" in result.stdout
+    assert f"{bad / 'plugin.yaml'}: name: must be kebab-case" in result.stdout

@@ -1,0 +1,254 @@
+// The frontend extension layer: the loader (GET /api/plugins → <link>/<script> tags, reload
+// on enable/disable), the extension API on window, outlets with Vue and vanilla units, the
+// permission gate of wrap/override, the four client hooks, and option values.
+import { flushPromises, mount } from '@vue/test-utils'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { defineComponent, h, nextTick } from 'vue'
+import {
+  callerPlugin,
+  emitChatMessageRendered,
+  emitNodeRenderAfter,
+  type ExtensionInfo,
+  extensionApi,
+  HookRefused,
+  resetExtensionApi,
+  resolveCoreComponent,
+  runSettingsBeforeSave,
+  runWorkflowBeforeExecute,
+  setConfigValues,
+  setExtensions,
+} from '../src/extensions/extensionApi'
+import { refusalMessage } from '../src/extensions/hookMessages'
+import { loadExtensions, reloadExtensions, resetLoader } from '../src/extensions/loader'
+import PluginOutlet from '../src/extensions/PluginOutlet.vue'
+import { makeI18n } from '../src/i18n'
+
+const q = (id: string) => `[data-testid="${id}"]`
+
+function info(name: string, over: Partial<ExtensionInfo> = {}): ExtensionInfo {
+  return {
+    name,
+    displayName: name,
+    version: '1.0.0',
+    frontend: { entryUrl: `/plugins/${name}/web/index.js`, styleUrls: [`/plugins/${name}/web/style.css`] },
+    ...over,
+  }
+}
+
+const scripts = () => [...document.querySelectorAll('script[data-storyloom-plugin]')].map((s) => (s as HTMLScriptElement).getAttribute('src'))
+const links = () => [...document.querySelectorAll('link[data-storyloom-plugin]')].map((l) => l.getAttribute('href'))
+
+beforeEach(() => {
+  resetExtensionApi()
+  resetLoader()
+  vi.spyOn(console, 'warn').mockImplementation(() => {})
+  vi.spyOn(console, 'error').mockImplementation(() => {})
+})
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+describe('the plugin loader', () => {
+  it('puts the API on window and adds each enabled plugin’s styles and module script', async () => {
+    const plugins = [info('hello'), info('no-web', { frontend: null })]
+    await loadExtensions({ fetchPlugins: async () => plugins, fetchConfig: async () => ({}) })
+    expect(window.storyloom?.extensionApi).toBe(extensionApi)
+    expect(typeof window.storyloom?.reloadExtensions).toBe('function')
+    expect(scripts()).toEqual(['/plugins/hello/web/index.js'])
+    expect(links()).toEqual(['/plugins/hello/web/style.css'])
+    const script = document.querySelector('script[data-storyloom-plugin="hello"]') as HTMLScriptElement
+    expect(script.type).toBe('module')
+  })
+
+  it('unloads a disabled plugin with what it registered, and loads a re-enabled one again under a new URL', async () => {
+    let plugins = [info('hello'), info('other')]
+    const options = { fetchPlugins: async () => plugins, fetchConfig: async () => ({}) }
+    await reloadExtensions(options)
+    extensionApi.forPlugin('hello').ui.registerOutletComponent('layout:header:right', { mount: (el) => void (el.textContent = 'hi') })
+    const offHook = vi.fn()
+    extensionApi.forPlugin('hello').hooks.on('hook:client:settings:before-save', offHook)
+
+    plugins = [info('other')]
+    await reloadExtensions(options)
+    expect(scripts()).toEqual(['/plugins/other/web/index.js'])
+    expect(links()).toEqual(['/plugins/other/web/style.css'])
+    const w = mount(PluginOutlet, { props: { name: 'layout:header:right' } })
+    expect(w.find(q('plugin-outlet-layout:header:right')).exists()).toBe(false)
+    await runSettingsBeforeSave({ a: 1 })
+    expect(offHook).not.toHaveBeenCalled()
+
+    plugins = [info('other'), info('hello')]
+    await reloadExtensions(options)
+    // A module runs once per URL: the second load is a new URL, so the plugin runs again.
+    expect(scripts()).toEqual(['/plugins/other/web/index.js', '/plugins/hello/web/index.js?v=2'])
+  })
+
+  it('keeps the app working when the plugin list cannot be read', async () => {
+    const result = await reloadExtensions({ fetchPlugins: async () => Promise.reject(new Error('offline')) })
+    expect(result).toEqual([])
+    expect(console.warn).toHaveBeenCalled()
+  })
+
+  it('reads the option values with the list, and tells listeners of changed values only', async () => {
+    const values: Record<string, unknown> = { 'extensions.hello.greeting': 'Hi' }
+    await reloadExtensions({ fetchPlugins: async () => [info('hello')], fetchConfig: async () => ({ ...values }) })
+    const api = extensionApi.forPlugin('hello')
+    expect(api.getConfig('greeting')).toBe('Hi')
+    expect(extensionApi.getConfig('extensions.hello.greeting')).toBe('Hi')
+    const heard = vi.fn()
+    api.onConfigChange('greeting', heard)
+    setConfigValues({ 'extensions.hello.greeting': 'Hi' })
+    expect(heard).not.toHaveBeenCalled()
+    setConfigValues({ 'extensions.hello.greeting': 'Hello' })
+    expect(heard).toHaveBeenCalledWith('Hello')
+  })
+})
+
+describe('outlets', () => {
+  it('render nothing until a plugin registers, then a Vue component with the outlet’s props', async () => {
+    const w = mount(PluginOutlet, { props: { name: 'node:footer', props: { nodeId: 'n1' } } })
+    expect(w.html()).toBe('<!--v-if-->')
+    const Badge = defineComponent({ props: { nodeId: String }, setup: (p) => () => h('b', { class: 'badge' }, `node ${p.nodeId}`) })
+    const off = extensionApi.forPlugin('hello').ui.registerOutletComponent('node:footer', Badge)
+    await nextTick()
+    expect(w.find(q('plugin-outlet-node:footer')).exists()).toBe(true)
+    expect(w.find('.badge').text()).toBe('node n1')
+    off()
+    await nextTick()
+    expect(w.find('.badge').exists()).toBe(false)
+  })
+
+  it('mount a vanilla unit into its own element, again when the props change, and clean it up', async () => {
+    const cleanups: string[] = []
+    extensionApi.ui.registerOutletComponent('chat:message:actions', {
+      mount(el, props) {
+        el.textContent = `reply ${String(props.id)}`
+        return () => cleanups.push(String(props.id))
+      },
+    })
+    const w = mount(PluginOutlet, { props: { name: 'chat:message:actions', props: { id: 'm1' } } })
+    await nextTick()
+    expect(w.find('.plugin-vanilla').text()).toBe('reply m1')
+    await w.setProps({ props: { id: 'm1' } })
+    expect(cleanups).toEqual([])
+    await w.setProps({ props: { id: 'm2' } })
+    expect(w.find('.plugin-vanilla').text()).toBe('reply m2')
+    expect(cleanups).toEqual(['m1'])
+    w.unmount()
+    expect(cleanups).toEqual(['m1', 'm2'])
+  })
+
+  it('drop a unit that throws and keep the others and the page', async () => {
+    const Broken = defineComponent({ setup: () => () => { throw new Error('boom') } })
+    extensionApi.forPlugin('bad').ui.registerOutletComponent('layout:header:right', Broken)
+    extensionApi.forPlugin('bad').ui.registerOutletComponent('layout:header:right', { mount: () => { throw new Error('vanilla boom') } })
+    extensionApi.forPlugin('good').ui.registerOutletComponent('layout:header:right', { mount: (el) => void (el.textContent = 'fine') })
+    const Page = defineComponent({ setup: () => () => h('div', [h('p', 'page'), h(PluginOutlet, { name: 'layout:header:right' })]) })
+    const w = mount(Page)
+    await flushPromises()
+    expect(w.find('p').text()).toBe('page')
+    expect(w.text()).toContain('fine')
+    expect(console.error).toHaveBeenCalled()
+    expect(String(vi.mocked(console.error).mock.calls.map((c) => c[0]).join('\n'))).toContain('bad')
+  })
+
+  it('refuse a registration without an outlet name or a component', () => {
+    const off = extensionApi.ui.registerOutletComponent('', { mount() {} })
+    off()
+    extensionApi.ui.registerOutletComponent('x', null as never)
+    expect(console.warn).toHaveBeenCalledTimes(2)
+  })
+})
+
+describe('wrap and override', () => {
+  const Original = defineComponent({ setup: () => () => h('span', 'core') })
+  const Replacement = defineComponent({ setup: () => () => h('span', 'plugin') })
+
+  it('are refused unless the user granted the plugin that permission', () => {
+    setExtensions([info('plain'), info('trusted', { overrides: ['ui:BaseNode'] })])
+    expect(extensionApi.forPlugin('plain').ui.overrideComponent('ui:BaseNode', Replacement)).toBe(false)
+    expect(extensionApi.forPlugin('plain').ui.wrapComponent('ui:BaseNode', (c) => c)).toBe(false)
+    expect(extensionApi.forPlugin('trusted').ui.wrapComponent('ui:GraphEditor', (c) => c)).toBe(false)
+    // The caller cannot be told (no plugin URL on the stack): refused.
+    expect(extensionApi.ui.overrideComponent('ui:BaseNode', Replacement)).toBe(false)
+    expect(console.warn).toHaveBeenCalledTimes(4)
+    expect(resolveCoreComponent('ui:BaseNode', Original)).toBe(Original)
+
+    expect(extensionApi.forPlugin('trusted').ui.overrideComponent('ui:BaseNode', Replacement)).toBe(true)
+    expect(resolveCoreComponent('ui:BaseNode', Original)).toBe(Replacement)
+  })
+
+  it('apply a granted wrapper around the original', () => {
+    setExtensions([info('trusted', { granted: ['ui:StatusBar'] })])
+    const seen: unknown[] = []
+    const ok = extensionApi.forPlugin('trusted').ui.wrapComponent('ui:StatusBar', (original) => {
+      seen.push(original)
+      return Replacement
+    })
+    expect(ok).toBe(true)
+    expect(resolveCoreComponent('ui:StatusBar', Original)).toBe(Replacement)
+    expect(seen).toEqual([Original])
+  })
+
+  it('know the calling plugin from its script URL on the stack', () => {
+    setExtensions([info('hello')])
+    expect(callerPlugin('Error\n    at register (http://127.0.0.1:8420/plugins/hello/web/index.js?v=2:3:9)')).toBe('hello')
+    expect(callerPlugin('Error\n    at x (http://127.0.0.1:8420/plugins/stranger/web/index.js:1:1)')).toBeNull()
+    expect(callerPlugin('Error\n    at x (http://127.0.0.1:8420/assets/index.js:1:1)')).toBeNull()
+  })
+})
+
+describe('client hooks', () => {
+  it('workflow:before-execute passes each handler the inputs the previous one returned', async () => {
+    extensionApi.forPlugin('a').hooks.on('hook:client:workflow:before-execute', ((p: { inputs: Record<string, unknown> }) => ({ ...p.inputs, n: Number(p.inputs.n) + 1 })) as never)
+    extensionApi.forPlugin('b').hooks.on('hook:client:workflow:before-execute', (async (p: { workflowId: string; inputs: Record<string, unknown> }) => ({ ...p.inputs, by: p.workflowId })) as never)
+    extensionApi.forPlugin('c').hooks.on('hook:client:workflow:before-execute', (() => undefined) as never)
+    expect(await runWorkflowBeforeExecute('wf', { n: 1 })).toEqual({ n: 2, by: 'wf' })
+  })
+
+  it('a handler that throws refuses, naming its plugin', async () => {
+    extensionApi.forPlugin('guard').hooks.on('hook:client:settings:before-save', (() => {
+      throw new Error('the API key looks wrong')
+    }) as never)
+    const refusal = await runSettingsBeforeSave({ user_llm: {} }).catch((e: unknown) => e)
+    expect(refusal).toBeInstanceOf(HookRefused)
+    expect((refusal as HookRefused).plugin).toBe('guard')
+    const i18n = makeI18n('en')
+    expect(refusalMessage(refusal, i18n.global.t as never)).toBe('The plugin guard stopped this: the API key looks wrong')
+    expect(refusalMessage(new Error('other'), i18n.global.t as never)).toBeNull()
+    await expect(runWorkflowBeforeExecute('wf', {})).resolves.toEqual({})
+  })
+
+  it('settings:before-save may change the settings', async () => {
+    extensionApi.hooks.on('hook:client:settings:before-save', ((p: { settings: Record<string, unknown> }) => ({ ...p.settings, checked: true })) as never)
+    expect(await runSettingsBeforeSave({ a: 1 })).toEqual({ a: 1, checked: true })
+  })
+
+  it('render hooks reach every handler even when one throws', () => {
+    const el = document.createElement('div')
+    const seen: string[] = []
+    extensionApi.forPlugin('x').hooks.on('hook:client:node:render-after', (() => {
+      throw new Error('x')
+    }) as never)
+    extensionApi.forPlugin('y').hooks.on('hook:client:node:render-after', ((p: { nodeId: string }) => seen.push(`node ${p.nodeId}`)) as never)
+    extensionApi.forPlugin('y').hooks.on('hook:client:chat:message-rendered', ((p: { message: { id: string } }) => seen.push(`message ${p.message.id}`)) as never)
+    emitNodeRenderAfter({ nodeId: 'n1', nodeType: 'core:Text', el })
+    emitChatMessageRendered({ message: { id: 'm1' }, el })
+    expect(seen).toEqual(['node n1', 'message m1'])
+    expect(console.error).toHaveBeenCalledTimes(1)
+  })
+
+  it('an unknown hook name is refused with a warning', async () => {
+    const fn = vi.fn()
+    extensionApi.hooks.on('hook:client:auth:login', fn)
+    expect(console.warn).toHaveBeenCalledTimes(1)
+  })
+
+  it('unsubscribing stops the handler', async () => {
+    const fn = vi.fn()
+    const off = extensionApi.hooks.on('hook:client:settings:before-save', fn)
+    off()
+    await runSettingsBeforeSave({})
+    expect(fn).not.toHaveBeenCalled()
+  })
+})
