@@ -27,11 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -40,7 +38,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
-import uvicorn
 from mcp.client.client import Client
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -58,11 +55,12 @@ from storyloom.plugins import node_registry
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import init_project
 from storyloom.store.database import Database
+from storyloom.testing.loopback import serve_in_thread
 from storyloom.tools.audit_log import AuditLog
 from storyloom.tools.mcp_server import build_mcp_server, mcp_http_app
 from storyloom.tools.tam import parse_tam
 from storyloom.tools.tam_stream import TamStreamFilter
-from storyloom.tools.tool_definition import ServiceImpl, ServiceTool, ToolDefinition
+from storyloom.tools.tool_definition import ServiceTool
 from storyloom.tools.tool_manager import ToolCallContext, ToolCaller, ToolManager
 from storyloom.tools.tool_names import to_mcp_name
 from storyloom.tools.tool_policy import ToolPolicy
@@ -157,13 +155,7 @@ def echo_sync(arguments: dict[str, Any], _context: Any) -> dict[str, Any]:
 
 
 def _tool(tool_id: str, function: Callable[..., Any]) -> ServiceTool:
-    definition = ToolDefinition(
-        id=tool_id,
-        description="Returns its n",
-        parameters=PARAMETERS,
-        implementation=ServiceImpl(function=tool_id.split(":")[-1]),
-    )
-    return ServiceTool(definition=definition, function=function)
+    return ServiceTool.of(tool_id, function, description="Returns its n", parameters=PARAMETERS)
 
 
 @dataclass
@@ -286,12 +278,6 @@ def bare_server() -> Server[Any]:
     return Server("bare", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _serve(
     endpoint: Any, lifespan: Callable[[], contextlib.AbstractAsyncContextManager[None]]
@@ -304,22 +290,8 @@ def _serve(
             yield
 
     app = Starlette(routes=[Route("/mcp", endpoint=endpoint)], lifespan=app_lifespan)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the MCP server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
+    with serve_in_thread(app) as base_url:
+        yield f"{base_url}/mcp"
 
 
 def _bare_http() -> contextlib.AbstractContextManager[str]:

@@ -8,9 +8,15 @@ project) fall back to the data directory's default project, made when missing, a
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storyloom.project.project_file import DEFAULT_PROJECT
+
+if TYPE_CHECKING:
+    from storyloom.tools.tool_host import ToolHost
 
 
 def project_or_cwd(project: Path | None) -> Path | None:
@@ -41,3 +47,24 @@ def project_id(folder: Path) -> str:
     from storyloom.project.project_file import load_project
 
     return load_project(folder).id
+
+
+@contextlib.asynccontextmanager
+async def opened_tool_host(home: Path | None, project: Path | None) -> AsyncIterator[ToolHost]:
+    """The ToolHost of the data directory and project (the data directory's default
+    project without one), closed when the block ends (its knowledge and database too)."""
+    from storyloom.core.home import ensure_home, resolve_home
+    from storyloom.plugins import node_registry
+    from storyloom.tools.tool_host import open_tool_host
+
+    data_dir = ensure_home(resolve_home(home))
+    host = open_tool_host(
+        data_dir, project_or_default(project, data_dir), node_registry=node_registry()
+    )
+    try:
+        yield host
+    finally:
+        await host.aclose()
+        if host.knowledge is not None:
+            await host.knowledge.aclose()
+        host.database.close()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from storyloom.cli.context import project_id, project_or_cwd, project_or_default
-from storyloom.cli.options import HomeOption, ProjectOption, fail
+from storyloom.cli.options import HomeOption, ProjectOption, fail, run_async
 from storyloom.core.errors import StoryloomError
 from storyloom.core.home import ensure_home, resolve_home
 
@@ -280,18 +280,13 @@ def search(
     home: HomeOption = None,
 ) -> None:
     """Hybrid search (vectors + keywords); new or changed entries are embedded first."""
-    import asyncio
-
     data_dir, catalog, project_model = _open_catalog(project, home)
     bases = [_pick(catalog, name) for name in kb] if kb else catalog.bases
     if not bases:
         raise fail("no knowledge bases to search (try `storyloom kb list`)")
-    try:
-        hits = asyncio.run(
-            _search(data_dir, bases, project_model, query, top_k, tag or None, entry_type or None)
-        )
-    except StoryloomError as exc:
-        raise fail(exc) from None
+    hits = run_async(
+        _search(data_dir, bases, project_model, query, top_k, tag or None, entry_type or None)
+    )
     by_id = {(b.kb_id, e.id): (b, e) for b in bases for e in b.kb.entries}
     rows: list[dict[str, Any]] = []
     for hit in hits:

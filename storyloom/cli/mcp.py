@@ -8,22 +8,19 @@ same over Streamable HTTP at ``/mcp``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from storyloom.cli.context import project_or_default
-from storyloom.cli.options import JsonOption, ProjectOption, fail
-from storyloom.core.errors import StoryloomError
+from storyloom.cli.context import opened_tool_host
+from storyloom.cli.options import JsonOption, ProjectOption, run_async
 
 if TYPE_CHECKING:
-    from storyloom.tools.tool_host import ToolHost
+    pass
 
 mcp_app = typer.Typer(
     help="MCP: serve storyloom's tools to MCP hosts; check the MCP servers storyloom uses.",
@@ -50,27 +47,6 @@ NamespaceOption = Annotated[
 ]
 
 
-@contextlib.asynccontextmanager
-async def opened_host(home: Path | None, project: Path | None) -> AsyncIterator[ToolHost]:
-    """The ToolHost of the data directory and project (the data directory's default
-    project without one), closed when the block ends."""
-    from storyloom.core.home import ensure_home, resolve_home
-    from storyloom.plugins import node_registry
-    from storyloom.tools.tool_host import open_tool_host
-
-    data_dir = ensure_home(resolve_home(home))
-    host = open_tool_host(
-        data_dir, project_or_default(project, data_dir), node_registry=node_registry()
-    )
-    try:
-        yield host
-    finally:
-        await host.aclose()
-        if host.knowledge is not None:
-            await host.knowledge.aclose()
-        host.database.close()
-
-
 @mcp_app.command("serve")
 def serve(
     project: ProjectOption = None,
@@ -86,15 +62,11 @@ def serve(
     from storyloom.tools.mcp_server import serve_stdio
 
     async def run() -> None:
-        async with opened_host(home, project) as host:
+        async with opened_tool_host(home, project) as host:
             await serve_stdio(host, namespace=namespace)
 
-    try:
-        asyncio.run(run())
-    except StoryloomError as exc:
-        raise fail(exc) from None
-    except KeyboardInterrupt:
-        pass
+    with contextlib.suppress(KeyboardInterrupt):
+        run_async(run())
 
 
 @mcp_app.command("servers")
@@ -107,7 +79,7 @@ def servers(
     data directory) and print its status and tools."""
 
     async def run() -> list[dict[str, object]]:
-        async with opened_host(home, project) as host:
+        async with opened_tool_host(home, project) as host:
             await host.mcp.start()
             with contextlib.suppress(TimeoutError):
                 await host.mcp.wait_ready()
@@ -115,10 +87,7 @@ def servers(
             listed.extend({"problem": asdict(p)} for p in host.mcp.problems)
             return listed
 
-    try:
-        found = asyncio.run(run())
-    except StoryloomError as exc:
-        raise fail(exc) from None
+    found = run_async(run())
     if as_json:
         typer.echo(json.dumps(found, ensure_ascii=False, indent=2))
         return

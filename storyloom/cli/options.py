@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from storyloom.core.errors import FileFormatError
+from storyloom.core.errors import FileFormatError, StoryloomError
+
+_T = TypeVar("_T")
 
 HomeOption = Annotated[
     Path | None,
@@ -40,3 +43,13 @@ def fail(problem: Exception | str) -> typer.Exit:
     else:
         typer.echo(f"storyloom: {problem}", err=True)
     return typer.Exit(1)
+
+
+def run_async(work: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``work`` to its end; a :class:`StoryloomError` it raises exits as :func:`fail`."""
+    import asyncio
+
+    try:
+        return asyncio.run(work)
+    except StoryloomError as exc:
+        raise fail(exc) from None

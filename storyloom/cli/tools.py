@@ -7,7 +7,6 @@ who would be asked) while ``deny`` still denies.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -17,9 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from storyloom.cli.context import project_or_default
-from storyloom.cli.options import HomeOption, JsonOption, ProjectOption, fail
-from storyloom.core.errors import StoryloomError
+from storyloom.cli.context import opened_tool_host
+from storyloom.cli.options import HomeOption, JsonOption, ProjectOption, fail, run_async
 
 if TYPE_CHECKING:
     from storyloom.tools.tool_definition import ToolEntry
@@ -35,15 +33,7 @@ MCP_WAIT_S = 15.0
 
 @asynccontextmanager
 async def _opened(home: Path | None, project: Path | None, *, mcp: bool) -> AsyncIterator[ToolHost]:
-    from storyloom.core.home import ensure_home, resolve_home
-    from storyloom.plugins import node_registry
-    from storyloom.tools.tool_host import open_tool_host
-
-    data_dir = ensure_home(resolve_home(home))
-    host = open_tool_host(
-        data_dir, project_or_default(project, data_dir), node_registry=node_registry()
-    )
-    try:
+    async with opened_tool_host(home, project) as host:
         if mcp:
             await host.start()
             try:
@@ -51,11 +41,6 @@ async def _opened(home: Path | None, project: Path | None, *, mcp: bool) -> Asyn
             except TimeoutError:
                 typer.echo("storyloom: some MCP servers did not answer in time", err=True)
         yield host
-    finally:
-        await host.aclose()
-        if host.knowledge is not None:
-            await host.knowledge.aclose()
-        host.database.close()
 
 
 def _info(entry: ToolEntry) -> dict[str, Any]:
@@ -92,10 +77,7 @@ def list_tools(
             )
             return infos, problems
 
-    try:
-        infos, problems = asyncio.run(collect())
-    except StoryloomError as exc:
-        raise fail(exc) from None
+    infos, problems = run_async(collect())
     for problem in problems:
         typer.echo(f"storyloom: {problem}", err=True)
     if as_json:
@@ -149,10 +131,7 @@ def call(
             )
             return await host.manager.call(tool_id, arguments, context)
 
-    try:
-        result = asyncio.run(run())
-    except StoryloomError as exc:
-        raise fail(exc) from None
+    result = run_async(run())
     if as_json:
         typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
     elif result.ok:

@@ -342,24 +342,16 @@ class AgentLoop:
                 decision="unknown",
             )
         text = function.get("arguments") or "{}"
+        problem: str | None = None
         try:
             arguments = json.loads(text)
         except json.JSONDecodeError as exc:
-            return _Call(
-                tool=tool,
-                arguments={},
-                block=index,
-                call_id=call_id,
-                problem=f"the arguments are not JSON ({exc.msg} at column {exc.colno})",
-            )
-        if not isinstance(arguments, dict):
-            return _Call(
-                tool=tool,
-                arguments={},
-                block=index,
-                call_id=call_id,
-                problem="the arguments must be a JSON object",
-            )
+            problem = f"the arguments are not JSON ({exc.msg} at column {exc.colno})"
+        else:
+            if not isinstance(arguments, dict):
+                problem = "the arguments must be a JSON object"
+        if problem is not None:
+            return _Call(tool=tool, arguments={}, block=index, call_id=call_id, problem=problem)
         return _Call(tool=tool, arguments=arguments, block=index, call_id=call_id)
 
     async def _dispatch(self, step: int, calls: Sequence[_Call]) -> list[ToolStep]:

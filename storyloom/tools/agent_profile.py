@@ -15,7 +15,6 @@ save that does not validate changes nothing on disk.
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 import threading
 from pathlib import Path
@@ -30,7 +29,12 @@ from storyloom.core.errors import (
     InvalidInput,
     NotFound,
     StoryloomError,
-    problems_from_validation,
+)
+from storyloom.core.json_files import (
+    json_file_ids,
+    model_json_text,
+    read_json_object,
+    validate_document,
 )
 from storyloom.tools.tool_policy import KbAccess, ToolPolicy
 
@@ -113,27 +117,9 @@ def check_agent_id(agent_id: str) -> str:
     return agent_id
 
 
-def _read_object(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise FileFormatError(path, [FieldProblem("", f"not UTF-8 text ({exc.reason})")]) from exc
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise FileFormatError(path, [FieldProblem("", reason)]) from exc
-    if not isinstance(data, dict):
-        raise FileFormatError(path, [FieldProblem("", "expected a JSON object")])
-    return data
-
-
 def validate_profile(data: Any, where: Path | str) -> AgentProfile:
     """``data`` as a profile, or :class:`FileFormatError` naming ``where``, field, reason."""
-    if not isinstance(data, dict):
-        raise FileFormatError(Path(where), [FieldProblem("", "expected a JSON object")])
-    try:
-        return AgentProfile.model_validate(data)
-    except ValidationError as exc:
-        raise FileFormatError(Path(where), problems_from_validation(exc)) from exc
+    return validate_document(AgentProfile, data, where)
 
 
 class AgentProfileProblem(BaseModel):
@@ -156,9 +142,7 @@ class AgentLibrary:
         return self.folder / f"{check_agent_id(agent_id)}.json"
 
     def ids(self) -> list[str]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(p.stem for p in self.folder.glob("*.json") if p.is_file())
+        return json_file_ids(self.folder)
 
     def exists(self, agent_id: str) -> bool:
         try:
@@ -172,7 +156,7 @@ class AgentLibrary:
         path = self.path(agent_id)
         if not path.is_file():
             raise NotFound(f"no agent profile {agent_id!r} (looked for {path})")
-        profile = validate_profile(_read_object(path), path)
+        profile = validate_profile(read_json_object(path), path)
         if profile.id != agent_id:
             raise FileFormatError(
                 path, [FieldProblem("id", f"is {profile.id!r}, but the file is {agent_id}.json")]
@@ -202,21 +186,15 @@ class AgentLibrary:
     def save(self, profile: AgentProfile | dict[str, Any]) -> AgentProfile:
         """Write the profile (created or replaced); a dict is validated first, and a bad
         one raises :class:`~storyloom.core.errors.InvalidInput` with nothing written."""
-        if not isinstance(profile, AgentProfile):
-            try:
-                profile = AgentProfile.model_validate(profile)
-            except ValidationError as exc:
-                raise InvalidInput.from_validation("agent profile", exc) from None
-        else:
-            # A model built with model_construct or changed in place is checked again.
-            try:
-                profile = AgentProfile.model_validate(profile.model_dump(mode="json"))
-            except ValidationError as exc:
-                raise InvalidInput.from_validation("agent profile", exc) from None
+        # A model built with model_construct or changed in place is checked again.
+        data = profile.model_dump(mode="json") if isinstance(profile, AgentProfile) else profile
+        try:
+            profile = AgentProfile.model_validate(data)
+        except ValidationError as exc:
+            raise InvalidInput.from_validation("agent profile", exc) from None
         path = self.path(profile.id)
-        text = json.dumps(profile.model_dump(mode="json"), ensure_ascii=False, indent=2) + "\n"
         with self._lock:
-            atomic_write_text(path, text)
+            atomic_write_text(path, model_json_text(profile))
         return profile
 
     def allow_always(self, agent_id: str, tool_id: str) -> AgentProfile:
@@ -224,8 +202,7 @@ class AgentLibrary:
         edit made meanwhile is kept)."""
         with self._lock:
             profile = self.get(agent_id).with_allow_rule(tool_id)
-            text = json.dumps(profile.model_dump(mode="json"), ensure_ascii=False, indent=2)
-            atomic_write_text(self.path(agent_id), text + "\n")
+            atomic_write_text(self.path(agent_id), model_json_text(profile))
         return profile
 
     def delete(self, agent_id: str) -> None:

@@ -32,9 +32,7 @@ from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.tools.tool_definition import (
     ServiceFunction,
-    ServiceImpl,
     ServiceTool,
-    ToolDefinition,
 )
 from storyloom.tools.tool_manager import ToolCallContext
 
@@ -80,15 +78,8 @@ def _args(model: type[M], arguments: dict[str, Any]) -> M:
 def _tool(
     tool_id: str, name: str, description: str, params: type[BaseModel], fn: ServiceFunction
 ) -> ServiceTool:
-    return ServiceTool(
-        definition=ToolDefinition(
-            id=tool_id,
-            display_name=name,
-            description=description,
-            parameters=parameters_of(params),
-            implementation=ServiceImpl(function=tool_id.split(":", 1)[1]),
-        ),
-        function=fn,
+    return ServiceTool.of(
+        tool_id, fn, description=description, parameters=parameters_of(params), display_name=name
     )
 
 

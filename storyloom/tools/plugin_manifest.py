@@ -63,6 +63,10 @@ def _relative(value: str) -> str:
     return str(path)
 
 
+def _all_relative(value: list[str]) -> list[str]:
+    return [_relative(path) for path in value]
+
+
 class EntrySection(_Section):
     entry: str = Field(description="File or folder, relative to plugin.yaml")
 
@@ -81,11 +85,7 @@ class BuildFrontend(_Section):
     )
 
     _paths = field_validator("entry", "output_dir")(_relative)
-
-    @field_validator("styles")
-    @classmethod
-    def _styles(cls, value: list[str]) -> list[str]:
-        return [_relative(style) for style in value]
+    _styles = field_validator("styles")(_all_relative)
 
 
 class VanillaFrontend(_Section):
@@ -96,11 +96,7 @@ class VanillaFrontend(_Section):
     )
 
     _paths = field_validator("entry", "root_dir")(_relative)
-
-    @field_validator("styles")
-    @classmethod
-    def _styles(cls, value: list[str]) -> list[str]:
-        return [_relative(style) for style in value]
+    _styles = field_validator("styles")(_all_relative)
 
 
 class Frontend(_Section):

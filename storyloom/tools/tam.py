@@ -66,16 +66,10 @@ Offsets
     Code points from the start of the output: a call's offset is its command key's, a
     problem's the place it concerns.
 Results
-    :func:`format_tam_results` writes what is fed back to the model, one block per call::
-
-        <|[TOOL_RESULT]|>
-        tool:「始」chat:RollDice「末」
-        step:「始」1「末」
-        status:「始」ok「末」                 (ok, error, denied or skipped)
-        result:「始」{"total": 14}「末」     (error:「始」…「末」 when not ok)
-        <|[END_TOOL_RESULT]|>
-
-    A string result is written verbatim; anything else as compact JSON (non-ASCII kept).
+    :func:`format_tam_results` writes what is fed back to the model, one
+    ``<|[TOOL_RESULT]|>`` block per call (tool, step, status, then the result or the
+    error); the format is documented in :mod:`storyloom.workflow.tool_results`, which
+    writes it for the agent loop and the chat alike.
 
 Everything here is incremental: :class:`TamScanner` decides a piece of text only once
 the characters after it cannot change the decision, so :func:`parse_tam` and the

@@ -161,6 +161,27 @@ class ServiceTool:
     definition: ToolDefinition
     function: ServiceFunction
 
+    @classmethod
+    def of(
+        cls,
+        tool_id: str,
+        function: ServiceFunction,
+        *,
+        description: str = "",
+        parameters: dict[str, Any] | None = None,
+        display_name: str = "",
+    ) -> ServiceTool:
+        """``function`` as the tool ``tool_id`` (its name after the namespace names the
+        function); ``parameters`` default to an object with no properties."""
+        definition = ToolDefinition(
+            id=tool_id,
+            display_name=display_name,
+            description=description,
+            parameters=parameters or {"type": "object", "properties": {}},
+            implementation=ServiceImpl(function=tool_id.split(":", 1)[-1]),
+        )
+        return cls(definition=definition, function=function)
+
 
 @dataclass(frozen=True)
 class ToolEntry:

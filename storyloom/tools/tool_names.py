@@ -27,6 +27,7 @@ A name longer than the protocol allows raises :class:`ToolNameTooLong`.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from storyloom.core.errors import InvalidInput
 
@@ -49,40 +50,59 @@ class BadToolName(InvalidInput, ValueError):
     """A name that no id maps to."""
 
 
+@dataclass(frozen=True)
+class _NameScheme:
+    """One protocol's names: which ids map plainly, what ``:`` becomes, how long a name
+    may be."""
+
+    plain: re.Pattern[str]
+    colon: str
+    limit: int
+    what: str
+
+    def to_name(self, tool_id: str) -> str:
+        name = (
+            tool_id.replace(":", self.colon)
+            if self.plain.fullmatch(tool_id)
+            else _escape(tool_id, colon=self.colon)
+        )
+        return _checked(tool_id, name, self.limit, self.what)
+
+    def from_name(self, name: str) -> str:
+        tool_id = (
+            _unescape(name, colon=self.colon)
+            if name.startswith(_ESCAPE)
+            else name.replace(self.colon, ":")
+        )
+        if not tool_id or self.to_name(tool_id) != name:
+            raise BadToolName(f"{name!r} is not a storyloom tool name")
+        return tool_id
+
+
+_MCP = _NameScheme(_MCP_PLAIN, ".", MCP_NAME_MAX, "an MCP tool name")
+_FUNCTION = _NameScheme(_FUNCTION_PLAIN, "__", FUNCTION_NAME_MAX, "a function name")
+
+
 def to_mcp_name(tool_id: str) -> str:
     """The MCP tool name of ``tool_id`` (see the module docs)."""
-    name = (
-        tool_id.replace(":", ".") if _MCP_PLAIN.fullmatch(tool_id) else _escape(tool_id, colon=".")
-    )
-    return _checked(tool_id, name, MCP_NAME_MAX, "an MCP tool name")
+    return _MCP.to_name(tool_id)
 
 
 def from_mcp_name(name: str) -> str:
     """The tool id an MCP tool name stands for; :class:`BadToolName` for a name that
     :func:`to_mcp_name` never makes."""
-    tool_id = _unescape(name, colon=".") if name.startswith(_ESCAPE) else name.replace(".", ":")
-    if not tool_id or to_mcp_name(tool_id) != name:
-        raise BadToolName(f"{name!r} is not a storyloom tool name")
-    return tool_id
+    return _MCP.from_name(name)
 
 
 def to_function_name(tool_id: str) -> str:
     """The OpenAI function name of ``tool_id`` (see the module docs)."""
-    name = (
-        tool_id.replace(":", "__")
-        if _FUNCTION_PLAIN.fullmatch(tool_id)
-        else _escape(tool_id, colon="__")
-    )
-    return _checked(tool_id, name, FUNCTION_NAME_MAX, "a function name")
+    return _FUNCTION.to_name(tool_id)
 
 
 def from_function_name(name: str) -> str:
     """The tool id a function name stands for; :class:`BadToolName` for a name that
     :func:`to_function_name` never makes."""
-    tool_id = _unescape(name, colon="__") if name.startswith(_ESCAPE) else name.replace("__", ":")
-    if not tool_id or to_function_name(tool_id) != name:
-        raise BadToolName(f"{name!r} is not a storyloom tool name")
-    return tool_id
+    return _FUNCTION.from_name(name)
 
 
 def _checked(tool_id: str, name: str, limit: int, what: str) -> str:

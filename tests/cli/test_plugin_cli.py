@@ -5,22 +5,10 @@ problem of a broken plugin with file, field and reason and exits 1."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from storyloom.project.project_file import init_project
-
-
-def storyloom(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "storyloom", *args],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "STORYLOOM_HOME": str(home)},
-        timeout=120,
-        cwd=cwd,
-    )
+from tests.cli.cli_support import storyloom
 
 
 def test_new_validate_list_and_enable(tmp_path: Path) -> None:

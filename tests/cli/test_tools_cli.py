@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from storyloom.project.project_file import init_project
 from storyloom.store.database import Database
 from storyloom.tools.audit_log import AuditLog
+from tests.cli.cli_support import storyloom
 from tests.tools.tool_support import GREET
 
 
-def storyloom(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "storyloom", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "STORYLOOM_HOME": str(home)},
-        timeout=120,
-        cwd=home,
+def call_tool(
+    home: Path, project: Path, tool_id: str, args: str, *more: str
+) -> subprocess.CompletedProcess[str]:
+    """``storyloom tools call <tool_id> --args <args> *more`` on ``project``."""
+    return storyloom(
+        "tools", "call", tool_id, "--args", args, *more, "--project", str(project), home=home
     )
 
 
@@ -55,29 +52,10 @@ def test_list_shows_every_source_as_json(tmp_path: Path) -> None:
 
 def test_call_runs_through_policy_and_audit(tmp_path: Path) -> None:
     home, project = setup(tmp_path)  # the default policy: ask, which a person's call passes
-    done = storyloom(
-        "tools",
-        "call",
-        "workflow:greet",
-        "--args",
-        '{"name": "Ann"}',
-        "--project",
-        str(project),
-        home=home,
-    )
+    done = call_tool(home, project, "workflow:greet", '{"name": "Ann"}')
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Hello, Ann"
-    rolled = storyloom(
-        "tools",
-        "call",
-        "chat:RollDice",
-        "--args",
-        '{"notation": "3d6"}',
-        "--json",
-        "--project",
-        str(project),
-        home=home,
-    )
+    rolled = call_tool(home, project, "chat:RollDice", '{"notation": "3d6"}', "--json")
     assert rolled.returncode == 0, rolled.stderr
     result = json.loads(rolled.stdout)
     assert result["ok"] and result["decision"] == "allowed" and 3 <= result["result"]["total"] <= 18
@@ -98,33 +76,13 @@ def test_call_exits_nonzero_when_denied_or_invalid(tmp_path: Path) -> None:
     home, project = setup(
         tmp_path, {"rules": [{"tool": "chat:*", "action": "deny"}], "default": "ask"}
     )
-    denied = storyloom(
-        "tools",
-        "call",
-        "chat:RollDice",
-        "--args",
-        '{"notation": "d6"}',
-        "--project",
-        str(project),
-        home=home,
-    )
+    denied = call_tool(home, project, "chat:RollDice", '{"notation": "d6"}')
     assert denied.returncode == 1
     assert "denied" in denied.stderr and "tool policy" in denied.stderr
-    bad = storyloom(
-        "tools",
-        "call",
-        "workflow:greet",
-        "--args",
-        '{"nam": "x"}',
-        "--project",
-        str(project),
-        home=home,
-    )
+    bad = call_tool(home, project, "workflow:greet", '{"nam": "x"}')
     assert bad.returncode == 1
     assert "invalid" in bad.stderr and "'name': required" in bad.stderr
-    not_json = storyloom(
-        "tools", "call", "workflow:greet", "--args", "{oops", "--project", str(project), home=home
-    )
+    not_json = call_tool(home, project, "workflow:greet", "{oops")
     assert not_json.returncode == 1 and "--args is not JSON" in not_json.stderr
 
 

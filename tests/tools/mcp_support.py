@@ -1,20 +1,16 @@
 """What the MCP tests share: a tool host over a real ToolManager (registry, audit log in
 SQLite, workflow runner, knowledge service), the npm packages `make test` installs, and a
-uvicorn server on a free loopback port."""
+uvicorn server on a free loopback port (``storyloom.testing.loopback``)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import socket
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -23,10 +19,11 @@ from storyloom.core.settings import Settings
 from storyloom.plugins import node_registry
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.store.database import Database
+from storyloom.testing.loopback import serve_in_thread
 from storyloom.tools.audit_log import AuditLog
 from storyloom.tools.mcp_server import McpHttpApp
 from storyloom.tools.secret_store import SecretStore
-from storyloom.tools.tool_definition import ServiceImpl, ServiceTool, ToolDefinition
+from storyloom.tools.tool_definition import ServiceTool
 from storyloom.tools.tool_host import ToolHost
 from storyloom.tools.tool_manager import ToolManager
 from storyloom.tools.tool_policy import PolicyRule, ToolPolicy
@@ -50,22 +47,6 @@ def require_npm_package(path: Path) -> Path:
             "pinned MCP packages"
         )
     return path
-
-
-def service_tool(
-    tool_id: str,
-    function: Callable[[dict[str, Any], Any], Any],
-    *,
-    description: str = "",
-    parameters: dict[str, Any] | None = None,
-) -> ServiceTool:
-    definition = ToolDefinition(
-        id=tool_id,
-        description=description,
-        parameters=parameters or {"type": "object", "properties": {}},
-        implementation=ServiceImpl(function=tool_id.split(":")[-1]),
-    )
-    return ServiceTool(definition=definition, function=function)
 
 
 @dataclass
@@ -120,32 +101,12 @@ def make_host(tmp_path: Path, tools: list[ServiceTool]) -> McpTestHost:
     return host
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serve_mcp(mcp: McpHttpApp, path: str = "/mcp") -> Iterator[str]:
     """``mcp`` on a free loopback port in a uvicorn thread; yields its URL."""
     app: ASGIApp = Starlette(routes=[mcp.route(path)], lifespan=lambda _app: mcp.lifespan())
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise AssertionError("the MCP test server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}{path}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
+    with serve_in_thread(app) as base_url:
+        yield base_url + path
 
 
 def write_servers(folder: Path, servers: dict[str, dict[str, Any]]) -> None:

@@ -8,6 +8,11 @@ from typing import Any
 import yaml
 
 from storyloom.core.settings import Settings
+from storyloom.tools.plugin_host import PluginHost
+
+HOSTS: list[PluginHost] = []
+"""The plugin hosts a test opened: tests/tools/conftest.py closes them after each test
+(plugin modules live in sys.modules until their host unloads them)."""
 
 
 def write_plugin(

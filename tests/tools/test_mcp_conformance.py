@@ -28,8 +28,8 @@ from tests.tools.mcp_support import (
     make_tool_host,
     require_npm_package,
     serve_mcp,
-    service_tool,
 )
+from tests.tools.tool_support import service_tool
 
 RUN = [
     "server-initialize",

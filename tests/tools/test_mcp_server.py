@@ -17,7 +17,8 @@ from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.tools.mcp_server import build_mcp_server, kb_uri, mcp_http_app
 from storyloom.tools.tool_names import from_mcp_name, to_mcp_name
-from tests.tools.mcp_support import McpTestHost, make_host, serve_mcp, service_tool
+from tests.tools.mcp_support import McpTestHost, make_host, serve_mcp
+from tests.tools.tool_support import service_tool
 
 SCHEMA_2020 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,7 @@ from storyloom.tools.plugin_host import PluginHost
 from storyloom.tools.tool_definition import ServiceTool, ToolDefinition
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.nodes.interface_nodes import GroupInput, GroupOutput
-from tests.tools.plugin_support import enabled, node_module, write_plugin
-
-HOSTS: list[PluginHost] = []
-
-
-@pytest.fixture(autouse=True)
-def close_hosts() -> Iterator[None]:
-    yield
-    while HOSTS:
-        HOSTS.pop().close()
+from tests.tools.plugin_support import HOSTS, enabled, node_module, write_plugin
 
 
 class Env:

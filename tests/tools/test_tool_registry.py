@@ -5,11 +5,8 @@ namespace, problems named with their places."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from storyloom.core.settings import Settings
 from storyloom.tools import builtin_tools
@@ -17,18 +14,10 @@ from storyloom.tools.plugin_host import PluginHost
 from storyloom.tools.plugin_scaffold import write_example_plugin
 from storyloom.tools.tool_definition import SCRIPT_UNAVAILABLE, ToolEntry
 from storyloom.tools.tool_registry import ToolProblem
+from tests.tools.plugin_support import HOSTS
 from tests.tools.tool_support import GREET, Tools, make_tools, service_tool
 
 NAME = "demo"
-HOSTS: list[PluginHost] = []
-
-
-@pytest.fixture(autouse=True)
-def close_hosts() -> Iterator[None]:
-    # Plugin modules live in sys.modules until their host unloads them.
-    yield
-    while HOSTS:
-        HOSTS.pop().close()
 
 
 def with_plugin(tmp_path: Path, *, enabled: bool = True) -> tuple[Tools, Path]:

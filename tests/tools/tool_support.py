@@ -19,7 +19,7 @@ from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.store.database import Database
 from storyloom.tools.audit_log import AuditLog
 from storyloom.tools.builtin_tools import BUILTIN_TOOLS
-from storyloom.tools.tool_definition import ServiceImpl, ServiceTool, ToolDefinition
+from storyloom.tools.tool_definition import ServiceTool
 from storyloom.tools.tool_manager import ToolCallContext, ToolCaller, ToolManager
 from storyloom.tools.tool_policy import KbAccess, ToolPolicy
 from storyloom.tools.tool_registry import ToolRegistry
@@ -60,15 +60,7 @@ def service_tool(
     parameters: dict[str, Any] | None = None,
     description: str = "",
 ) -> ServiceTool:
-    return ServiceTool(
-        definition=ToolDefinition(
-            id=tool_id,
-            description=description,
-            parameters=parameters or {"type": "object", "properties": {}},
-            implementation=ServiceImpl(function=tool_id.split(":")[-1]),
-        ),
-        function=function,
-    )
+    return ServiceTool.of(tool_id, function, description=description, parameters=parameters)
 
 
 @dataclass

@@ -1,27 +1,15 @@
 """``storyloom workflow ...`` end to end: a real process, a real home, the replay LLM."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from storyloom.store.database import Database
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.workflow.node_history import NodeHistory
+from tests.cli.cli_support import storyloom
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def storyloom(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "storyloom", *args],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "STORYLOOM_HOME": str(home)},
-        timeout=120,
-        cwd=home,
-    )
 
 
 def edge(spec: str) -> dict[str, str]:

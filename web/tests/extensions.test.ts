@@ -21,6 +21,8 @@ import {
 import { refusalMessage } from '../src/extensions/hookMessages'
 import { loadExtensions, reloadExtensions, resetLoader } from '../src/extensions/loader'
 import PluginOutlet from '../src/extensions/PluginOutlet.vue'
+import ChatLog from '../src/components/chat/ChatLog.vue'
+import { message } from './chatFixtures'
 import { makeI18n } from '../src/i18n'
 
 const q = (id: string) => `[data-testid="${id}"]`
@@ -188,6 +190,32 @@ describe('wrap and override', () => {
     expect(ok).toBe(true)
     expect(resolveCoreComponent('ui:StatusBar', Original)).toBe(Replacement)
     expect(seen).toEqual([Original])
+  })
+
+  it('reach the chat: a granted ui:ChatMessage wrapper draws every message, an ungranted one nothing', async () => {
+    const props = {
+      hidden: 0,
+      visible: [message('a', null, { content: 'Hello there.' })],
+      continuation: [],
+      futureShown: [],
+      pointerId: 'a',
+      editingId: null,
+      locked: false,
+      scripts: false,
+      empty: false,
+    }
+    setExtensions([info('plain'), info('trusted', { overrides: ['ui:ChatMessage'] })])
+    const Framed = (original: unknown) =>
+      defineComponent({ inheritAttrs: false, setup: (_, { attrs }) => () => h('div', { 'data-testid': 'framed' }, [h(original as never, attrs)]) })
+    expect(extensionApi.forPlugin('plain').ui.wrapComponent('ui:ChatMessage', Framed)).toBe(false)
+    const before = mount(ChatLog, { props, global: { plugins: [makeI18n('en')] } })
+    expect(before.find(q('framed')).exists()).toBe(false)
+    expect(before.text()).toContain('Hello there.')
+
+    expect(extensionApi.forPlugin('trusted').ui.wrapComponent('ui:ChatMessage', Framed)).toBe(true)
+    await nextTick()
+    expect(before.find(q('framed')).exists()).toBe(true)
+    expect(before.find(q('framed')).text()).toContain('Hello there.')
   })
 
   it('know the calling plugin from its script URL on the stack', () => {

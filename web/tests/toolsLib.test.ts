@@ -4,8 +4,6 @@ import { describe, expect, it } from 'vitest'
 import type { ConfigOptionInfo } from '../src/api/config'
 import type { McpServerInfo } from '../src/api/mcp'
 import { newAgentProfile } from '../src/api/agents'
-import type { PluginInfo } from '../src/api/plugins'
-import type { ToolInfo } from '../src/api/tools'
 import { AVAILABLE_TOOLS_MARKER, profileErrors, promptLacksToolDocs, toggleInventory, unknownInventory } from '../src/lib/agentProfileForm'
 import { buildUpdate, draftValue, initialDraft, optionCards, problemsByKey } from '../src/lib/configOptions'
 import { mcpFormErrors, mcpFormFrom, mcpUpdate } from '../src/lib/mcpServerForm'
@@ -20,42 +18,10 @@ import {
   requestedOverrides,
   searchTools,
 } from '../src/lib/toolCatalog'
+import { plugin, tool } from './toolFixtures'
 
 function option(over: Partial<ConfigOptionInfo> & { key: string }): ConfigOptionInfo {
   return { type: 'string', label: over.key, value: null, plugin: null, tool: null, ...over }
-}
-
-function tool(id: string, over: Partial<ToolInfo> = {}): ToolInfo {
-  return {
-    id,
-    displayName: '',
-    description: '',
-    parameters: { type: 'object', properties: {} },
-    implementation: 'service',
-    source: 'builtin',
-    plugin: null,
-    available: true,
-    unavailableReason: null,
-    configSchema: [],
-    ...over,
-  }
-}
-
-function plugin(over: Partial<PluginInfo> = {}): PluginInfo {
-  return {
-    name: 'dice-plus',
-    displayName: 'Dice Plus',
-    version: '1.0.0',
-    description: '',
-    folder: '/p/plugins/dice-plus',
-    origin: 'project',
-    enabled: false,
-    risk: 'medium',
-    riskReasons: ['runs Python in the server'],
-    declares: { nodes: [], tools: [], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] }, services: { override: [] } },
-    granted: [],
-    ...over,
-  }
 }
 
 describe('config option cards', () => {

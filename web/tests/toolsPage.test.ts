@@ -1,43 +1,22 @@
 // The Tools page's components against a fake server (fetch): "try it" from a tool's
 // parameters, enabling plugins (with and without overrides), and Settings → Extensions.
 import { flushPromises, mount } from '@vue/test-utils'
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { ConfigOptionInfo } from '../src/api/config'
 import type { PluginInfo } from '../src/api/plugins'
-import type { ToolInfo } from '../src/api/tools'
 import ExtensionsSection from '../src/components/settings/ExtensionsSection.vue'
 import PluginList from '../src/components/tools/PluginList.vue'
 import ToolTryForm from '../src/components/tools/ToolTryForm.vue'
 import { makeI18n } from '../src/i18n'
+import { type Call, type Reply, useFakeFetch } from './fakeFetch'
+import { plugin, tool } from './toolFixtures'
 
-type Call = { url: string; method: string; body: unknown }
-
-let calls: Call[]
-let respond: (call: Call) => { status: number; body: unknown }
-
-beforeEach(() => {
-  calls = []
-  respond = () => ({ status: 200, body: {} })
-  vi.stubGlobal(
-    'fetch',
-    vi.fn(async (url: string, init: RequestInit = {}) => {
-      const call = { url, method: init.method ?? 'GET', body: init.body ? JSON.parse(init.body as string) : undefined }
-      calls.push(call)
-      const { status, body } = respond(call)
-      return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } })
-    }),
-  )
-})
-
-afterEach(() => {
-  vi.unstubAllGlobals()
-})
+const server = useFakeFetch()
 
 const q = (id: string) => `[data-testid="${id}"]`
 const global = { plugins: [makeI18n('en')] }
 
-const DICE: ToolInfo = {
-  id: 'chat:RollDice',
+const DICE = tool('chat:RollDice', {
   displayName: 'Roll dice',
   description: 'Roll dice in NdM notation',
   parameters: {
@@ -48,17 +27,11 @@ const DICE: ToolInfo = {
     },
     required: ['notation'],
   },
-  implementation: 'service',
-  source: 'builtin',
-  plugin: null,
-  available: true,
-  unavailableReason: null,
-  configSchema: [],
-}
+})
 
 describe('try it', () => {
   it('calls the tool with the typed arguments, leaving empty optional ones out, and shows the outcome', async () => {
-    respond = () => ({
+    server.respond = () => ({
       status: 200,
       body: { tool: DICE.id, arguments: { notation: '2d6' }, decision: 'allowed', ok: true, result: { total: 7 }, error: null, durationMs: 1.2, auditId: 5 },
     })
@@ -67,7 +40,7 @@ describe('try it', () => {
     await wrapper.get(q('try-run')).trigger('click')
     await wrapper.get('form').trigger('submit')
     await flushPromises()
-    const posts = calls.filter((c) => c.url === '/api/tools/call')
+    const posts = server.calls.filter((c) => c.url === '/api/tools/call')
     expect(posts.at(-1)).toEqual({ url: '/api/tools/call', method: 'POST', body: { tool: 'chat:RollDice', arguments: { notation: '2d6' } } })
     const result = wrapper.get(q('try-result'))
     expect(result.attributes('data-decision')).toBe('allowed')
@@ -80,12 +53,12 @@ describe('try it', () => {
     await wrapper.get(q('try-arg-notation')).setValue('')
     await wrapper.get('form').trigger('submit')
     await flushPromises()
-    expect(calls).toEqual([])
+    expect(server.calls).toEqual([])
     expect(wrapper.find(q('try-invalid')).exists()).toBe(true)
   })
 
   it('shows a denial as a failed outcome with its reason', async () => {
-    respond = () => ({
+    server.respond = () => ({
       status: 200,
       body: { tool: DICE.id, arguments: { notation: '1d4' }, decision: 'denied', ok: false, result: null, error: 'denied by rule chat:*', durationMs: 0.1, auditId: 6 },
     })
@@ -99,25 +72,21 @@ describe('try it', () => {
 })
 
 function pluginInfo(over: Partial<PluginInfo> = {}): PluginInfo {
-  return {
+  return plugin({
     name: 'example',
     displayName: 'Example',
     version: '0.1.0',
     description: 'An example',
     folder: '/p/plugins/example',
-    origin: 'project',
-    enabled: false,
-    risk: 'medium',
     riskReasons: ['runs Python in the server process'],
     declares: { nodes: ['example:Echo'], tools: ['example:shout'], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] }, services: { override: [] } },
-    granted: [],
     ...over,
-  }
+  })
 }
 
 describe('plugins', () => {
   function serve(plugins: PluginInfo[]) {
-    respond = (call) => {
+    server.respond = (call) => {
       if (call.url === '/api/plugins/installed') {
         return { status: 200, body: { plugins, problems: [{ folder: 'broken', file: 'plugin.yaml', field: 'name', reason: 'must be kebab-case' }] } }
       }
@@ -146,8 +115,8 @@ describe('plugins', () => {
     await flushPromises()
     await wrapper.get(q('plugin-enable-example')).trigger('click')
     await flushPromises()
-    expect(calls.find((c) => c.url === '/api/plugins/example/enable')?.body).toEqual({ grantOverrides: false })
-    expect(calls.some((c) => c.url === '/api/plugins')).toBe(true)
+    expect(server.calls.find((c) => c.url === '/api/plugins/example/enable')?.body).toEqual({ grantOverrides: false })
+    expect(server.calls.some((c) => c.url === '/api/plugins')).toBe(true)
     expect(wrapper.emitted('changed')).toHaveLength(1)
     expect(wrapper.get(q('plugin-example')).attributes('data-enabled')).toBe('true')
   })
@@ -159,11 +128,11 @@ describe('plugins', () => {
     await flushPromises()
     await wrapper.get(q('plugin-enable-example')).trigger('click')
     await flushPromises()
-    expect(calls.some((c) => c.url.endsWith('/enable'))).toBe(false)
+    expect(server.calls.some((c) => c.url.endsWith('/enable'))).toBe(false)
     expect(wrapper.get(q('plugin-grant-dialog-example')).text()).toContain('ui:ChatComposer')
     await wrapper.get(q('plugin-grant-example')).trigger('click')
     await flushPromises()
-    expect(calls.find((c) => c.url === '/api/plugins/example/enable')?.body).toEqual({ grantOverrides: true })
+    expect(server.calls.find((c) => c.url === '/api/plugins/example/enable')?.body).toEqual({ grantOverrides: true })
   })
 })
 
@@ -174,8 +143,8 @@ describe('Settings → Extensions', () => {
     { key: 'extensions.example.api_key', type: 'secret', label: 'API key', value: null, isSet: true, plugin: 'example', tool: null },
   ]
 
-  function serve(put: (call: Call) => { status: number; body: unknown } = () => ({ status: 200, body: OPTIONS })) {
-    respond = (call) => {
+  function serve(put: (call: Call) => Reply = () => ({ status: 200, body: OPTIONS })) {
+    server.respond = (call) => {
       if (call.url === '/api/config' && call.method === 'GET') return { status: 200, body: OPTIONS }
       if (call.url === '/api/config') return put(call)
       if (call.url === '/api/plugins') {
@@ -204,7 +173,7 @@ describe('Settings → Extensions', () => {
     await wrapper.get(q('config-extensions.example.api_key-clear')).setValue(true)
     await wrapper.get(q('settings-ext-example')).trigger('submit')
     await flushPromises()
-    const put = calls.find((c) => c.method === 'PUT')
+    const put = server.calls.find((c) => c.method === 'PUT')
     expect(put?.body).toEqual({ values: { 'extensions.example.loud': true, 'extensions.example.api_key': null } })
   })
 
@@ -215,12 +184,12 @@ describe('Settings → Extensions', () => {
     await wrapper.get(q('config-extensions.example.size')).setValue('11')
     await wrapper.get(q('settings-ext-example')).trigger('submit')
     await flushPromises()
-    expect(calls.some((c) => c.method === 'PUT')).toBe(false)
+    expect(server.calls.some((c) => c.method === 'PUT')).toBe(false)
     expect(wrapper.get(q('config-extensions.example.size-error')).text()).toBe('Must be at most 10')
     await wrapper.get(q('config-extensions.example.size')).setValue('5')
     await wrapper.get(q('settings-ext-example')).trigger('submit')
     await flushPromises()
-    expect(calls.find((c) => c.method === 'PUT')?.body).toEqual({ values: { 'extensions.example.size': 5 } })
+    expect(server.calls.find((c) => c.method === 'PUT')?.body).toEqual({ values: { 'extensions.example.size': 5 } })
     expect(wrapper.get(q('config-extensions.example.size-error')).text()).toBe('must be even')
   })
 })

@@ -28,18 +28,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from storyloom.chat.store.conversation import BackgroundSnapshot, CharacterSnapshot
 from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.atomic_io import atomic_write_bytes, atomic_write_text
 from storyloom.core.errors import (
     Conflict,
-    FieldProblem,
     FileFormatError,
     NotFound,
-    problems_from_validation,
 )
+from storyloom.core.json_files import json_file_ids, read_json_object, validate_document
 from storyloom.project.project_file import folder_slug
 from storyloom.sillytavern.character import CharacterDefinition
 
@@ -193,28 +192,6 @@ def check_preset_id(preset_id: str) -> str:
     return preset_id
 
 
-def _read_json_object(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileFormatError(path, [FieldProblem("", f"not UTF-8 text ({exc.reason})")]) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise FileFormatError(path, [FieldProblem("", reason)]) from exc
-    if not isinstance(data, dict):
-        raise FileFormatError(path, [FieldProblem("", "expected a JSON object")])
-    return data
-
-
-def _validate(model: type[_M], path: Path, data: dict[str, Any]) -> _M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise FileFormatError(path, problems_from_validation(exc)) from exc
-
-
 def file_version(path: Path) -> str:
     """A short hash of a file's bytes: the version an optimistic save compares."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -246,10 +223,7 @@ class PresetLibrary:
         return self.folder(kind) / f"{check_preset_id(preset_id)}.json"
 
     def _ids(self, kind: PresetKind) -> list[str]:
-        folder = self.folder(kind)
-        if not folder.is_dir():
-            return []
-        return sorted(p.stem for p in folder.glob("*.json") if p.is_file())
+        return json_file_ids(self.folder(kind))
 
     def _existing(self, kind: PresetKind, preset_id: str) -> Path:
         path = self.path(kind, preset_id)
@@ -284,7 +258,7 @@ class PresetLibrary:
 
     def character(self, character_id: str) -> CharacterDefinition:
         path = self._existing("characters", character_id)
-        return _validate(CharacterDefinition, path, _read_json_object(path))
+        return validate_document(CharacterDefinition, read_json_object(path), path)
 
     def save_character(self, character_id: str | None, preset: CharacterDefinition) -> str:
         """Write the preset (a new id made from its name when ``character_id`` is None)."""
@@ -381,8 +355,8 @@ class PresetLibrary:
 
     def background(self, background_id: str) -> BackgroundPreset:
         path = self._existing("backgrounds", background_id)
-        data = _read_json_object(path)
-        preset = _validate(BackgroundPreset, path, data)
+        data = read_json_object(path)
+        preset = validate_document(BackgroundPreset, data, path)
         return preset.model_copy(update={"background_id": background_id})
 
     def save_background(
@@ -410,7 +384,7 @@ class PresetLibrary:
 
     def summary(self, summary_id: str) -> SummaryPreset:
         path = self._existing("summaries", summary_id)
-        preset = _validate(SummaryPreset, path, _read_json_object(path))
+        preset = validate_document(SummaryPreset, read_json_object(path), path)
         return preset.model_copy(update={"summary_id": summary_id})
 
     def save_summary(self, preset: SummaryPreset, *, now: datetime | None = None) -> SummaryPreset:

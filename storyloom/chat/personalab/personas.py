@@ -35,6 +35,12 @@ from storyloom.core.errors import (
     StoryloomError,
     problems_from_validation,
 )
+from storyloom.core.json_files import (
+    json_file_ids,
+    model_json_text,
+    read_json_object,
+    validate_document,
+)
 from storyloom.project.project_file import folder_slug
 
 PERSONAS_DIR = "presets/personas"
@@ -64,27 +70,9 @@ def _check_id(persona_id: str) -> str:
     return check_preset_id(persona_id)
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise FileFormatError(path, [FieldProblem("", f"not UTF-8 text ({exc.reason})")]) from exc
-    except json.JSONDecodeError as exc:
-        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise FileFormatError(path, [FieldProblem("", reason)]) from exc
-    if not isinstance(data, dict):
-        raise FileFormatError(path, [FieldProblem("", "expected a JSON object")])
-    return data
-
-
 def validate_persona(data: Any, where: Path | str) -> Persona:
     """``data`` as a persona, or :class:`FileFormatError` naming ``where``, field, reason."""
-    if not isinstance(data, dict):
-        raise FileFormatError(Path(where), [FieldProblem("", "expected a JSON object")])
-    try:
-        return Persona.model_validate(data)
-    except ValidationError as exc:
-        raise FileFormatError(Path(where), problems_from_validation(exc)) from exc
+    return validate_document(Persona, data, where)
 
 
 @dataclass
@@ -137,10 +125,6 @@ def read_persona_document(document: Any, where: Path | str) -> PersonaImport:
     return out
 
 
-def _dump(persona: Persona) -> str:
-    return json.dumps(persona.model_dump(mode="json"), ensure_ascii=False, indent=2) + "\n"
-
-
 class PersonaProblem(BaseModel):
     id: str
     file: str
@@ -161,9 +145,7 @@ class PersonaLibrary:
         return self.folder / f"{_check_id(persona_id)}.json"
 
     def ids(self) -> list[str]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(p.stem for p in self.folder.glob("*.json") if p.is_file())
+        return json_file_ids(self.folder)
 
     def _existing(self, persona_id: str) -> Path:
         path = self.path(persona_id)
@@ -173,7 +155,7 @@ class PersonaLibrary:
 
     def get(self, persona_id: str) -> Persona:
         path = self._existing(persona_id)
-        persona = validate_persona(_read(path), path)
+        persona = validate_persona(read_json_object(path), path)
         return persona.model_copy(update={"id": persona_id})
 
     def version(self, persona_id: str) -> str:
@@ -201,7 +183,7 @@ class PersonaLibrary:
             taken = {p.stem for p in self.folder.glob("*")} if self.folder.is_dir() else set()
             persona_id = _check_id(folder_slug(persona.name, taken))
             saved = persona.model_copy(update={"id": persona_id, "avatar": None})
-            atomic_write_text(self.path(persona_id), _dump(saved))
+            atomic_write_text(self.path(persona_id), model_json_text(saved))
             if self.default_id() is None:
                 # The first persona a project gets is its default, as SillyTavern's is.
                 self._write_default(persona_id)
@@ -219,7 +201,7 @@ class PersonaLibrary:
                 )
             old = self.get(persona_id)
             saved = persona.model_copy(update={"id": persona_id, "avatar": old.avatar})
-            atomic_write_text(path, _dump(saved))
+            atomic_write_text(path, model_json_text(saved))
             return saved
 
     def delete(self, persona_id: str) -> None:
@@ -247,7 +229,7 @@ class PersonaLibrary:
             if persona.avatar and persona.avatar != name:
                 (self.folder / Path(persona.avatar).name).unlink(missing_ok=True)
             saved = persona.model_copy(update={"avatar": name})
-            atomic_write_text(path, _dump(saved))
+            atomic_write_text(path, model_json_text(saved))
             return saved
 
     def avatar_path(self, persona_id: str) -> Path | None:
@@ -259,7 +241,7 @@ class PersonaLibrary:
 
     def _avatar_name(self, path: Path) -> str | None:
         try:
-            avatar = _read(path).get("avatar")
+            avatar = read_json_object(path).get("avatar")
         except (StoryloomError, OSError):
             return None
         return Path(avatar).name if isinstance(avatar, str) and avatar else None
@@ -271,7 +253,7 @@ class PersonaLibrary:
         if not self._default_file.is_file():
             return None
         try:
-            value = _read(self._default_file).get("persona_id")
+            value = read_json_object(self._default_file).get("persona_id")
         except (StoryloomError, OSError):
             return None
         if not isinstance(value, str) or not value:

@@ -6,32 +6,28 @@ import { type Fetch, requestJson } from './client'
 export type McpTransport = 'stdio' | 'http'
 export type McpStatus = 'connected' | 'connecting' | 'failed' | 'disabled'
 
-export interface McpServerInfo {
+/** A server's settings, as listed and as sent. */
+interface McpServerSettings {
   name: string
   scope: 'project' | 'user'
   transport: McpTransport
   command: string | null
   args: string[]
   url: string | null
-  envKeys: string[]
   timeoutS: number
   enabled: boolean
+}
+
+export interface McpServerInfo extends McpServerSettings {
+  envKeys: string[]
   status: McpStatus
   error: string | null
   tools: string[]
 }
 
 /** The body of PUT: the server's settings plus env values; a key left out keeps its stored value. */
-export interface McpServerUpdate {
-  name: string
-  scope: 'project' | 'user'
-  transport: McpTransport
-  command: string | null
-  args: string[]
-  url: string | null
+export interface McpServerUpdate extends McpServerSettings {
   env: Record<string, string | null>
-  timeoutS: number
-  enabled: boolean
 }
 
 export function listMcpServers(fetchImpl?: Fetch): Promise<McpServerInfo[]> {
