@@ -251,9 +251,17 @@ def _now() -> str:
 
 
 def kb_create_entry(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+    """A new entry; within a chat turn, the same call replayed by a swipe (same turn, same
+    place among the turn's writes, same arguments) answers the entry it wrote the first
+    time instead of writing it again."""
     params = _args(CreateEntryParams, arguments)
     knowledge = _knowledge(ctx)
     loaded = _find_kb(ctx, params.kb, write=True)
+    write_key = _write_key(ctx, params)
+    if write_key is not None:
+        for existing in loaded.kb.entries:
+            if _storyloom_extension(existing).get(TOOL_WRITE) == write_key:
+                return {**_entry_view(loaded, existing), "replayed": True}
     try:
         entry = CAIU(
             displayName=params.name,
@@ -262,6 +270,7 @@ def kb_create_entry(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str
             management_metadata=ManagementMetadata(
                 tags=params.tags, source=AGENT_SOURCE, created_at=_now(), updated_at=_now()
             ),
+            extensions={"storyloom": {TOOL_WRITE: write_key}} if write_key else {},
         )
     except ValidationError as exc:
         raise InvalidInput.from_validation("entry", exc) from None
@@ -269,6 +278,23 @@ def kb_create_entry(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str
     kb.entries.append(entry)
     saved = knowledge.replace(kb)
     return _entry_view(saved, entry)
+
+
+TOOL_WRITE = "tool_write"
+"""Key, in an entry's ``extensions.storyloom``, of the turn's call that wrote it."""
+
+
+def _write_key(ctx: ToolCallContext, params: CreateEntryParams) -> str | None:
+    if not ctx.turn_key:
+        return None
+    ordinal = ctx.next_ordinal("kb:CreateEntry")
+    call = params.model_dump_json()
+    return hashlib.sha256(f"{ctx.turn_key}\x1f{ordinal}\x1f{call}".encode()).hexdigest()[:32]
+
+
+def _storyloom_extension(entry: CAIU) -> dict[str, Any]:
+    ours = entry.extensions.get("storyloom")
+    return ours if isinstance(ours, dict) else {}
 
 
 def kb_update_entry(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:

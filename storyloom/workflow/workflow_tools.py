@@ -200,6 +200,8 @@ def check_arguments(tool: str, parameters: dict[str, Any], arguments: Mapping[st
         raise ToolArgumentsInvalid(tool, [FieldProblem("", "arguments must be an object")])
     validator = jsonschema.Draft202012Validator(parameters)
     for error in sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path)):
+        if error.validator == "additionalProperties" and not error.path:
+            continue  # each unknown argument is named below, with the known ones
         if error.validator == "required" and not error.path:
             missing = error.message.split("'")[1] if "'" in error.message else ""
             problems.append(FieldProblem(missing, "required"))

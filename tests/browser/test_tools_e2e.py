@@ -265,6 +265,12 @@ def test_plugin_tool_then_an_agent_turn_with_an_approval_and_a_swipe(
         )
         assert len(llm.chat_requests) == 4
         page.screenshot(path=str(RESULTS_DIR / "tools-swiped-turn.png"))
+        # The replayed write answered the entry of the first swipe; the book has it once.
+        kb = request_json(server, "GET", f"/api/knowledge/bases/{KB_ID}")
+        entries = kb["knowledge_base"]["entries"]
+        assert [e["id"] for e in entries if e.get("displayName") == ENTRY_NAME] == [
+            written[0]["id"]
+        ]
 
         # -- the prompt inspector lists the turn's calls ------------------------------------
         swiped.locator(tid("chat-show-prompt")).click()

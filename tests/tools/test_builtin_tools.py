@@ -103,6 +103,37 @@ async def test_agent_written_entries_are_marked_agent_generated(tools: Tools) ->
     assert inn["management_metadata"]["source"] == "agent_generated"
 
 
+async def test_a_swiped_turn_replays_its_entry_writes_instead_of_writing_them_again(
+    tools: Tools,
+) -> None:
+    wyvern = {"kb": "Lore", "name": "Wyvern", "content": "A small cousin."}
+
+    async def turn(turn_key: str, *calls: dict[str, Any]) -> list[Any]:
+        ctx = tools.context(turn_key=turn_key, kb_access=kb_access(write=["Lore"]))
+        results = [await tools.manager.call("kb:CreateEntry", call, ctx) for call in calls]
+        assert all(r.ok for r in results), [r.error for r in results]
+        return [r.result for r in results]
+
+    def wyverns() -> list[dict[str, Any]]:
+        return [e for e in kb_file(tools, "Lore")["entries"] if e["displayName"] == "Wyvern"]
+
+    (first,) = await turn("conv-1:msg-7", wyvern)
+    assert "replayed" not in first
+    (again,) = await turn("conv-1:msg-7", wyvern)  # the swipe
+    assert again["replayed"] and again["id"] == first["id"]
+    assert len(wyverns()) == 1
+    # Other words, a reroll, or a second identical write within one turn: new entries.
+    await turn("conv-1:msg-7", {**wyvern, "content": "A large cousin."})
+    await turn("conv-1:msg-7:msg-9", wyvern)
+    await turn("conv-2:msg-1", wyvern, wyvern)
+    assert len(wyverns()) == 5
+    # Outside a chat turn (the Tools page, the CLI) every call writes.
+    ctx = tools.context(kb_access=kb_access(write=["Lore"]))
+    await tools.manager.call("kb:CreateEntry", wyvern, ctx)
+    await tools.manager.call("kb:CreateEntry", wyvern, ctx)
+    assert len(wyverns()) == 7
+
+
 async def test_a_bad_entry_name_changes_nothing(tools: Tools) -> None:
     before = kb_file(tools, "Lore")
     ctx = tools.context(kb_access=kb_access(write=["*"]))
