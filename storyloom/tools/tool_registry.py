@@ -105,7 +105,7 @@ class ToolRegistry:
         self._builtin = builtin
         self._sources: dict[str, ToolProvider] = {}
         self._lock = threading.Lock()
-        self._cache: tuple[Any, list[ToolEntry], list[ToolProblem]] | None = None
+        self._cache: tuple[Any, _Built] | None = None
 
     def add_source(self, name: str, provider: ToolProvider) -> None:
         """Tools listed by ``provider`` each time the registry is read (after all others)."""
@@ -129,12 +129,18 @@ class ToolRegistry:
         return self._build()[1]
 
     def get(self, tool_id: str) -> ToolEntry:
-        entry = self._build()[2].get(tool_id)
+        entry = self.find(tool_id)
         if entry is None:
             raise NotFound(f"no tool {tool_id!r}")
         return entry
 
     def find(self, tool_id: str) -> ToolEntry | None:
+        # Every call looks one tool up: the static tools win any clash, so only an id
+        # they lack asks the runtime sources, and nothing is de-duplicated again.
+        static = self._static()[2]
+        entry = static.get(tool_id)
+        if entry is not None:
+            return entry
         return self._build()[2].get(tool_id)
 
     # -- building ------------------------------------------------------------------------
@@ -160,17 +166,22 @@ class ToolRegistry:
                 stats.append((str(path), -1, -1))
         return (tuple(stats), plugin_key, tuple(self.node_registry.names()))
 
-    def _build(self) -> _Built:
+    def _static(self) -> _Built:
+        """The tools of files, plugins and node types, built again when they change."""
         key = self._fingerprint()
         with self._lock:
             cached = self._cache
-            sources = list(self._sources.items())
         if cached is not None and cached[0] == key:
-            static, static_problems = cached[1], cached[2]
-        else:
-            static, static_problems = self._static_entries()
-            with self._lock:
-                self._cache = (key, static, static_problems)
+            return cached[1]
+        built = _deduplicated(*self._static_entries())
+        with self._lock:
+            self._cache = (key, built)
+        return built
+
+    def _build(self) -> _Built:
+        static, static_problems, _ = self._static()
+        with self._lock:
+            sources = list(self._sources.items())
         dynamic: list[ToolEntry] = []
         problems = list(static_problems)
         for name, provider in sources:
