@@ -25,7 +25,7 @@ PACKAGE_ROOT = Path(storyloom.__file__).parent
 # Bottom to top; packages on one floor may import each other.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("core",),
-    ("llm", "store"),
+    ("llm", "store", "sandbox"),
     ("sillytavern",),
     ("knowledge", "project"),
     ("workflow",),

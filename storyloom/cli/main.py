@@ -19,6 +19,7 @@ from storyloom.cli.mcp import mcp_app
 from storyloom.cli.options import fail
 from storyloom.cli.plugin import plugin_app
 from storyloom.cli.project import project_app
+from storyloom.cli.sandbox import sandbox_app
 from storyloom.cli.schemas import openapi, schema
 from storyloom.cli.serve import serve
 from storyloom.cli.tools import tools_app
@@ -47,6 +48,7 @@ app.add_typer(kb_app, name="kb")
 app.add_typer(plugin_app, name="plugin")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(project_app, name="project")
+app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(tools_app, name="tools")
 app.add_typer(workflow_app, name="workflow")
 

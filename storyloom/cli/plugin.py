@@ -39,6 +39,7 @@ def _plugin_json(plugin: FoundPlugin, problems: list[PluginProblem]) -> dict[str
         "risk": plugin.risk,
         "riskReasons": list(plugin.risk_reasons),
         "granted": list(plugin.granted),
+        "networkGranted": plugin.network_granted,
         "problems": [_problem_json(p) for p in problems],
     }
 
@@ -164,7 +165,12 @@ def validate(
 
 
 def _set_enabled(
-    project: Path | None, home: Path | None, name: str, enabled: bool, grant: bool
+    project: Path | None,
+    home: Path | None,
+    name: str,
+    enabled: bool,
+    grant: bool,
+    grant_network: bool = False,
 ) -> None:
     from storyloom.core.home import ensure_home
     from storyloom.core.settings import SettingsStore
@@ -183,13 +189,25 @@ def _set_enabled(
         known = ", ".join(p.name for p in plugins) or "none"
         raise fail(f"no plugin named {name!r} (found: {known}); see `storyloom plugin list`")
     overrides = plugin.manifest.permissions.overrides()
-    set_plugin_enabled(store, name, enabled, grant, overrides)
+    network = plugin.manifest.permissions.network
+    set_plugin_enabled(
+        store, name, enabled, grant, overrides, grant_network=grant_network and network
+    )
     if not enabled:
         typer.echo(f"Disabled {name}.")
         return
     typer.echo(f"Enabled {name} (risk {plugin.risk}); it loads when storyloom next starts.")
     if overrides and not grant:
         typer.echo(f"  overrides refused (pass --grant-overrides to allow): {', '.join(overrides)}")
+    if network:
+        if grant_network:
+            typer.echo("  network granted: its script tools may connect to other machines")
+        else:
+            typer.echo(
+                "  network refused (pass --grant-network to allow): its script tools run offline"
+            )
+    elif grant_network:
+        typer.echo("  --grant-network ignored: the plugin does not declare permissions.network")
 
 
 @plugin_app.command("enable")
@@ -201,11 +219,19 @@ def enable(
             "--grant-overrides", help="Also allow the core components/services it replaces."
         ),
     ] = False,
+    grant_network: Annotated[
+        bool,
+        typer.Option(
+            "--grant-network",
+            help="Let its script tools connect to other machines (if it declares "
+            "permissions.network).",
+        ),
+    ] = False,
     project: ProjectOption = None,
     home: HomeOption = None,
 ) -> None:
     """Turn a plugin on (its Python runs inside storyloom from then on)."""
-    _set_enabled(project, home, name, True, grant_overrides)
+    _set_enabled(project, home, name, True, grant_overrides, grant_network)
 
 
 @plugin_app.command("disable")

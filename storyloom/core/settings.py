@@ -239,7 +239,9 @@ class PluginSettings(BaseModel):
     A plugin found on disk is off until its name is in ``enabled``: its Python code runs
     in the server process. ``granted`` holds, per plugin, the override permissions
     (``ui:<component>``, ``service:<name>``) the user allowed when enabling it; an
-    override not granted is refused. Changed through the plugin commands and endpoints,
+    override not granted is refused. ``network`` holds the plugins whose declared
+    ``permissions.network`` the user granted: their script tools run with the network,
+    all others without. Changed through the plugin commands and endpoints,
     not through ``PUT /api/settings``, so that granting is always explicit.
     """
 
@@ -248,6 +250,11 @@ class PluginSettings(BaseModel):
     enabled: list[str] = Field(default_factory=list, description="Names of enabled plugins")
     granted: dict[str, list[str]] = Field(
         default_factory=dict, description="Plugin name → override permissions the user granted"
+    )
+    network: list[str] = Field(
+        default_factory=list,
+        description="Names of plugins whose script tools the user allowed to connect to other "
+        "machines (only those that declare permissions.network)",
     )
 
 

@@ -22,6 +22,7 @@ from storyloom.server import (
     mcp_api,
     persona_api,
     plugin_api,
+    scripts_api,
     settings_api,
     tools_api,
     workflow_api,
@@ -106,6 +107,7 @@ def create_app(
     app.include_router(config_api.router)
     app.include_router(agent_api.router)
     app.include_router(mcp_api.router)
+    app.include_router(scripts_api.router)
     app.include_router(ws.router)
     app.router.routes.append(mcp.route("/mcp"))
     # Before the web app, whose catch-all route would answer /plugins/... with its page.

@@ -31,6 +31,7 @@ from storyloom.chat.personalab.library import (
 )
 from storyloom.chat.personalab.memory_update import MemoryProposal
 from storyloom.chat.personalab.summaries import SeedOrder
+from storyloom.chat.prompt.skein import ScriptRun
 from storyloom.chat.prompt.skein_builder import (
     DEFAULT_PROMPT_ORDER,
     DEFAULT_PROMPTS,
@@ -510,6 +511,7 @@ class InspectorBlock(BaseModel):
     depth: int | None = None
     name: str | None = None
     message_id: str | None = Field(default=None, description="History blocks: the message")
+    edited_by: list[str] = Field(default_factory=list, description="Scripts that changed it")
 
 
 class PromptInspector(BaseModel):
@@ -523,6 +525,7 @@ class PromptInspector(BaseModel):
     cut: list[dict[str, Any]] = Field(description="CutBlock: what the token budget removed")
     budget: int | None = None
     warnings: list[str] = Field(default_factory=list)
+    scripts: list[ScriptRun] = Field(default_factory=list, description="What each script did")
     messages: list[dict[str, Any]] = Field(description="[{role, content, name?}] as sent")
 
 

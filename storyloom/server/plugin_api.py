@@ -6,7 +6,8 @@ enabled plugins only. ``GET /api/plugins/installed`` is what the Tools page show
 the user trusts a plugin: every plugin found, what it declares, its risk, and the plugins
 that could not be read (folder, file, field, reason). A plugin's Python runs in the
 server, so a plugin found is off until enabled here; one that declares overrides of core
-components or services is enabled only with ``grantOverrides`` (a 409 says which).
+components or services is enabled only with ``grantOverrides`` (a 409 says which); one
+that declares ``permissions.network`` gets it only with ``grantNetwork``.
 
 ``GET /plugins/{name}/{path}`` serves an enabled plugin's web folder; any other name, a
 disabled plugin, or a path that leaves the folder is a 404.
@@ -63,6 +64,9 @@ class PluginDeclares(_Camel):
     hooks: list[str] = Field(default_factory=list, description="hook:<server|client>:...")
     ui: UiDeclares = Field(default_factory=UiDeclares)
     services: ServiceDeclares = Field(default_factory=ServiceDeclares)
+    network: bool = Field(
+        default=False, description="Its script tools ask to connect to other machines"
+    )
 
 
 class PluginInfo(_Camel):
@@ -79,6 +83,11 @@ class PluginInfo(_Camel):
     risk_reasons: list[str] = Field(alias="riskReasons")
     declares: PluginDeclares
     granted: list[str] = Field(description="Override permissions the user granted")
+    network_granted: bool = Field(
+        default=False,
+        alias="networkGranted",
+        description="It declares network access and the user granted it when enabling",
+    )
 
 
 class InstalledPlugins(_Camel):
@@ -95,6 +104,12 @@ class EnableRequest(_Camel):
         default=False,
         alias="grantOverrides",
         description="Grant the overrides of core components and services it declares",
+    )
+    grant_network: bool = Field(
+        default=False,
+        alias="grantNetwork",
+        description="Let its script tools connect to other machines (when it declares "
+        "permissions.network); without it they run with no network",
     )
 
 
@@ -149,6 +164,7 @@ def plugin_info(host: PluginHost, plugin: FoundPlugin) -> PluginInfo:
             override=list(permissions.ui.override),
         ),
         services=ServiceDeclares(override=list(permissions.services.override)),
+        network=permissions.network,
     )
     return PluginInfo(
         name=plugin.name,
@@ -162,6 +178,7 @@ def plugin_info(host: PluginHost, plugin: FoundPlugin) -> PluginInfo:
         risk_reasons=list(plugin.risk_reasons),
         declares=declares,
         granted=list(plugin.granted),
+        network_granted=plugin.network_granted,
     )
 
 
@@ -205,9 +222,13 @@ async def enable_plugin(
     request: Request, name: str, body: EnableRequest | None = None
 ) -> PluginInfo:
     """Turn the plugin on: its Python is imported, its node types, tools and hooks
-    registered. Overrides it declares need ``grantOverrides`` (else a 409)."""
-    grant = body.grant_overrides if body is not None else False
-    return await _set_enabled(server_state(request), name, True, grant)
+    registered. Overrides it declares need ``grantOverrides`` (else a 409); network
+    access it declares is given only with ``grantNetwork`` (else its script tools run
+    without a network)."""
+    body = body or EnableRequest()
+    return await _set_enabled(
+        server_state(request), name, True, body.grant_overrides, body.grant_network
+    )
 
 
 @router.post("/{name}/disable", response_model=PluginInfo, responses=_ERRORS)
@@ -216,7 +237,9 @@ async def disable_plugin(request: Request, name: str) -> PluginInfo:
     return await _set_enabled(server_state(request), name, False, False)
 
 
-async def _set_enabled(state: ServerState, name: str, enabled: bool, grant: bool) -> PluginInfo:
+async def _set_enabled(
+    state: ServerState, name: str, enabled: bool, grant: bool, grant_network: bool = False
+) -> PluginInfo:
     host = _plugins(state)
     async with state.settings_lock:
         host.reload()
@@ -224,7 +247,13 @@ async def _set_enabled(state: ServerState, name: str, enabled: bool, grant: bool
         overrides = plugin.manifest.permissions.overrides()
         if enabled and overrides and not grant:
             raise OverridesNotGranted(name, overrides)
-        found = host.set_enabled(state.settings_store, name, enabled, grant_overrides=grant)
+        found = host.set_enabled(
+            state.settings_store,
+            name,
+            enabled,
+            grant_overrides=grant,
+            grant_network=grant_network,
+        )
         state.reload_settings()
     state.tools.registry.invalidate()
     return plugin_info(host, found)

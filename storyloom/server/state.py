@@ -36,6 +36,7 @@ from storyloom.server.ws_hub import WebSocketHub
 from storyloom.store.database import Database
 from storyloom.tools import builtin_tools
 from storyloom.tools.approvals import PendingApproval
+from storyloom.tools.code_interpreter_tool import CodeInterpreterTools
 from storyloom.tools.plugin_host import PluginHost
 from storyloom.tools.tool_host import ToolHost
 from storyloom.workflow.agent_host import ApprovalDecision
@@ -92,7 +93,7 @@ class ServerState:
             self.home,
             lambda: self.settings,
             self.node_registry,
-            builtins=[builtin_tools],
+            builtins=[builtin_tools, CodeInterpreterTools(self.home)],
         )
         self.tools = ToolHost(
             home=self.home,
@@ -112,6 +113,10 @@ class ServerState:
         # The chat runner below shares these services: agent turns and hooks reach both.
         self.workflows.services.agents = self.tools.agents
         self.workflows.services.hooks = plugins.hook
+        # The enabled plugins' scripts/ folders, for chat:Script and /api/scripts.
+        self.workflows.services.script_folders = lambda: {
+            p.name: p.folder for p in plugins.enabled_plugins()
+        }
         self.workflow_runs = RunManager(self.workflows, self.hub)
         self.turn_tree = TurnTree(self.database)
         # A reply cut off by a killed server is kept as it was flushed, marked partial.

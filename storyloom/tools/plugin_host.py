@@ -18,7 +18,9 @@ built-in ones:
 
 Overrides (``permissions.ui.override``, ``permissions.services.override``) are refused
 unless granted when the plugin was enabled (:func:`set_plugin_enabled`): the web app is
-told only the granted ones (:attr:`ExtensionInfo.overrides`).
+told only the granted ones (:attr:`ExtensionInfo.overrides`). Likewise a plugin's script
+tools get the network only when it declares ``permissions.network`` and the user granted
+it when enabling.
 """
 
 from __future__ import annotations
@@ -410,15 +412,29 @@ class PluginHost:
     # -- enabling ----------------------------------------------------------------------
 
     def set_enabled(
-        self, store: SettingsStore, name: str, enabled: bool, *, grant_overrides: bool = False
+        self,
+        store: SettingsStore,
+        name: str,
+        enabled: bool,
+        *,
+        grant_overrides: bool = False,
+        grant_network: bool = False,
     ) -> FoundPlugin:
         """Turn a plugin on or off (saved in the settings file) and load or unload it.
+        ``grant_network`` lets its script tools connect to other machines, if it declares
+        ``permissions.network``.
 
         The caller re-reads its own settings afterwards (the server's state); this host
         goes by the saved settings at once."""
         plugin = self.plugin(name)
+        permissions = plugin.manifest.permissions
         settings = set_plugin_enabled(
-            store, name, enabled, grant_overrides, plugin.manifest.permissions.overrides()
+            store,
+            name,
+            enabled,
+            grant_overrides,
+            permissions.overrides(),
+            grant_network=grant_network and permissions.network,
         )
         self.reload(settings)
         return self.plugin(name)
@@ -430,22 +446,27 @@ def set_plugin_enabled(
     enabled: bool,
     grant_overrides: bool,
     overrides: Sequence[str] = (),
+    *,
+    grant_network: bool = False,
 ) -> Settings:
     """Save plugin ``name`` as enabled or not, and return the settings saved.
 
     Enabling with ``grant_overrides`` grants exactly ``overrides`` (the plugin's declared
-    override permissions); enabling without it, or disabling, withdraws every grant, so
-    each enabling asks again."""
+    override permissions); with ``grant_network`` (pass it only for a plugin that declares
+    ``permissions.network``) its script tools may use the network. Enabling without
+    either, or disabling, withdraws that grant, so each enabling asks again."""
     current = store.read_file()
     names = [n for n in current.plugins.enabled if n != name]
     granted = {k: v for k, v in current.plugins.granted.items() if k != name}
+    network = [n for n in current.plugins.network if n != name]
     if enabled:
         names.append(name)
         if grant_overrides and overrides:
             granted[name] = list(overrides)
-    updated = current.model_copy(
-        update={"plugins": PluginSettings(enabled=sorted(names), granted=granted)}
-    )
+        if grant_network:
+            network.append(name)
+    plugins = PluginSettings(enabled=sorted(names), granted=granted, network=sorted(network))
+    updated = current.model_copy(update={"plugins": plugins})
     store.save(updated)
     return updated
 

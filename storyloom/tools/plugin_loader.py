@@ -72,6 +72,8 @@ class FoundPlugin:
     node_modules: tuple[Path, ...]
     tool_files: tuple[Path, ...]
     workflow_files: tuple[Path, ...]
+    network_granted: bool = False
+    """It declares ``permissions.network`` and the user granted it when enabling."""
 
     @property
     def name(self) -> str:
@@ -174,6 +176,7 @@ def read_plugin(
         node_modules=node_modules,
         tool_files=tool_files,
         workflow_files=workflow_files,
+        network_granted=manifest.permissions.network and manifest.name in settings.plugins.network,
     )
 
 

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from storyloom.tools.tool_manager import ToolCallContext
 
 TOOL_FILE_SUFFIX = ".tool.json"
-SCRIPT_UNAVAILABLE = "script tools need the sandbox (issue 15); not available yet"
 
 _ID = re.compile(r"[^\s\x00-\x1f]+")
 _NAMESPACED_ID = re.compile(r"[^\s:\x00-\x1f]+:[^\s\x00-\x1f]+")
@@ -74,10 +73,15 @@ class ServiceImpl(_Impl):
 
 
 class ScriptImpl(_Impl):
-    """Run an external command (seed 003 4.3, 6.3): ``command`` is run with the plugin's
-    folder as working directory (``cwd`` is relative to it and may not leave it), the
-    arguments as one JSON object on stdin and the result as JSON on stdout, within
-    ``timeout`` milliseconds. Listed, never run, until the sandbox exists (issue 15)."""
+    """Run an external command in the sandbox (seed 003 4.3, 6.3;
+    :mod:`storyloom.tools.script_tool`): the plugin's folder is mounted read-only at
+    ``/plugin`` and ``command`` runs in ``/plugin/<cwd>`` (``cwd`` may not leave it) with
+    an empty environment, no network unless the plugin declares it and the user granted
+    it, and ``timeout`` milliseconds of wall time. stdin holds one JSON line
+    ``{"arguments", "config", "tool"}``; stdout ends with one JSON object,
+    ``{"result": ...}`` or ``{"error": "..."}``. ``python``/``python3`` is the sandbox's
+    interpreter, ``node`` the host's node; a command with a ``/`` is a file of the plugin,
+    any other is looked up on ``/usr/local/bin:/usr/bin:/bin``."""
 
     type: Literal["script"] = "script"
     command: str = Field(min_length=1)

@@ -20,6 +20,7 @@ from storyloom.tools.agent_service import AgentService
 from storyloom.tools.approvals import ApprovalBroker
 from storyloom.tools.audit_log import AuditLog
 from storyloom.tools.builtin_tools import BUILTIN_TOOLS
+from storyloom.tools.code_interpreter_tool import CodeInterpreterTools, code_interpreter_tool
 from storyloom.tools.mcp_client import McpClients
 from storyloom.tools.plugin_host import PluginHost
 from storyloom.tools.secret_store import SecretStore
@@ -71,11 +72,12 @@ class ToolHost:
         self._owns_plugins = owns_plugins
         self.audit = AuditLog(database)
         self.approvals = ApprovalBroker()
+        interpreter = code_interpreter_tool(home)
         self.registry = ToolRegistry(
             node_registry=node_registry,
             plugins=plugins,
             workflows=workflows,
-            builtin=lambda: list(BUILTIN_TOOLS),
+            builtin=lambda: [*BUILTIN_TOOLS, interpreter],
         )
         self.manager = ToolManager(
             self.registry,
@@ -163,7 +165,13 @@ def open_tool_host(
         else None
     )
     library = WorkflowLibrary(project_dir) if project_dir is not None else None
-    plugins = PluginHost(project_dir, home, settings, node_registry, builtins=[builtin_tools])
+    plugins = PluginHost(
+        project_dir,
+        home,
+        settings,
+        node_registry,
+        builtins=[builtin_tools, CodeInterpreterTools(home)],
+    )
     services = WorkflowServices(
         settings=settings,
         project_dir=project_dir,
@@ -171,6 +179,8 @@ def open_tool_host(
         knowledge=knowledge,
         workflows=library.load if library is not None else None,
         hooks=plugins.hook,
+        # The enabled plugins' scripts/ folders, for chat:Script nodes.
+        script_folders=lambda: {p.name: p.folder for p in plugins.enabled_plugins()},
     )
     runner = WorkflowRunner(node_registry, services, history=NodeHistory(database))
     host = ToolHost(

@@ -9,7 +9,8 @@ whose slots do not depend on its config, then sources added at run time
 depends on file-system order.
 
 A tool that is declared but cannot run (its workflow is gone, its function is not
-registered, a script tool before the sandbox) is listed with ``available=False`` and
+registered, a script tool whose command is missing or on a machine where the sandbox
+cannot start) is listed with ``available=False`` and
 the reason, so the Tools page can say why.
 """
 
@@ -23,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from storyloom.core.errors import FileFormatError, NotFound
+from storyloom.tools.script_tool import bind_script_tool
 from storyloom.tools.tool_definition import (
-    SCRIPT_UNAVAILABLE,
     NodeImpl,
     ScriptImpl,
     ServiceImpl,
@@ -292,7 +293,8 @@ class ToolRegistry:
         definition = entry.definition
         impl = definition.implementation
         if isinstance(impl, ScriptImpl):
-            return replace(entry, available=False, unavailable_reason=SCRIPT_UNAVAILABLE)
+            assert self.plugins is not None  # only plugins declare script tools
+            return bind_script_tool(entry, self.plugins)
         if isinstance(impl, ServiceImpl):
             function = functions.get(impl.function)
             if function is None:

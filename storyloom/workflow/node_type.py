@@ -75,7 +75,7 @@ class NodeConfig(BaseModel):
 # Defaults to Any so that ``NodeType`` alone (the registry's view) accepts every node type.
 ConfigT = TypeVar("ConfigT", bound=NodeConfig, default=Any)
 
-WidgetName = Literal["textarea", "json", "kb", "workflow"]
+WidgetName = Literal["textarea", "json", "kb", "workflow", "code"]
 
 
 class Widget:
@@ -97,6 +97,8 @@ TEXTAREA = Widget("textarea")
 JSON_EDITOR = Widget("json")
 KB_PICKER = Widget("kb")
 WORKFLOW_PICKER = Widget("workflow")
+CODE = Widget("code")
+"""A code editor; its language is the sibling ``language`` field's value."""
 
 
 class Suggestions:
@@ -228,6 +230,10 @@ class WorkflowServices:
     """Runs tool-using agent turns (the tools layer's; absent, nodes run without tools)."""
     hooks: Any = None
     """The plugins' pluggy hook relay (``PluginManager.hook``); None: no plugin hooks."""
+    script_folders: Callable[[], Mapping[str, Path]] | None = None
+    """The enabled plugins' folders by plugin name, whose ``scripts/`` a ``chat:Script``
+    node may run (``<plugin>:<file>``); set by whoever knows the plugins (the tools
+    layer, the server). None: only the project's scripts."""
 
     def require_settings(self) -> Settings:
         if self.settings is None:

@@ -138,6 +138,23 @@ class RunningServer:
         with urllib.request.urlopen(self.url.rstrip("/") + path, timeout=10) as resp:
             return json.loads(resp.read())
 
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """A JSON request to the API; an error answer fails the test with its detail."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url.rstrip("/") + path,
+            data=data,
+            headers={"Content-Type": "application/json"},
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                text = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            pytest.fail(f"{method} {path} answered {exc.code}: {detail}", pytrace=False)
+        return json.loads(text) if text else None
+
 
 def _start_server(home: Path, log_path: Path) -> RunningServer:
     port = free_port()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,23 +47,6 @@ ROUND_1 = (
     "<|[END_TOOL]|>"
 )
 ROUND_2 = '"The die has spoken," Mira laughs. "Your room is on the house tonight."'
-
-
-def request_json(server: RunningServer, method: str, path: str, body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        server.url.rstrip("/") + path,
-        data=data,
-        headers={"Content-Type": "application/json"},
-        method=method,
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            text = resp.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        pytest.fail(f"{method} {path} answered {exc.code}: {detail}", pytrace=False)
-    return json.loads(text) if text else None
 
 
 def prepare(url: str) -> Callable[[Path], None]:
@@ -134,7 +115,7 @@ def enable_example_plugin_and_try_a_tool(page: Page, server: RunningServer) -> N
     expect(result).to_have_attribute("data-ok", "true")
     expect(form.locator(tid("try-output"))).to_contain_text("storyloom")
     page.screenshot(path=str(RESULTS_DIR / "tools-try-plugin-tool.png"))
-    audit = request_json(server, "GET", f"/api/tools/audit?tool={tool['id']}")
+    audit = server.request("GET", f"/api/tools/audit?tool={tool['id']}")
     assert audit["total"] >= 1 and audit["entries"][0]["ok"] is True
 
 
@@ -164,8 +145,7 @@ def test_plugin_tool_then_an_agent_turn_with_an_approval_and_a_swipe(
 
         # -- an agent that rolls freely and asks before it writes lore --------------------
         # Globally both tools are allowed; the profile is stricter for the lore write.
-        request_json(
-            server,
+        server.request(
             "PUT",
             "/api/tools/policy",
             {
@@ -176,8 +156,7 @@ def test_plugin_tool_then_an_agent_turn_with_an_approval_and_a_swipe(
                 "default": "ask",
             },
         )
-        request_json(
-            server,
+        server.request(
             "POST",
             "/api/agents",
             {
@@ -207,7 +186,7 @@ def test_plugin_tool_then_an_agent_turn_with_an_approval_and_a_swipe(
         page.click(tid("chat-settings-save"))
         expect(page.locator(tid("chat-settings-save"))).to_be_disabled()
         conversation_id = page.url.rsplit("/", 1)[-1]
-        saved = request_json(server, "GET", f"/api/chats/{conversation_id}")
+        saved = server.request("GET", f"/api/chats/{conversation_id}")
         settings = saved["conversation"]["settings"]
         assert settings["agent_profile"] == AGENT_ID
         page.click(tid("chat-side-close"))
@@ -242,7 +221,7 @@ def test_plugin_tool_then_an_agent_turn_with_an_approval_and_a_swipe(
         assert first_roll in json.dumps(llm.chat_requests[1]["messages"], ensure_ascii=False)
 
         # The lore entry is in the book, marked as the agent's.
-        kb = request_json(server, "GET", f"/api/knowledge/bases/{KB_ID}")
+        kb = server.request("GET", f"/api/knowledge/bases/{KB_ID}")
         entries = kb["knowledge_base"]["entries"]
         written = [e for e in entries if e.get("displayName") == ENTRY_NAME]
         assert len(written) == 1, entries
@@ -266,7 +245,7 @@ def test_plugin_tool_then_an_agent_turn_with_an_approval_and_a_swipe(
         assert len(llm.chat_requests) == 4
         page.screenshot(path=str(RESULTS_DIR / "tools-swiped-turn.png"))
         # The replayed write answered the entry of the first swipe; the book has it once.
-        kb = request_json(server, "GET", f"/api/knowledge/bases/{KB_ID}")
+        kb = server.request("GET", f"/api/knowledge/bases/{KB_ID}")
         entries = kb["knowledge_base"]["entries"]
         assert [e["id"] for e in entries if e.get("displayName") == ENTRY_NAME] == [
             written[0]["id"]

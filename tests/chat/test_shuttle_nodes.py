@@ -11,7 +11,6 @@ import pytest
 
 from storyloom.chat.prompt.prompt_ast import apply_prompt_regex, fill_outlets, run_prompt_ast
 from storyloom.chat.prompt.shuttle_nodes import (
-    SCRIPT_PENDING,
     LLMInvoker,
     next_state,
     sampling_overrides,
@@ -238,16 +237,11 @@ def test_prompt_only_regex_acts_on_history_by_depth_and_plain_scripts_on_lore() 
 # -- nodes through the runner ----------------------------------------------------------------
 
 
-async def test_script_node_passes_the_skein_on_and_warns_until_the_sandbox() -> None:
+async def test_script_node_without_a_script_passes_the_skein_on() -> None:
+    # Scripts that run are tested in tests/chat/test_script_shuttle.py.
     skein = Skein(blocks=[text_block("a", "x")])
-    runner = runner_for()
-    same = await run_node_tool(runner, REGISTRY, "chat:Script", {"skein": skein.as_json()})
+    same = await run_node_tool(runner_for(), REGISTRY, "chat:Script", {"skein": skein.as_json()})
     assert same == skein.as_json()
-    warned = await run_node_tool(
-        runner, REGISTRY, "chat:Script", {"skein": skein.as_json(), "code": "skein.blocks = []"}
-    )
-    assert warned["warnings"] == [SCRIPT_PENDING]
-    assert warned["blocks"] == skein.as_json()["blocks"]
 
 
 async def test_skein_builder_node_names_a_bad_snapshot_field() -> None:

@@ -72,7 +72,7 @@ def test_enabling_brings_node_types_tools_and_the_frontend_and_disabling_takes_t
     assert enabled.status_code == 200, enabled.text
     assert enabled.json()["enabled"] is True
     assert enabled.json()["declares"]["nodes"] == ["demo:Shout"]
-    assert _settings(live_server)["plugins"] == {"enabled": ["demo"], "granted": {}}
+    assert _settings(live_server)["plugins"] == {"enabled": ["demo"], "granted": {}, "network": []}
 
     (extension,) = client.get("/api/plugins").json()
     assert extension["name"] == "demo"
@@ -187,6 +187,7 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
     assert "plugins" not in _settings(live_server) or _settings(live_server)["plugins"] == {
         "enabled": [],
         "granted": {},
+        "network": [],
     }
     granted = client.post("/api/plugins/skin/enable", json={"grantOverrides": True})
     assert granted.status_code == 200, granted.text

@@ -12,7 +12,7 @@ from storyloom.core.settings import Settings
 from storyloom.tools import builtin_tools
 from storyloom.tools.plugin_host import PluginHost
 from storyloom.tools.plugin_scaffold import write_example_plugin
-from storyloom.tools.tool_definition import SCRIPT_UNAVAILABLE, ToolEntry
+from storyloom.tools.tool_definition import ToolEntry
 from storyloom.tools.tool_registry import ToolProblem
 from tests.tools.plugin_support import HOSTS
 from tests.tools.tool_support import GREET, Tools, make_tools, service_tool
@@ -151,19 +151,24 @@ async def test_a_workflow_tool_whose_workflow_is_gone_is_unavailable_with_the_re
     assert (ran.ok, ran.result) == (True, "Hello, Bo"), ran.error
 
 
-def test_script_tools_are_listed_but_not_available(tmp_path: Path) -> None:
+def test_a_script_tool_is_bound_to_the_sandbox_unless_its_command_is_missing(
+    tmp_path: Path,
+) -> None:
     tools, folder = with_plugin(tmp_path)
-    write_tool(
-        folder,
-        "script.tool.json",
-        {
-            "id": "demo:script",
-            "parameters": {"type": "object"},
-            "implementation": {"type": "script", "command": "python x.py"},
-        },
-    )
-    entry = by_id(tools)["demo:script"]
-    assert (entry.available, entry.unavailable_reason) == (False, SCRIPT_UNAVAILABLE)
+    for name, command in (("script", "python x.py"), ("bun", "bun x.ts")):
+        write_tool(
+            folder,
+            f"{name}.tool.json",
+            {
+                "id": f"demo:{name}",
+                "parameters": {"type": "object"},
+                "implementation": {"type": "script", "command": command},
+            },
+        )
+    found = by_id(tools)
+    assert found["demo:script"].available and found["demo:script"].function is not None
+    assert not found["demo:bun"].available
+    assert "command 'bun' is not installed" in (found["demo:bun"].unavailable_reason or "")
 
 
 def test_a_service_tool_naming_no_function_is_unavailable(tmp_path: Path) -> None:

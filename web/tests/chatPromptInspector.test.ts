@@ -87,3 +87,76 @@ describe('the prompt inspector lore', () => {
     expect(labels.join(' ')).not.toMatch(/token/i)
   })
 })
+
+describe('the prompt inspector and chat scripts', () => {
+  const inspection: PromptInspection = {
+    blocks: [
+      { id: 'main', kind: 'system', role: 'system', content: 'Be kind.', tokens: 3, source: { kind: 'preset', label: 'Main prompt' }, edited_by: ['mood.lua'] },
+      { id: 'script:mood.lua:1', kind: 'custom', role: 'system', content: 'Mira is calm.', tokens: 4, source: { kind: 'script', id: 'mood.lua', label: 'Script: mood.lua' } },
+      { id: 'msg:a', kind: 'history', role: 'user', content: 'Hi', tokens: 2, source: { kind: 'message', label: 'Message 1 (Ann)' } },
+    ],
+    lore: [],
+    cut: [{ id: 'card:scenario', kind: 'scenario', tokens: 9, reason: 'removed by script mood.lua' }],
+    budget: 100,
+    messages: [],
+    scripts: [
+      {
+        name: 'mood.lua',
+        language: 'lua',
+        duration_ms: 2.4,
+        added: ['script:mood.lua:1'],
+        removed: ['card:scenario'],
+        edited: ['main'],
+        variables: { mood: 'calm', visits: 3 },
+        output: 'mood is calm\n',
+      },
+      { name: 'n3 (inline)', language: 'javascript', duration_ms: 0.8, added: [], removed: [], edited: [], variables: {}, output: '' },
+    ],
+  }
+
+  async function mountIn(locale: 'en' | 'zh', body: PromptInspection = inspection) {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json' } })),
+    )
+    const w = mount(PromptInspector, { props: { conversationId: 'c1', messageId: 'm1' }, global: { plugins: [makeI18n(locale)] } })
+    await flushPromises()
+    return w
+  }
+
+  it('names a block a script added as from that script, and marks a block a script changed', async () => {
+    const w = await mountIn('en')
+    const blocks = w.findAll(q('chat-prompt-block'))
+    expect(blocks.map((b) => b.get(q('chat-prompt-source')).text())).toEqual(['Main prompt', 'Script: mood.lua', 'Message 1 (Ann)'])
+    const edited = blocks[0]!.get(q('chat-prompt-edited'))
+    expect(edited.text()).toBe('edited')
+    expect(edited.attributes('title')).toBe('Changed by mood.lua')
+    expect(blocks[1]!.find(q('chat-prompt-edited')).exists()).toBe(false)
+    // A block a script removed is in the cut list with the script's reason.
+    expect(w.get(q('chat-cut')).text()).toContain('removed by script mood.lua')
+  })
+
+  it('says what each script did in a Scripts section', async () => {
+    const w = await mountIn('en')
+    expect(w.text()).toContain('Scripts (2)')
+    const [mood, inline] = w.findAll(q('chat-prompt-script'))
+    expect(mood!.attributes('data-name')).toBe('mood.lua')
+    expect(mood!.get(q('chat-prompt-script-summary')).text()).toBe('added 1, removed 1, changed 1, set 2 variables')
+    expect(mood!.get(q('chat-prompt-script-added')).text()).toBe('script:mood.lua:1')
+    expect(mood!.get(q('chat-prompt-script-removed')).text()).toBe('card:scenario')
+    expect(mood!.get(q('chat-prompt-script-edited')).text()).toBe('main')
+    expect(mood!.findAll(`${q('chat-prompt-script-variables')} code`).map((c) => c.text())).toEqual(['mood = "calm"', 'visits = 3'])
+    expect(mood!.get(q('chat-prompt-script-output')).text()).toBe('mood is calm')
+    expect(mood!.text()).toContain('2 ms')
+    expect(inline!.get(q('chat-prompt-script-summary')).text()).toBe('added 0, removed 0, changed 0, set 0 variables')
+    expect(inline!.find(q('chat-prompt-script-output')).exists()).toBe(false)
+  })
+
+  it('has no Scripts section when no script ran, and speaks Chinese', async () => {
+    const none = await mountIn('en', { ...inspection, scripts: undefined })
+    expect(none.find(q('chat-prompt-scripts')).exists()).toBe(false)
+    const zh = await mountIn('zh')
+    expect(zh.text()).toContain('脚本（2）')
+    expect(zh.findAll(q('chat-prompt-source'))[1]!.text()).toBe('脚本：mood.lua')
+  })
+})

@@ -1,11 +1,15 @@
 // A node's config form: the knowledge editor's SchemaField walking the node type's
 // `configSchema` (the shape storyloom/workflow/node_type.py sends), with its editor hints.
-import { mount } from '@vue/test-utils'
-import { describe, expect, it } from 'vitest'
+import { EditorView } from '@codemirror/view'
+import { flushPromises, mount } from '@vue/test-utils'
+import { describe, expect, it, vi } from 'vitest'
 import type { WorkflowProblem } from '../src/api/workflows'
 import NodeConfigForm from '../src/components/workflow/NodeConfigForm.vue'
 import { makeI18n } from '../src/i18n'
 import { describeObject, type JsonSchema } from '../src/lib/jsonSchema'
+import type { components } from '../src/api/schema'
+import type { ScriptFile, ScriptInfo } from '../src/api/scripts'
+import { useFakeFetch } from './fakeFetch'
 
 const SCHEMA: JsonSchema = {
   type: 'object',
@@ -112,5 +116,175 @@ describe('node config form', () => {
     expect(w.get(q('error-max_depth')).text()).toContain('below the minimum 1')
     expect(w.text()).not.toContain('another node')
     expect(w.text()).toContain('The connected input is used instead of this value.')
+  })
+})
+
+// The chat:Script node's config as storyloom/chat/prompt/shuttle_nodes.py sends it: the
+// language, a script file (or none) and the inline code (widget "code").
+const SCRIPT_SCHEMA: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    language: {
+      type: 'string',
+      enum: ['javascript', 'lua'],
+      default: 'javascript',
+      title: 'Language',
+      'x-suggestions': [
+        { value: 'javascript', label: 'JavaScript' },
+        { value: 'lua', label: 'Lua' },
+      ],
+    },
+    script: { type: 'string', default: '', title: 'Script', description: 'A script file; empty: the code below' },
+    code: { type: 'string', default: '', title: 'Code', 'x-widget': 'code' },
+    time_limit_ms: { type: 'integer', default: 1000, minimum: 1, title: 'Time Limit Ms' },
+  },
+}
+
+const SCRIPTS = [
+  { name: 'mood.lua', language: 'lua', size: 40, plugin: null },
+  { name: 'tidy:clean.js', language: 'javascript', size: 12, plugin: 'tidy' },
+]
+const FILES: Record<string, { name: string; language: string; code: string; read_only: boolean }> = {
+  'mood.lua': { name: 'mood.lua', language: 'lua', code: 'local n = 1\nctx.variables.mood = "calm"\n', read_only: false },
+  'tidy:clean.js': { name: 'tidy:clean.js', language: 'javascript', code: 'const x = 1\n', read_only: true },
+}
+
+const server = useFakeFetch()
+
+function mountScript(config: Record<string, unknown> = {}) {
+  server.respond = (call) => {
+    if (call.url === '/api/scripts') return { status: 200, body: SCRIPTS }
+    const name = decodeURIComponent(call.url.slice('/api/scripts/'.length))
+    if (call.method === 'PUT') return { status: 200, body: { ...FILES[name], code: (call.body as { code: string }).code } }
+    return FILES[name] ? { status: 200, body: FILES[name] } : { status: 404, body: { error: { message: 'not found' } } }
+  }
+  return mount(NodeConfigForm, {
+    props: { nodeId: 's1', schema: SCRIPT_SCHEMA, config, problems: [], workflows: [], workflowId: 'w', connected: new Set<string>() },
+    global: { plugins: [makeI18n('en')] },
+    attachTo: document.body,
+  })
+}
+
+/** Wait for `id` to render (the editor and the picker are loaded on first use), then settle. */
+async function appear(w: ReturnType<typeof mountScript>, id: string): Promise<void> {
+  await vi.waitFor(() => expect(w.find(q(id)).exists()).toBe(true), { timeout: 10_000 })
+  await settle()
+}
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 6; i++) {
+    await flushPromises()
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+function keywords(root: Element): string[] {
+  return [...root.querySelectorAll('.tok-keyword')].map((e) => e.textContent ?? '')
+}
+
+describe('script node config', () => {
+  it('marks the code field as code and the script name beside it as a script file', () => {
+    const kinds = Object.fromEntries(describeObject(SCRIPT_SCHEMA, SCRIPT_SCHEMA).map((f) => [f.key, f.kind]))
+    expect(kinds).toEqual({ language: 'enum', script: 'script', code: 'code', time_limit_ms: 'integer' })
+    // A `script` field with no code field beside it stays text.
+    const alone: JsonSchema = { type: 'object', properties: { script: { type: 'string' } } }
+    expect(describeObject(alone, alone)[0]!.kind).toBe('string')
+  })
+
+  it('edits the code in an editor highlighted in the language chosen beside it', async () => {
+    const w = mountScript({ language: 'lua', code: 'local mood = "calm"\nctx.variables.mood = mood\n' })
+    await appear(w, 'wf-config-code')
+    const editor = w.get(q('wf-config-code'))
+    expect(editor.classes()).toContain('code-editor')
+    expect(editor.attributes('data-language')).toBe('lua')
+    expect(editor.find('.cm-content').text()).toContain('local mood')
+    expect(keywords(editor.element)).toContain('local')
+    // Typing in the editor sends the code as the field's value.
+    const view = EditorView.findFromDOM(editor.get('.cm-editor').element as HTMLElement)!
+    view.dispatch({ changes: { from: 0, insert: '-- hi\n' } })
+    expect(w.emitted('config')!.at(-1)).toEqual(['code', '-- hi\nlocal mood = "calm"\nctx.variables.mood = mood\n'])
+    w.unmount()
+  })
+
+  it('uses the language default when none is set, and follows a change of language', async () => {
+    const w = mountScript({ code: 'const x = 1' })
+    await appear(w, 'wf-config-code')
+    expect(w.get(q('wf-config-code')).attributes('data-language')).toBe('javascript')
+    expect(keywords(w.get(q('wf-config-code')).element)).toContain('const')
+    await w.setProps({ config: { code: 'const x = 1', language: 'lua' } })
+    await settle()
+    expect(w.get(q('wf-config-code')).attributes('data-language')).toBe('lua')
+    w.unmount()
+  })
+
+  it('picks a script file from the project and the plugins', async () => {
+    const w = mountScript()
+    await appear(w, 'wf-config-script-select')
+    const select = w.get(q('wf-config-script-select'))
+    expect(select.findAll('option').map((o) => o.attributes('value'))).toEqual(['', 'mood.lua', 'tidy:clean.js'])
+    expect(select.findAll('optgroup').map((g) => g.attributes('label'))).toEqual(['Project scripts', 'Plugin scripts (read-only)'])
+    await select.setValue('mood.lua')
+    expect(w.emitted('config')).toEqual([['script', 'mood.lua']])
+    w.unmount()
+  })
+
+  it('opens the chosen file in an editor and saves it', async () => {
+    const w = mountScript({ script: 'mood.lua', language: 'lua' })
+    await appear(w, 'wf-config-script-edit')
+    await w.get(q('wf-config-script-edit')).trigger('click')
+    await settle()
+    const editor = w.get(q('wf-config-script-code'))
+    expect(editor.attributes('data-language')).toBe('lua')
+    expect(editor.find('.cm-content').text()).toContain('ctx.variables.mood')
+    expect(keywords(editor.element)).toContain('local')
+    expect(w.get(q('wf-config-script-save')).attributes('disabled')).toBeDefined()
+    const view = EditorView.findFromDOM(editor.get('.cm-editor').element as HTMLElement)!
+    view.dispatch({ changes: { from: 0, insert: '-- edited\n' } })
+    await flushPromises()
+    await w.get(q('wf-config-script-save')).trigger('click')
+    await settle()
+    const put = server.calls.find((c) => c.method === 'PUT')!
+    expect(put.url).toBe('/api/scripts/mood.lua')
+    expect(put.body).toEqual({ code: '-- edited\nlocal n = 1\nctx.variables.mood = "calm"\n' })
+    expect(w.find(q('wf-config-script-saved')).exists()).toBe(true)
+    // The node's config is not touched by saving the file.
+    expect(w.emitted('config')).toBeUndefined()
+    w.unmount()
+  })
+
+  it("shows a plugin's script read-only, with no save", async () => {
+    const w = mountScript({ script: 'tidy:clean.js' })
+    await appear(w, 'wf-config-script-edit')
+    await w.get(q('wf-config-script-edit')).trigger('click')
+    await settle()
+    expect(server.calls.map((c) => c.url)).toContain('/api/scripts/tidy%3Aclean.js')
+    expect(w.get(q('wf-config-script-code')).attributes('data-readonly')).toBe('true')
+    expect(w.find(q('wf-config-script-readonly')).exists()).toBe(true)
+    expect(w.find(q('wf-config-script-save')).exists()).toBe(false)
+    w.unmount()
+  })
+
+  it('creates a new project script with the extension of the language', async () => {
+    const w = mountScript({ language: 'lua' })
+    await appear(w, 'wf-config-script-new')
+    await w.get(q('wf-config-script-new')).trigger('click')
+    await w.get(q('wf-config-script-new-name')).setValue('../evil')
+    expect(w.get(q('wf-config-script-create')).attributes('disabled')).toBeDefined()
+    await w.get(q('wf-config-script-new-name')).setValue('greet')
+    await w.get(q('wf-config-script-create')).trigger('click')
+    await settle()
+    expect(server.calls.find((c) => c.method === 'PUT')).toEqual({ url: '/api/scripts/greet.lua', method: 'PUT', body: { code: '' } })
+    expect(w.emitted('config')).toEqual([['script', 'greet.lua']])
+    w.unmount()
+  })
+})
+
+describe('scripts API shapes', () => {
+  it('accept what the server declares it sends (checked by the typecheck)', () => {
+    type Schemas = components['schemas']
+    const accepts = <T>(value: T): T => value
+    const checks = [(v: Schemas['ScriptInfo']) => accepts<ScriptInfo>(v), (v: Schemas['ScriptFile']) => accepts<ScriptFile>(v)]
+    expect(checks).toHaveLength(2)
   })
 })

@@ -138,6 +138,116 @@ describe('tool steps', () => {
 
 const PENDING = { id: 'ap1', tool: 'kb:CreateEntry', arguments: { title: 'The roll', content: 'Mira rolled 17' }, caller: { kind: 'agent', name: 'dice-keeper' }, conversationId: 'c1', runId: 'r1:agent' }
 
+describe('a CodeInterpreter call', () => {
+  const CODE = 'def primes(n):\n    return [p for p in range(2, n) if all(p % d for d in range(2, p))]\nprint(sum(primes(100)))\nlen(primes(100))\n'
+  const RUN = {
+    step: 1,
+    index: 0,
+    tool: 'CodeInterpreter:execute',
+    arguments: { language: 'python', code: CODE },
+    decision: 'allowed',
+    ok: true,
+    durationMs: 40,
+    result: {
+      language: 'python',
+      stdout: '1060\n',
+      stderr: '',
+      value: '25',
+      files: [
+        { name: 'primes.txt', size: 2048, text: '2 3 5 7' },
+        { name: 'plot.png', size: 3 * 1024 * 1024 },
+      ],
+      duration_ms: 38,
+      limit: null,
+      exit_code: 0,
+      error: null,
+    },
+  }
+  const STOPPED = {
+    ...RUN,
+    index: 1,
+    arguments: { language: 'javascript', code: 'while (true) {}' },
+    result: { language: 'javascript', stdout: '', stderr: '', value: null, files: [], duration_ms: 10000, limit: 'wall_time', exit_code: null, error: null },
+  }
+  const RAISED = {
+    ...RUN,
+    index: 2,
+    arguments: { language: 'python', code: '1 / 0' },
+    result: { ...RUN.result, stdout: '', value: null, files: [], error: 'ZeroDivisionError: division by zero (line 1)', exit_code: 1 },
+  }
+
+  async function highlighted(w: ReturnType<typeof mount>): Promise<void> {
+    await vi.waitFor(
+      () => {
+        for (const block of w.findAll(q('code-run-source'))) expect(block.attributes('data-highlighted')).toBe('true')
+      },
+      { timeout: 5000 },
+    )
+  }
+
+  it('folds the code, with its language and length on the fold, highlighted inside', async () => {
+    const w = mount(ToolSteps, { props: { message: { id: 'm1', extra: { tool_steps: [RUN] } }, open: true }, ...i18n() })
+    const step = w.get(q('tool-step'))
+    const fold = step.get(q('code-run-code'))
+    expect(fold.element.tagName).toBe('DETAILS')
+    expect((fold.element as HTMLDetailsElement).open).toBe(false)
+    expect(fold.get(q('code-run-fold')).text()).toBe('Python · 4 lines')
+    await highlighted(w)
+    const source = fold.get(q('code-run-source'))
+    expect(source.attributes('data-language')).toBe('python')
+    expect(source.findAll('.code-line')).toHaveLength(4)
+    expect(source.findAll('.tok-keyword').map((e) => e.text())).toEqual(expect.arrayContaining(['def', 'return', 'for', 'in', 'if']))
+    expect(source.text()).toContain('print(sum(primes(100)))')
+  })
+
+  it('shows what the code printed, its value and the files it wrote', () => {
+    const w = mount(ToolSteps, { props: { message: { id: 'm1', extra: { tool_steps: [RUN] } }, open: true }, ...i18n() })
+    const step = w.get(q('tool-step'))
+    expect(step.get(q('tool-step-summary')).text()).toBe('25')
+    expect(step.get(q('code-run-stdout')).text()).toBe('1060')
+    expect(step.get(q('code-run-value')).text()).toBe('25')
+    const files = step.findAll(q('code-run-file'))
+    expect(files.map((f) => f.attributes('data-name'))).toEqual(['primes.txt', 'plot.png'])
+    expect(files[0]!.text()).toContain('2.0 KB')
+    // Small text files can be read in place, folded; others are only named.
+    const text = files[0]!.get('details')
+    expect((text.element as HTMLDetailsElement).open).toBe(false)
+    expect(text.get(q('code-run-file-text')).text()).toBe('2 3 5 7')
+    expect(files[1]!.text()).toContain('3.0 MB')
+    expect(files[1]!.find('details').exists()).toBe(false)
+    expect(step.find(q('code-run-error')).exists()).toBe(false)
+    expect(step.find(q('code-run-limit')).exists()).toBe(false)
+  })
+
+  it('says which limit stopped the run, and shows the error the code raised', async () => {
+    const w = mount(ToolSteps, { props: { message: { id: 'm1', extra: { tool_steps: [RUN, STOPPED, RAISED] } }, open: true }, ...i18n() })
+    const [, stopped, raised] = w.findAll(q('tool-step'))
+    expect(stopped!.get(q('code-run')).attributes('data-limit')).toBe('wall_time')
+    expect(stopped!.get(q('code-run-limit')).text()).toBe('Stopped by the time limit')
+    expect(stopped!.get(q('code-run-fold')).text()).toBe('JavaScript · 1 line')
+    expect(raised!.get(q('code-run-error')).text()).toContain('ZeroDivisionError: division by zero (line 1)')
+    expect(raised!.get(q('tool-step-summary')).text()).toBe('ZeroDivisionError: division by zero (line 1)')
+    // An error in the code is a result the model reads, not a failed call.
+    expect(raised!.attributes('data-ok')).toBe('true')
+    await highlighted(w)
+    expect(stopped!.get(q('code-run-source')).findAll('.tok-keyword').map((e) => e.text())).toContain('while')
+  })
+
+  it('still shows the code of a call that was refused', () => {
+    const denied = { ...RUN, decision: 'denied', ok: false, result: null, error: 'denied by policy' }
+    const w = mount(ToolSteps, { props: { message: { id: 'm1', extra: { tool_steps: [denied] } }, open: true }, ...i18n() })
+    expect(w.get(q('code-run-source')).text()).toContain('def primes(n):')
+    expect(w.find(q('code-run-stdout')).exists()).toBe(false)
+    expect(w.get(q('tool-step-summary')).text()).toBe('Failed: denied by policy')
+  })
+
+  it('leaves the other tools as they were', () => {
+    const w = mount(ToolSteps, { props: { message: { id: 'm1', extra: { tool_steps: [ROLL] } }, open: true }, ...i18n() })
+    expect(w.find(q('code-run')).exists()).toBe(false)
+    expect(w.get(q('tool-step-summary')).text()).toBe('17')
+  })
+})
+
 describe('approvals', () => {
   it('arrive over the WebSocket and show in the chat of their conversation and on the canvas of their run', async () => {
     const { conn, emit } = fakeConnection()

@@ -55,6 +55,7 @@ _EDGES: tuple[str, ...] = (
     "input.snapshot -> builder.snapshot",
     "input.snapshot -> ast.snapshot",
     "input.snapshot -> regex.snapshot",
+    "input.snapshot -> script.snapshot",
     "input.snapshot -> updater.snapshot",
     "builder.skein -> ast.skein",
     "ast.skein -> regex.skein",

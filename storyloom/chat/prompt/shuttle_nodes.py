@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError
 
 from storyloom.chat.personalab.director import advance_plot, outline_points
 from storyloom.chat.prompt.prompt_ast import apply_prompt_regex, run_prompt_ast
+from storyloom.chat.prompt.script_shuttle import run_script_shuttle
 from storyloom.chat.prompt.skein import Skein
 from storyloom.chat.prompt.skein_builder import (
     DEFAULT_CONTINUE_NUDGE_PROMPT,
@@ -51,8 +52,11 @@ from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.tokenizers import counter_for
+from storyloom.project.scripts import ScriptLibrary
+from storyloom.sandbox.script_host import ScriptLimits
 from storyloom.workflow.agent_host import AgentTurnRequest
 from storyloom.workflow.node_type import (
+    CODE,
     TEXTAREA,
     NodeConfig,
     NodeContext,
@@ -269,9 +273,6 @@ class RegexCleaner(NodeType):
         return {"skein": apply_prompt_regex(skein, snapshot).as_json()}
 
 
-SCRIPT_PENDING = "scripts run once the sandbox lands; this script was not run"
-
-
 class ScriptConfig(NodeConfig):
     language: Annotated[
         Literal["javascript", "lua"],
@@ -279,8 +280,20 @@ class ScriptConfig(NodeConfig):
             Suggestion(value="javascript", label="JavaScript"),
             Suggestion(value="lua", label="Lua"),
         ),
-    ] = Field("javascript", description="The script's language")
-    code: Annotated[str, TEXTAREA] = Field("", description="The script")
+    ] = Field("javascript", description="The language of the inline code")
+    script: str = Field(
+        "",
+        description="A script file: 'mood.lua' in the project's scripts/ folder, or "
+        "'<plugin>:<file>' of an enabled plugin (its extension says the language); "
+        "empty: run the inline code",
+    )
+    code: Annotated[str, CODE] = Field(
+        "", description="The script, when no file is named; it changes the global ctx"
+    )
+    time_limit_ms: int = Field(
+        1000, ge=10, le=30_000, description="Wall-clock limit of one run (ms)"
+    )
+    memory_mb: int = Field(32, ge=4, le=256, description="Memory limit of the script (MiB)")
 
 
 class Script(NodeType[ScriptConfig]):
@@ -288,21 +301,76 @@ class Script(NodeType[ScriptConfig]):
     display_name: ClassVar[str] = "Script"
     category: ClassVar[str] = CATEGORY
     description: ClassVar[str] = (
-        "A user script over the Skein (JavaScript or Lua in a sandbox). Until the sandbox "
-        "lands it passes the Skein on unchanged and warns when code is set."
+        "Runs a Lua or JavaScript script on the turn in a sandbox: it reads the Skein's "
+        "blocks, the variables, the macros' values and the state as the global ctx, and "
+        "adds, removes, edits or reorders blocks and sets variables; the prompt inspector "
+        "shows what it did. No script: the Skein passes through."
     )
-    inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN,)
+    version: ClassVar[int] = 2
+    # Without the snapshot wired (a pipeline saved before it had this input), the run's
+    # snapshot is read: it joins the cache key.
+    reads_run_inputs: ClassVar[bool] = True
+    inputs: ClassVar[tuple[Slot, ...]] = (
+        SKEIN_IN,
+        Slot(
+            name="snapshot",
+            type=OBJECT,
+            required=False,
+            description="The turn's context snapshot (variables, macros, state); "
+            "unwired: the run's",
+        ),
+    )
     outputs: ClassVar[tuple[Slot, ...]] = (SKEIN_OUT,)
+
+    def fingerprint(self, config: ScriptConfig, services: WorkflowServices) -> str | None:
+        # The file is read when the node runs: its content decides the output as much
+        # as the config does, so an edited script is never answered from the cache.
+        if not config.script:
+            return None
+        return script_library(services).fingerprint(config.script)
 
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: ScriptConfig
     ) -> dict[str, Any]:
-        if not config.code.strip() and isinstance(inputs.get("skein"), dict):
-            return {"skein": inputs["skein"]}
+        if not config.script and not config.code.strip():
+            if isinstance(inputs.get("skein"), dict):
+                return {"skein": inputs["skein"]}
+            return {"skein": skein_input(inputs).as_json()}
+        name, language, code = _script_to_run(ctx, config)
         skein = skein_input(inputs)
-        if config.code.strip():
-            skein.warnings.append(SCRIPT_PENDING)
-        return {"skein": skein.as_json()}
+        snapshot = _script_snapshot(ctx, inputs)
+        limits = ScriptLimits(time_ms=config.time_limit_ms, memory_mb=config.memory_mb)
+        changed = await run_script_shuttle(
+            skein, snapshot, language=language, code=code, name=name, limits=limits
+        )
+        return {"skein": changed.as_json()}
+
+
+def script_library(services: WorkflowServices) -> ScriptLibrary:
+    """The scripts a node may run: the project's and the enabled plugins'."""
+    folders = services.script_folders() if services.script_folders is not None else {}
+    return ScriptLibrary(services.project_dir, folders)
+
+
+def _script_to_run(
+    ctx: NodeContext, config: ScriptConfig
+) -> tuple[str, Literal["javascript", "lua"], str]:
+    """(name, language, code): the named file's, else the inline code's."""
+    if not config.script:
+        return f"{ctx.node_id} (inline)", config.language, config.code
+    try:
+        found = script_library(ctx.services).read(config.script)
+    except StoryloomError as exc:
+        raise ShuttleError(f"config script: {exc}") from None
+    return found.name, found.language, found.code
+
+
+def _script_snapshot(ctx: NodeContext, inputs: Mapping[str, Any]) -> ContextSnapshot | None:
+    if inputs.get("snapshot") is not None:
+        return snapshot_input(inputs)
+    if isinstance(ctx.interface_inputs.get("snapshot"), dict):
+        return snapshot_input(ctx.interface_inputs)
+    return None
 
 
 class TokenBudgetConfig(NodeConfig):

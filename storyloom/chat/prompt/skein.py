@@ -53,6 +53,7 @@ class BlockSource(BaseModel):
         "background",
         "conversation",
         "workflow",
+        "script",  # added by a chat:Script node; ``id`` is the script's name
     ]
     id: str | None = Field(default=None, description="Message id, 'kb_id/entry_id', preset id")
     field: str | None = Field(default=None, description="Card or preset field, prompt id")
@@ -95,6 +96,22 @@ class CutBlock(BaseModel):
     reason: str
 
 
+class ScriptRun(BaseModel):
+    """What one chat:Script run did to the prompt, for the prompt inspector."""
+
+    name: str = Field(description="'mood.lua', 'plugin:file.js', or '<node> (inline)'")
+    language: Literal["lua", "javascript"]
+    duration_ms: float
+    added: list[str] = Field(default_factory=list, description="Ids of the blocks it added")
+    removed: list[str] = Field(default_factory=list, description="Ids of the blocks it removed")
+    edited: list[str] = Field(default_factory=list, description="Ids of the blocks it changed")
+    reordered: bool = Field(default=False, description="It changed the order of the blocks")
+    variables: dict[str, Any] = Field(
+        default_factory=dict, description="Variables it set (a removed one: null)"
+    )
+    output: str = Field(default="", description="What it printed")
+
+
 class Skein(BaseModel):
     """The prompt being built. Blocks are in prompt order; history blocks are contiguous."""
 
@@ -115,6 +132,9 @@ class Skein(BaseModel):
         default=None, description="Which tokenizer counted the blocks' tokens"
     )
     warnings: list[str] = Field(default_factory=list)
+    scripts: list[ScriptRun] = Field(
+        default_factory=list, description="The chat:Script runs of this prompt, in order"
+    )
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = self.model_dump(mode="json")

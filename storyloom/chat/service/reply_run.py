@@ -129,6 +129,8 @@ def inspector_record(
             k: raw.get(k)
             for k in ("id", "kind", "role", "content", "source", "tokens", "depth", "name")
         }
+        if raw.get("edited_by"):
+            block["edited_by"] = raw["edited_by"]
         block["message_id"] = message_id = raw.get("message_id")
         if message_id is not None and stored.get(message_id) == block["content"]:
             del block["content"]
@@ -152,6 +154,7 @@ def inspector_record(
         "cut": skein.get("cut") or [],
         "budget": skein.get("budget"),
         "warnings": skein.get("warnings") or [],
+        "scripts": skein.get("scripts") or [],
         "messages": sent,
     }
 

@@ -164,6 +164,8 @@ export interface PromptBlock {
   enabled?: boolean
   /** Where the block came from; a block a custom pipeline made may have none. */
   source?: BlockSource | null
+  /** The chat:Script runs that changed this block, in order. */
+  edited_by?: string[] | null
   [extra: string]: unknown
 }
 
@@ -198,6 +200,22 @@ export interface PromptMessage {
   name?: string
 }
 
+/** What one chat:Script run did to the prompt (storyloom/chat/prompt/skein.py ScriptRun). */
+export interface ScriptRunRecord {
+  name: string
+  language: string
+  duration_ms: number
+  /** Ids of the blocks it added, removed and changed. */
+  added?: string[]
+  removed?: string[]
+  edited?: string[]
+  reordered?: boolean
+  /** Variables it set (a removed one: null). */
+  variables?: Record<string, unknown>
+  /** What it printed. */
+  output?: string
+}
+
 /** GET .../prompt: what the turn's prompt was made of (the prompt inspector). */
 export interface PromptInspection {
   blocks: PromptBlock[]
@@ -206,6 +224,8 @@ export interface PromptInspection {
   budget?: number | null
   warnings?: string[]
   messages: PromptMessage[]
+  /** The chat:Script runs that shaped this prompt, in order. */
+  scripts?: ScriptRunRecord[]
   [extra: string]: unknown
 }
 

@@ -13,6 +13,8 @@ export interface PluginDeclares {
   hooks: string[]
   ui: { wrap: string[]; inject: string[]; override: string[] }
   services: { override: string[] }
+  /** Its script tools ask to connect to other machines (`permissions.network`). */
+  network?: boolean
 }
 
 export interface PluginInfo {
@@ -28,6 +30,8 @@ export interface PluginInfo {
   declares: PluginDeclares
   /** Permissions (override strings) the user granted. */
   granted: string[]
+  /** It declares network access and the user granted it when enabling. */
+  networkGranted?: boolean
 }
 
 export interface PluginProblem {
@@ -59,9 +63,17 @@ export function listExtensions(fetchImpl?: Fetch): Promise<ExtensionInfo[]> {
   return requestJson<ExtensionInfo[]>('GET', '/api/plugins', undefined, fetchImpl)
 }
 
-/** Enable a plugin; its UI and service overrides apply only with `grantOverrides`. */
-export function enablePlugin(name: string, grantOverrides: boolean, fetchImpl?: Fetch): Promise<PluginInfo> {
-  return requestJson<PluginInfo>('POST', `/api/plugins/${encodeURIComponent(name)}/enable`, { grantOverrides }, fetchImpl)
+export interface EnableOptions {
+  /** Let its script tools use the network (only for a plugin that declares it); left out,
+   * nothing is sent and the server withdraws any earlier grant. */
+  grantNetwork?: boolean
+}
+
+/** Enable a plugin; its UI and service overrides apply only with `grantOverrides`, and its
+ * script tools get the network only with `grantNetwork`. */
+export function enablePlugin(name: string, grantOverrides: boolean, options: EnableOptions = {}, fetchImpl?: Fetch): Promise<PluginInfo> {
+  const body = options.grantNetwork === undefined ? { grantOverrides } : { grantOverrides, grantNetwork: options.grantNetwork }
+  return requestJson<PluginInfo>('POST', `/api/plugins/${encodeURIComponent(name)}/enable`, body, fetchImpl)
 }
 
 export function disablePlugin(name: string, fetchImpl?: Fetch): Promise<PluginInfo> {

@@ -7,6 +7,7 @@
 // the canvas read from it.
 import { reactive, shallowReactive, watch } from 'vue'
 import { type Fetch, fetchJson, requestJson } from '../api/client'
+import { codeRunOf, codeRunSummary } from './codeRun'
 import type { Connection, ServerMessage } from './connection'
 
 export type CallDecision = 'allowed' | 'approved' | 'denied' | 'invalid' | 'unknown'
@@ -96,6 +97,8 @@ export function shownValue(value: unknown): string {
 /** The roll of a `chat:RollDice` result, or any short result, for the one-line summary. */
 export function resultSummary(step: ToolStep, max = 60): string {
   if (!step.ok) return step.error ?? ''
+  const run = codeRunOf(step)
+  if (run) return codeRunSummary(run, max)
   const r = step.result
   if (isRecord(r)) {
     // A roll's total, an entry's name: what a reader looks for first.

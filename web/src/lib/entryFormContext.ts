@@ -21,6 +21,9 @@ export interface EntryFormContext {
   workflowId?: ComputedRef<string>
   /** Top-level fields whose value is not used (a connected input of the same name). */
   overridden?: ComputedRef<Set<string>>
+  /** The edited object as shown (defaults filled in): what a field that depends on a
+   * sibling reads (a code field's `language`). */
+  values?: ComputedRef<unknown>
 }
 
 export const ENTRY_FORM: InjectionKey<EntryFormContext> = Symbol('entry-form')

@@ -2,7 +2,7 @@
 // and the form fields generated from it. The form editor walks the schema the server sends
 // (GET /api/knowledge/schema, a node type's `configSchema`), so a field added to the models
 // shows up without UI work. Editor hints beside the standard keys: `x-widget` (textarea,
-// json, kb, workflow), `x-suggestions` (offered values, or labels of an enum's values).
+// json, kb, workflow, code), `x-suggestions` (offered values, or labels of an enum's values).
 
 /** A value offered for a field; `label` is shown instead of it. */
 export interface SchemaSuggestion {
@@ -91,6 +91,8 @@ export type FieldKind =
   | 'json'
   | 'kb'
   | 'workflow'
+  | 'code'
+  | 'script'
 
 export interface FieldSpec {
   key: string
@@ -135,7 +137,14 @@ function scalarUnion(root: JsonSchema, s: JsonSchema): { types: string[]; consta
   return { types, constants }
 }
 
-const WIDGET_KINDS: Record<string, FieldKind> = { kb: 'kb', workflow: 'workflow', json: 'json' }
+const WIDGET_KINDS: Record<string, FieldKind> = { kb: 'kb', workflow: 'workflow', json: 'json', code: 'code', script: 'script' }
+
+/** The sibling field whose value is a `code` field's language. */
+export const CODE_LANGUAGE_FIELD = 'language'
+
+/** A string field named `script` beside a `code` field names a script file run instead of
+ * the inline code (the chat:Script node): it gets the script-file picker. */
+const SCRIPT_FILE_FIELD = 'script'
 
 function kindOf(root: JsonSchema, s: JsonSchema, nullable: boolean): FieldKind {
   const widget = s['x-widget'] ? WIDGET_KINDS[s['x-widget']] : undefined
@@ -165,9 +174,15 @@ const READONLY = new Set(['id'])
 export function describeObject(root: JsonSchema, schema: JsonSchema, path: string[] = []): FieldSpec[] {
   const object = deref(root, schema)
   const required = new Set(object.required ?? [])
-  return Object.entries(object.properties ?? {}).map(([key, raw]) =>
+  const fields = Object.entries(object.properties ?? {}).map(([key, raw]) =>
     describeField(root, raw, [...path, key], required.has(key)),
   )
+  if (fields.some((f) => f.kind === 'code')) {
+    for (const f of fields) {
+      if (f.key === SCRIPT_FILE_FIELD && f.kind === 'string' && !f.widget) Object.assign(f, { kind: 'script', widget: 'script' })
+    }
+  }
+  return fields
 }
 
 export function describeField(root: JsonSchema, raw: JsonSchema, path: string[], required = false): FieldSpec {

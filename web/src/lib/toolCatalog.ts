@@ -91,6 +91,11 @@ export function needsGrant(plugin: PluginInfo): boolean {
   return plugin.declares.ui.override.length + plugin.declares.services.override.length > 0
 }
 
+/** Whether enabling asks if its script tools may use the network (it declares so). */
+export function asksNetwork(plugin: PluginInfo): boolean {
+  return plugin.declares.network === true
+}
+
 /** Everything a plugin declares, as labelled lists (empty ones left out), for the card. */
 export function declaredItems(plugin: PluginInfo): { kind: string; items: string[] }[] {
   const d = plugin.declares
