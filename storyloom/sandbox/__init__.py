@@ -2,7 +2,8 @@
 
 A low layer beside ``llm`` and ``store``: it imports only ``storyloom.core``. Programs
 (plugin script tools, the CodeInterpreter) run in a bubblewrap sandbox through
-:func:`run_sandboxed`; the names below are the public API.
+:func:`run_sandboxed` (a long-lived one, the script worker, through
+:func:`start_sandboxed`); the names below are the public API.
 """
 
 from storyloom.sandbox.bwrap import (
@@ -15,10 +16,12 @@ from storyloom.sandbox.limits import LimitName, SandboxLimits
 from storyloom.sandbox.process_sandbox import (
     PYTHON_INSIDE,
     Mount,
+    SandboxedProcess,
     SandboxRequest,
     SandboxResult,
     python_argv,
     run_sandboxed,
+    start_sandboxed,
 )
 
 __all__ = [
@@ -30,8 +33,10 @@ __all__ = [
     "SandboxResult",
     "SandboxStatus",
     "SandboxUnavailable",
+    "SandboxedProcess",
     "python_argv",
     "require_sandbox",
     "run_sandboxed",
     "sandbox_status",
+    "start_sandboxed",
 ]

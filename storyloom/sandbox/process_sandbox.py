@@ -5,7 +5,8 @@ holds), starts bwrap (:mod:`storyloom.sandbox.spawn`) with the in-sandbox launch
 (:mod:`storyloom.sandbox.launch`) that sets the resource limits and becomes the program,
 feeds stdin, collects stdout and stderr up to their caps, and enforces the wall clock.
 It never runs anything unsandboxed: where no sandbox can be made it raises
-:class:`SandboxUnavailable`.
+:class:`SandboxUnavailable`. :func:`start_sandboxed` starts a long-lived program in the
+same kind of sandbox and hands back its pipes (:class:`SandboxedProcess`).
 
 The pipes and the exit are watched on the running event loop directly (non-blocking
 fds, a pidfd), not through ``asyncio.subprocess``, because the warm stub a run starts
@@ -34,11 +35,13 @@ that signal (a program that itself exits 129..192 is misread as signalled).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -171,6 +174,140 @@ async def run_sandboxed(request: SandboxRequest) -> SandboxResult:
     return await run.execute()
 
 
+class SandboxedProcess:
+    """A long-lived program in its own sandbox, started by :func:`start_sandboxed`.
+
+    ``stdin`` and ``stdout`` are the program's pipes (``stderr`` too; it should write
+    little there, or the pipe fills once nobody reads it). Nothing enforces the request's
+    ``wall_seconds`` or ``output_kb``: the owner decides when to :meth:`kill` it.
+    """
+
+    def __init__(self, request: SandboxRequest, spawned: Spawned) -> None:
+        self.request = request
+        self.process: subprocess.Popen[bytes] = spawned.process
+        self._cgroup = spawned.cgroup
+        self._program: int | None = None
+        assert self.process.stdin and self.process.stdout and self.process.stderr
+        self.stdin = self.process.stdin
+        self.stdout = self.process.stdout
+        self.stderr = self.process.stderr
+
+    def alive(self) -> bool:
+        """Whether bwrap (and so the sandbox) is still running."""
+        return self.process.poll() is None
+
+    def program_pid(self, timeout: float = 10.0) -> int | None:
+        """The program's process id as the host sees it (bwrap's init's child), waiting
+        up to ``timeout`` while the sandbox is being built; ``None`` once it is gone."""
+        if self._program is None:
+            deadline = time.monotonic() + timeout
+            delay = 0.001
+            while self.alive():
+                programs = [pid for init in _children(self.process.pid) for pid in _children(init)]
+                if programs:
+                    self._program = programs[0]
+                    break
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        return self._program
+
+    def kill(self) -> None:
+        """Kill every process of the sandbox and wait until none is left (blocking)."""
+        process = self.process
+        if process.poll() is None:
+            inits = _children(process.pid)
+            for init in inits:
+                # The namespace's init: the kernel takes every process in it along.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(init, signal.SIGKILL)
+            try:
+                process.wait(timeout=REAP_GRACE_SECONDS if inits else 0)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                if self._cgroup is not None:
+                    self._cgroup.kill_all()
+                process.wait()
+        for stream in (self.stdin, self.stdout, self.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+        cgroup, self._cgroup = self._cgroup, None
+        if cgroup is not None:
+            deadline = time.monotonic() + REAP_GRACE_SECONDS
+            while cgroup.pids() and time.monotonic() < deadline:
+                cgroup.kill_all()
+                time.sleep(0.001)
+            # Should it still be busy, it is left to remove_stale.
+            with contextlib.suppress(OSError):
+                cgroup.remove()
+
+
+def start_sandboxed(request: SandboxRequest) -> SandboxedProcess:
+    """Start ``request`` in a fresh sandbox, as :func:`run_sandboxed` builds it, and
+    return at once with its pipes; ``request.stdin`` is ignored (write to ``stdin``).
+
+    For a long-lived program (the script worker): the same namespaces, mounts and
+    resource limits as a run (``cpu_seconds`` counts over its whole life), with no
+    wall clock or output cap. Blocking (it only starts bwrap: a few milliseconds).
+    Raises as :func:`run_sandboxed` does.
+
+    bwrap's ``--die-with-parent`` kills the sandbox when the *thread* that started it
+    ends, so bwrap is started from a thread of this module's that lives as long as the
+    process, never from the caller's (often a short-lived worker thread).
+    """
+    require_sandbox()
+    _check(request)
+    return _starter().submit(_start, request).result()
+
+
+_starter_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_starter_lock = threading.Lock()
+
+
+def _starter() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that starts long-lived sandboxes (made on first use)."""
+    global _starter_executor
+    with _starter_lock:
+        if _starter_executor is None:
+            _starter_executor = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="storyloom-sandbox-start"
+            )
+        return _starter_executor
+
+
+def _forget_starter() -> None:
+    # A forked child has none of its parent's threads.
+    global _starter_executor, _starter_lock
+    _starter_executor = None
+    _starter_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_starter)
+
+
+def _start(request: SandboxRequest) -> SandboxedProcess:
+    spawned = _Run(request).spawn(fresh=True)
+    sandboxed = SandboxedProcess(request, spawned)
+    feeds = spawned.feeds
+    try:
+        while feeds:
+            fd, data = feeds.pop(0)
+            try:
+                # Small (the options, the launcher's request): each fits its pipe.
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+    except BaseException:
+        for fd, _ in feeds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        sandboxed.kill()
+        raise
+    return sandboxed
+
+
 def _check(request: SandboxRequest) -> None:
     if not request.argv:
         raise InvalidInput(f"{_who(request)}: nothing to run (empty argv)")
@@ -296,7 +433,7 @@ class _Run:
         )
         return b"\0".join(os.fsencode(part) for part in [launcher, *self.request.argv])
 
-    def spawn(self) -> Spawned:
+    def spawn(self, *, fresh: bool = False) -> Spawned:
         status = sandbox_status()
         assert status.bwrap is not None
         try:
@@ -307,6 +444,7 @@ class _Run:
                     self.limits.processes,
                     self.options,
                     self.launcher_request(),
+                    fresh=fresh,
                 )
             return spawn_direct(status.bwrap, self.options, self.launcher_request())
         except OSError as exc:

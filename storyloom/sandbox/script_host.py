@@ -7,10 +7,18 @@ function or object is reachable from a script, ``print`` is collected into
 ``"__output__"``.
 
 The scripts run in :mod:`storyloom.sandbox.script_worker`, a separate ``python -I -S``
-process with an empty environment, because a library call in C (a backtracking
-``string.find``) ignores every in-engine limit: past ``time_ms`` (plus a short grace)
-the host kills the worker's process group and the next call gets a fresh worker. At most
+process, because a library call in C (a backtracking ``string.find``) ignores every
+in-engine limit: past ``time_ms`` (plus a short grace) the host kills the worker with
+everything it could have started, and the next call gets a fresh worker. At most
 :data:`WARM_WORKERS` workers wait between calls; a call finding none idle starts one.
+
+Where the process sandbox works (:func:`worker_isolation` says ``"bubblewrap"``), each
+worker is long-lived in a bubblewrap sandbox of its own (:func:`start_sandboxed`): the
+namespaces, uid, dropped capabilities, read-only system, minimal environment and no
+network of a sandboxed run, with only the worker script and the two engines mounted
+(read-only, under ``/worker``), its memory limit and a process limit. Elsewhere
+(``"process"``) it is a plain process with an empty environment and its memory limit,
+and the Lua and JavaScript runtimes are the only sandbox.
 
 The pool is synchronous and guarded by a thread lock; :func:`run_script` runs each call
 in a thread. That keeps the workers independent of any one event loop (the server's, a
@@ -38,9 +46,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.core.errors import InvalidInput, Unavailable
+from storyloom.sandbox.bwrap import sandbox_status
+from storyloom.sandbox.limits import SandboxLimits
+from storyloom.sandbox.process_sandbox import (
+    Mount,
+    SandboxedProcess,
+    SandboxRequest,
+    python_argv,
+    start_sandboxed,
+)
 
 ScriptLanguage = Literal["lua", "javascript"]
 ScriptLimitName = Literal["time", "memory", "instructions", "stack"]
+WorkerIsolation = Literal["bubblewrap", "process"]
 
 WORKER = Path(__file__).with_name("script_worker.py")
 WARM_WORKERS = 2
@@ -51,6 +69,14 @@ STARTUP_SECONDS = 30.0
 """How long a fresh worker may take to load its engines (a loaded laptop is slow)."""
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 """Largest reply line read from a worker; a longer one is refused."""
+WORKER_INSIDE = "/worker/script_worker.py"
+"""Where a sandboxed worker sees its script; the engines are under :data:`ENGINES_INSIDE`."""
+ENGINES_INSIDE = "/worker/lib"
+WORKER_PROCESSES = 4
+"""A sandboxed worker's process limit: bwrap, its init and the worker (one thread)."""
+WORKER_CPU_SECONDS = 100_000_000
+"""A sandboxed worker's RLIMIT_CPU, over its whole life: in effect none (a script's time
+is limited per call, by the worker and by the host)."""
 
 
 class ScriptLimits(BaseModel):
@@ -119,10 +145,44 @@ class WorkerBroken(Unavailable):
     """The worker cannot start: an engine is missing or broken (an installation problem)."""
 
 
+def worker_isolation() -> WorkerIsolation:
+    """What contains the script workers: ``"bubblewrap"`` when the process sandbox works
+    here (each worker in a sandbox of its own), else ``"process"`` (a plain process with
+    an empty environment; the Lua and JavaScript runtimes are then the only sandbox)."""
+    return "bubblewrap" if sandbox_status().available else "process"
+
+
+def worker_request() -> SandboxRequest:
+    """A sandboxed worker: the worker script and the engines, read-only, nothing else."""
+    mounts = [Mount(WORKER, WORKER_INSIDE)]
+    mounts += [Mount(path, f"{ENGINES_INSIDE}/{path.name}") for path in engine_files()]
+    return SandboxRequest(
+        argv=python_argv(WORKER_INSIDE, str(WORKER_MEMORY_MB * 1024 * 1024), ENGINES_INSIDE),
+        mounts=mounts,
+        limits=SandboxLimits(
+            cpu_seconds=WORKER_CPU_SECONDS,
+            memory_mb=WORKER_MEMORY_MB,
+            processes=WORKER_PROCESSES,
+            scratch_mb=1,
+        ),
+        name="script worker",
+    )
+
+
 class Worker:
-    """One ``script_worker.py`` process, used by one call at a time."""
+    """One ``script_worker.py`` process, used by one call at a time.
+
+    In a bubblewrap sandbox of its own when :func:`worker_isolation` says so, else a
+    plain process.
+    """
 
     def __init__(self) -> None:
+        self.sandboxed: SandboxedProcess | None = None
+        if worker_isolation() == "bubblewrap":
+            self.sandboxed = start_sandboxed(worker_request())
+            self.process = self.sandboxed.process
+            self.ready = False
+            return
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -145,6 +205,12 @@ class Worker:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def pid(self) -> int | None:
+        """The worker's own process id (in a sandbox: not bwrap's); ``None`` once gone."""
+        if self.sandboxed is not None:
+            return self.sandboxed.program_pid(STARTUP_SECONDS)
+        return self.process.pid
 
     def exchange(self, request: bytes, timeout: float) -> dict[str, Any] | None:
         """Send one request line and read the reply; ``None`` when ``timeout`` passed first.
@@ -211,7 +277,10 @@ class Worker:
                 return json.dumps(reply).encode()
 
     def kill(self) -> None:
-        """End the worker and everything in its process group; wait for it."""
+        """End the worker and everything it could have started; wait for it."""
+        if self.sandboxed is not None:
+            self.sandboxed.kill()
+            return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
@@ -230,27 +299,34 @@ class Worker:
         self.kill()
 
 
-_ENGINE_PATHS: list[str] | None = None
+_ENGINE_FILES: list[Path] | None = None
 
 
-def engine_paths() -> list[str]:
-    """The folders holding ``lupa`` and ``_quickjs``: the worker's only ``sys.path`` entries.
+def engine_files() -> list[Path]:
+    """The ``lupa`` package folder and the ``_quickjs`` extension file.
 
     Found without importing either, so the server pays nothing until a script runs.
     """
-    global _ENGINE_PATHS
-    if _ENGINE_PATHS is None:
-        paths: list[str] = []
+    global _ENGINE_FILES
+    if _ENGINE_FILES is None:
+        files: list[Path] = []
         for module in ("lupa", "_quickjs"):
             spec = importlib.util.find_spec(module)
             if spec is None or spec.origin is None:
                 raise RuntimeError(f"{module} is not installed; the script engine needs it")
             origin = Path(spec.origin)
-            folder = origin.parent.parent if origin.name == "__init__.py" else origin.parent
-            if str(folder) not in paths:
-                paths.append(str(folder))
-        _ENGINE_PATHS = paths
-    return _ENGINE_PATHS
+            files.append(origin.parent if origin.name == "__init__.py" else origin)
+        _ENGINE_FILES = files
+    return _ENGINE_FILES
+
+
+def engine_paths() -> list[str]:
+    """The folders holding ``lupa`` and ``_quickjs``: a plain worker's only ``sys.path``."""
+    paths: list[str] = []
+    for path in engine_files():
+        if str(path.parent) not in paths:
+            paths.append(str(path.parent))
+    return paths
 
 
 class WorkerPool:
@@ -331,9 +407,13 @@ def close_script_workers() -> None:
 
 
 def idle_worker_pids() -> list[int]:
-    """The process ids of the workers waiting now, the next to be used last (diagnostics)."""
+    """The process ids of the workers waiting now, the next to be used last (diagnostics).
+
+    A sandboxed worker's is the worker's own, as the host sees it (not bwrap's).
+    """
     with _POOL.lock:
-        return [worker.process.pid for worker in _POOL.idle]
+        workers = list(_POOL.idle)
+    return [pid for pid in (worker.pid() for worker in workers) if pid is not None]
 
 
 def limit_message(limit: ScriptLimitName, limits: ScriptLimits) -> str:

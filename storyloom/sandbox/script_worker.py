@@ -1,7 +1,8 @@
 """The script worker: runs Lua and JavaScript shuttle scripts for the host, one at a time.
 
 Runs as ``python -I -S script_worker.py MEMORY_BYTES PATH...`` in its own process
-(started by :mod:`storyloom.sandbox.script_host`), where storyloom is not importable: it
+(started by :mod:`storyloom.sandbox.script_host`; inside a bubblewrap sandbox, run by its
+launcher, where the host has one), where storyloom is not importable: it
 imports only the standard library, ``lupa`` and ``_quickjs``, found through the PATH
 entries the host passes. ``_quickjs`` rather than ``quickjs``: the wrapper package starts
 a thread at import, and this process stays single-threaded.

@@ -169,10 +169,21 @@ def discard_warm() -> None:
 
 
 def spawn_in_cgroup(
-    bwrap: str, hierarchy: Path, processes: int, build_options: OptionsBuilder, request: bytes
+    bwrap: str,
+    hierarchy: Path,
+    processes: int,
+    build_options: OptionsBuilder,
+    request: bytes,
+    *,
+    fresh: bool = False,
 ) -> Spawned:
-    """Start a run from a warm stub (or a new one) whose cgroup allows ``processes``."""
-    stub = _take_stub(bwrap, hierarchy)
+    """Start a run from a warm stub (or a new one) whose cgroup allows ``processes``.
+
+    ``fresh``: always from a new stub, started by the calling thread (bwrap's
+    ``--die-with-parent`` follows the thread that started it, and a warm stub's may end
+    before a long-lived program should).
+    """
+    stub = _Stub(bwrap, hierarchy) if fresh else _take_stub(bwrap, hierarchy)
     try:
         stub.cgroup.set_max(processes)
         options = _options_bytes(build_options(stub.data))

@@ -8,6 +8,7 @@ Lua 5.4, quickjs-ng. No test asserts on time; limit tests assert which limit fir
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from storyloom.sandbox.script_host import (
     close_script_workers,
     idle_worker_pids,
     run_script,
+    worker_isolation,
 )
 
 # A runaway gets a long wall clock, so the limit under test is the one that fires.
@@ -40,6 +42,27 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def worker_tree(pid: int) -> list[int]:
+    """``pid`` and its ancestors up to this process's child (in a sandbox: the worker,
+    its init and bwrap)."""
+    tree = [pid]
+    while True:
+        status = Path(f"/proc/{tree[-1]}/status").read_text()
+        parent = int(status.split("\nPPid:", 1)[1].split()[0])
+        if parent == os.getpid():
+            return tree
+        tree.append(parent)
+
+
+def run_cgroup(pid: int) -> Path | None:
+    """The pids cgroup of ``pid``'s sandboxed run (as root), else ``None``."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "storyloom-sandbox-" in path and controllers in ("pids", ""):
+            return Path("/sys/fs/cgroup", *(["pids"] if controllers else []), path.lstrip("/"))
+    return None
 
 
 async def failure_of(language: Any, code: str, limits: ScriptLimits = ROOMY) -> ScriptFailure:
@@ -138,14 +161,21 @@ async def test_lua_table_growth_hits_the_memory_limit() -> None:
 
 async def test_lua_string_find_backtracking_is_killed_at_the_time_limit() -> None:
     pid = await fresh_worker()
+    tree = worker_tree(pid)
+    cgroup = run_cgroup(pid)
+    if worker_isolation() == "bubblewrap" and os.geteuid() == 0:
+        assert cgroup is not None
     code = 'local s = string.rep("a", 1e5)\nreturn string.find(s, ".-.-.-.-.-.-.-b")'
 
     failure = await failure_of("lua", code, SHORT)
 
     assert failure.limit == "time"
     assert str(failure) == "script escape: stopped by the time limit (400 ms)"
-    # The worker running it was killed (in C, no hook could stop it) and replaced.
-    assert not alive(pid)
+    # The worker running it was killed (in C, no hook could stop it), with its whole
+    # sandbox (bwrap and its init; as root, its pids cgroup), and replaced.
+    assert not any(alive(each) for each in tree)
+    if cgroup is not None:
+        assert not cgroup.exists()
     replacement = idle_worker_pids()
     assert replacement and pid not in replacement
     assert await run_script("lua", "ctx.ok = 1", {}, name="after.lua") == {"ok": 1}

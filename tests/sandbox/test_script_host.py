@@ -10,6 +10,7 @@ import asyncio
 import copy
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,18 @@ from typing import Any
 import pytest
 
 from storyloom.core.errors import InvalidInput
+from storyloom.sandbox import SandboxStatus
 from storyloom.sandbox.script_host import (
     WARM_WORKERS,
+    WORKER_INSIDE,
+    WORKER_MEMORY_MB,
     ScriptFailure,
     ScriptLimits,
     close_script_workers,
+    engine_files,
     idle_worker_pids,
     run_script,
+    worker_isolation,
 )
 
 BLOCKS: dict[str, Any] = {
@@ -306,11 +312,39 @@ def wait_until_dead(pid: int) -> None:
     raise AssertionError(f"process {pid} did not die")
 
 
+def proc_text(pid: int, name: str) -> str:
+    return Path(f"/proc/{pid}/{name}").read_text()
+
+
+def parent_of(pid: int) -> int:
+    status = proc_text(pid, "status")
+    return int(status.split("\nPPid:", 1)[1].split()[0])
+
+
+def worker_tree(pid: int) -> list[int]:
+    """``pid`` and its ancestors up to this process's child: a sandboxed worker, its
+    sandbox's init and bwrap; a plain worker alone."""
+    tree = [pid]
+    while (parent := parent_of(tree[-1])) != os.getpid():
+        tree.append(parent)
+    return tree
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 async def test_a_worker_that_died_while_idle_is_replaced() -> None:
     await run_script("lua", "", {}, name="warm.lua")
     for pid in idle_worker_pids():
+        ours = worker_tree(pid)[-1]
         os.kill(pid, signal.SIGKILL)
-        wait_until_dead(pid)
+        # A sandboxed worker's bwrap exits once its init did (it follows the worker).
+        wait_until_dead(ours)
 
     result = await run_script("lua", "ctx.ok = true", {}, name="after.lua")
 
@@ -329,7 +363,71 @@ async def test_the_worker_has_an_empty_environment(monkeypatch: pytest.MonkeyPat
     pids = idle_worker_pids()
     assert pids
     for pid in pids:
-        assert environment_of(pid) == b""
+        environment = environment_of(pid)
+        if worker_isolation() == "process":
+            assert environment == b""
+        else:
+            # A sandbox's own minimal environment (bwrap adds PWD), nothing of the host's.
+            names = {entry.split(b"=")[0] for entry in environment.split(b"\0") if entry}
+            assert names <= {b"PATH", b"HOME", b"TMPDIR", b"LANG", b"PWD"}
+            assert b"sk-do-not-leak" not in environment
+
+
+# --- the worker in bubblewrap -------------------------------------------------------------
+
+
+async def sandboxed_worker() -> int:
+    """One fresh sandboxed worker, warm; its process id."""
+    assert worker_isolation() == "bubblewrap"
+    close_script_workers()
+    await run_script("lua", "", {}, name="warm-up.lua")
+    pids = idle_worker_pids()
+    assert len(pids) == 1
+    return pids[0]
+
+
+async def test_with_the_sandbox_the_worker_runs_in_its_own_namespaces(
+    sandbox_ready: SandboxStatus,
+) -> None:
+    pid = await sandboxed_worker()
+
+    tree = worker_tree(pid)
+    assert len(tree) == 3  # the worker, its sandbox's init, bwrap
+    for namespace in ("user", "pid", "net", "ipc", "uts", "mnt"):
+        ours = os.readlink(f"/proc/self/ns/{namespace}")
+        assert os.readlink(f"/proc/{pid}/ns/{namespace}") != ours, namespace
+    status = proc_text(pid, "status")
+    assert "\nCapEff:\t0000000000000000\n" in status
+    assert "\nNoNewPrivs:\t1\n" in status
+    limits = proc_text(pid, "limits").splitlines()
+    memory = next(line for line in limits if line.startswith("Max address space"))
+    assert memory.split()[3] == str(WORKER_MEMORY_MB * 1024 * 1024)
+    assert await run_script("lua", "ctx.ok = 1", {}, name="after.lua") == {"ok": 1}
+
+
+async def test_with_the_sandbox_the_worker_sees_none_of_the_hosts_files(
+    sandbox_ready: SandboxStatus, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.txt").write_text("host data")
+    pid = await sandboxed_worker()
+
+    root = Path(f"/proc/{pid}/root")
+    assert (root / WORKER_INSIDE.lstrip("/")).is_file()  # the view is the worker's own
+    assert not (root / str(tmp_path).lstrip("/")).exists()
+    assert not (root / str(Path.cwd()).lstrip("/")).exists()
+    if sys.prefix != sys.base_prefix:
+        assert not (root / sys.prefix.lstrip("/")).exists()  # the venv and its packages
+    engines = sorted(path.name for path in engine_files())
+    assert sorted(os.listdir(root / "worker" / "lib")) == engines
+
+
+async def test_closing_the_workers_leaves_no_process_behind(sandbox_ready: SandboxStatus) -> None:
+    pid = await sandboxed_worker()
+    tree = worker_tree(pid)
+
+    close_script_workers()
+
+    assert not any(alive(each) for each in tree)
 
 
 async def test_limits_are_validated() -> None:
@@ -337,3 +435,18 @@ async def test_limits_are_validated() -> None:
         ScriptLimits(time_ms=0)
     with pytest.raises(ValueError):
         ScriptLimits(memory_mb=100_000)
+
+
+def test_a_sandboxed_worker_outlives_the_thread_that_asked_for_it(
+    sandbox_ready: SandboxStatus,
+) -> None:
+    # bwrap dies with the thread that started it; asyncio.run ends its worker threads.
+    close_script_workers()
+    asyncio.run(run_script("lua", "", {}, name="first.lua"))
+    pids = idle_worker_pids()
+    assert len(pids) == 1
+
+    after = asyncio.run(run_script("lua", "ctx.ok = 1", {}, name="second.lua"))
+
+    assert after == {"ok": 1}
+    assert idle_worker_pids() == pids
