@@ -98,3 +98,24 @@ class HostHttp:
 
 
 HOST_BODY = b"hello from the host"
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this id exists (a zombie counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def worker_tree(pid: int) -> list[int]:
+    """``pid`` and its ancestors up to this process's child: a sandboxed script worker,
+    its sandbox's init and bwrap; a plain worker alone."""
+    tree = [pid]
+    while True:
+        status = Path(f"/proc/{tree[-1]}/status").read_text()
+        parent = int(status.split("\nPPid:", 1)[1].split()[0])
+        if parent == os.getpid():
+            return tree
+        tree.append(parent)

@@ -21,6 +21,7 @@ from storyloom.sandbox.script_host import (
     run_script,
     worker_isolation,
 )
+from tests.sandbox.sandbox_support import alive, worker_tree
 
 # A runaway gets a long wall clock, so the limit under test is the one that fires.
 ROOMY = ScriptLimits(time_ms=20_000, instructions=2_000_000)
@@ -34,26 +35,6 @@ async def fresh_worker() -> int:
     pids = idle_worker_pids()
     assert len(pids) == 1
     return pids[0]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def worker_tree(pid: int) -> list[int]:
-    """``pid`` and its ancestors up to this process's child (in a sandbox: the worker,
-    its init and bwrap)."""
-    tree = [pid]
-    while True:
-        status = Path(f"/proc/{tree[-1]}/status").read_text()
-        parent = int(status.split("\nPPid:", 1)[1].split()[0])
-        if parent == os.getpid():
-            return tree
-        tree.append(parent)
 
 
 def run_cgroup(pid: int) -> Path | None:

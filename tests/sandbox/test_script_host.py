@@ -31,6 +31,7 @@ from storyloom.sandbox.script_host import (
     run_script,
     worker_isolation,
 )
+from tests.sandbox.sandbox_support import alive, worker_tree
 
 BLOCKS: dict[str, Any] = {
     "blocks": [
@@ -314,28 +315,6 @@ def wait_until_dead(pid: int) -> None:
 
 def proc_text(pid: int, name: str) -> str:
     return Path(f"/proc/{pid}/{name}").read_text()
-
-
-def parent_of(pid: int) -> int:
-    status = proc_text(pid, "status")
-    return int(status.split("\nPPid:", 1)[1].split()[0])
-
-
-def worker_tree(pid: int) -> list[int]:
-    """``pid`` and its ancestors up to this process's child: a sandboxed worker, its
-    sandbox's init and bwrap; a plain worker alone."""
-    tree = [pid]
-    while (parent := parent_of(tree[-1])) != os.getpid():
-        tree.append(parent)
-    return tree
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_a_worker_that_died_while_idle_is_replaced() -> None:
