@@ -1,4 +1,5 @@
-"""``storyloom doctor``: check the data directory, the database, the models and endpoints.
+"""``storyloom doctor``: check the data directory, the database, the models, the endpoints
+and the sandbox.
 
 Every check says what it found and, when something is wrong, how to fix it. The
 endpoint checks load the openai SDK (over a second), so they import it when they run,
@@ -21,6 +22,7 @@ from storyloom.cli.options import HomeOption
 from storyloom.core.errors import StoryloomError
 from storyloom.core.home import DataDirError, ensure_home, resolve_home
 from storyloom.core.settings import ROLES, ChatEndpoint, EmbeddingEndpoint, Settings, SettingsStore
+from storyloom.sandbox import sandbox_status
 from storyloom.store.database import Database, SqliteVecUnavailable
 
 if TYPE_CHECKING:
@@ -147,6 +149,17 @@ def _fix_for(kind: str | None, role: str) -> str:
     }.get(kind or "", "see the message above")
 
 
+def check_sandbox() -> Check:
+    """A warning, not a failure, when it is missing: chats and workflows run without it;
+    only plugin script tools, the CodeInterpreter and the isolation of chat scripts need
+    it (``storyloom sandbox check`` runs a trial program)."""
+    status = sandbox_status()
+    if not status.available:
+        return Check("sandbox", "warn", f"unavailable: {status.reason}", status.fix)
+    limit = "pids cgroup" if status.process_limit == "cgroup" else "RLIMIT_NPROC"
+    return Check("sandbox", "ok", f"bubblewrap {status.bwrap} (process limit: {limit})")
+
+
 def run_checks(home: Path, environ: Mapping[str, str] | None = None) -> list[Check]:
     env = os.environ if environ is None else environ
     checks = [check_home(home)]
@@ -157,11 +170,13 @@ def run_checks(home: Path, environ: Mapping[str, str] | None = None) -> list[Che
     for role in ROLES:
         if role != "embedding":
             checks.append(_chat_check(role, getattr(settings, role)))
+    checks.append(check_sandbox())
     return checks
 
 
 def doctor(home: HomeOption = None) -> None:
-    """Check the data directory, SQLite with sqlite-vec, the embedding model and endpoints."""
+    """Check the data directory, SQLite with sqlite-vec, the embedding model, the endpoints
+    and the sandbox."""
     checks = run_checks(resolve_home(home))
     for check in checks:
         typer.echo(check.render())

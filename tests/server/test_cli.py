@@ -66,6 +66,7 @@ def test_doctor_checks_everything_and_says_how_to_fix(tmp_path: Path) -> None:
     assert "[FAIL] user_llm" in out and "127.0.0.1:9" in out
     assert "fix: start the model server" in out
     assert "[warn] agent_llm: not configured" in out
+    assert "[ok  ] sandbox: bubblewrap " in out
 
 
 def test_doctor_passes_with_a_reachable_endpoint(tmp_path: Path) -> None:
