@@ -185,10 +185,10 @@ def system_mount_args(network: bool) -> tuple[str, ...]:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
     prefix = python_prefix()
-    if not _under_bound_folder(prefix):
+    if not in_system_dirs(prefix):
         args += ["--ro-bind", prefix, prefix]
     interpreter = base_interpreter()
-    if not (_under(interpreter, prefix) or _under_bound_folder(interpreter)):
+    if not (_under(interpreter, prefix) or in_system_dirs(interpreter)):
         args += ["--ro-bind", interpreter, interpreter]
     args += ["--ro-bind", str(LAUNCHER_HOST), LAUNCHER_INSIDE]
     return tuple(args)
@@ -198,7 +198,8 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _under_bound_folder(path: str) -> bool:
+def in_system_dirs(path: str) -> bool:
+    """Whether ``path`` (real, absolute) lies in a system folder every sandbox binds."""
     return any(_under(path, os.path.realpath(f)) for f in SYSTEM_DIRS if os.path.isdir(f))
 
 

@@ -426,15 +426,10 @@ def limit_message(limit: ScriptLimitName, limits: ScriptLimits) -> str:
     return f"stopped by the stack limit ({limits.stack_kb} KB)"
 
 
-def run_script_blocking(
-    language: ScriptLanguage,
-    code: str,
-    data: dict[str, Any],
-    *,
-    name: str,
-    limits: ScriptLimits = DEFAULT_LIMITS,
+def _run_in_worker(
+    language: ScriptLanguage, code: str, data: dict[str, Any], name: str, limits: ScriptLimits
 ) -> dict[str, Any]:
-    """:func:`run_script` without the event loop: blocks until the script is done."""
+    """:func:`run_script`'s work, in the calling thread: blocks until a worker answers."""
     if language not in ("lua", "javascript"):
         raise ScriptFailure(name, f"unknown script language {language!r} (lua or javascript)")
     header = json.dumps(
@@ -497,6 +492,4 @@ async def run_script(
     result that is not JSON data, or a limit (``limit`` says which: ``instructions``
     and ``time`` for runaways, ``memory``, ``stack`` for JavaScript recursion).
     """
-    return await asyncio.to_thread(
-        run_script_blocking, language, code, data, name=name, limits=limits
-    )
+    return await asyncio.to_thread(_run_in_worker, language, code, data, name, limits)

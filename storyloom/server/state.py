@@ -34,11 +34,9 @@ from storyloom.server.workflow_runs import RunManager
 from storyloom.server.workflow_service import WorkflowService
 from storyloom.server.ws_hub import WebSocketHub
 from storyloom.store.database import Database
-from storyloom.tools import builtin_tools
 from storyloom.tools.approvals import PendingApproval
-from storyloom.tools.code_interpreter_tool import CodeInterpreterTools
 from storyloom.tools.plugin_host import PluginHost
-from storyloom.tools.tool_host import ToolHost
+from storyloom.tools.tool_host import ToolHost, builtin_tool_plugins
 from storyloom.workflow.agent_host import ApprovalDecision
 from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_registry import NodeRegistry
@@ -93,7 +91,7 @@ class ServerState:
             self.home,
             lambda: self.settings,
             self.node_registry,
-            builtins=[builtin_tools, CodeInterpreterTools(self.home)],
+            builtins=builtin_tool_plugins(self.home),
         )
         self.tools = ToolHost(
             home=self.home,
@@ -114,9 +112,7 @@ class ServerState:
         self.workflows.services.agents = self.tools.agents
         self.workflows.services.hooks = plugins.hook
         # The enabled plugins' scripts/ folders, for chat:Script and /api/scripts.
-        self.workflows.services.script_folders = lambda: {
-            p.name: p.folder for p in plugins.enabled_plugins()
-        }
+        self.workflows.services.script_folders = plugins.enabled_folders
         self.workflow_runs = RunManager(self.workflows, self.hub)
         self.turn_tree = TurnTree(self.database)
         # A reply cut off by a killed server is kept as it was flushed, marked partial.

@@ -294,6 +294,10 @@ class PluginHost:
     def enabled_plugins(self) -> list[FoundPlugin]:
         return [p for p in self.plugins if p.enabled and p.name in self._loaded]
 
+    def enabled_folders(self) -> dict[str, Path]:
+        """The enabled plugins' folders by name (whose ``scripts/`` chat:Script may run)."""
+        return {p.name: p.folder for p in self.enabled_plugins()}
+
     def problems_of(self, plugin: FoundPlugin) -> list[PluginProblem]:
         return [p for p in self.problems if p.folder == str(plugin.folder)]
 

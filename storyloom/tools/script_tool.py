@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from storyloom.core.errors import StoryloomError
-from storyloom.sandbox.bwrap import SandboxStatus, sandbox_status
+from storyloom.sandbox.bwrap import SANDBOX_PATH, SandboxStatus, in_system_dirs, sandbox_status
 from storyloom.sandbox.limits import SandboxLimits
 from storyloom.sandbox.process_sandbox import (
     Mount,
@@ -55,12 +55,10 @@ if TYPE_CHECKING:
     from storyloom.tools.tool_manager import ToolCallContext
 
 PLUGIN_INSIDE = "/plugin"
-SYSTEM_PATH: tuple[str, ...] = ("/usr/local/bin", "/usr/bin", "/bin")
+SYSTEM_PATH: tuple[str, ...] = tuple(SANDBOX_PATH.split(":"))
 """Where a bare command name is looked up (these folders are in every sandbox)."""
 PYTHON_COMMANDS = frozenset({"python", "python3"})
 NODE_COMMAND = "node"
-# Folders the sandbox binds anyway: a binary under them needs no mount of its own.
-_SYSTEM_MOUNTED = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/")
 _SHOWN_STDOUT = 200
 _STDERR_LINES = 10
 _STDERR_CHARS = 2000
@@ -119,7 +117,7 @@ def _node(tool: str, rest: list[str]) -> ResolvedCommand:
     # file is bound, at its own path.
     real = Path(found).resolve()
     mounts: tuple[Mount, ...] = ()
-    if not str(real).startswith(_SYSTEM_MOUNTED):
+    if not in_system_dirs(str(real)):  # else the sandbox binds it anyway
         mounts = (Mount(host=real, inside=str(real)),)
     return ResolvedCommand([str(real), *rest], mounts)
 
@@ -128,7 +126,7 @@ def _plugin_program(tool: str, impl: ScriptImpl, folder: Path, program: str) -> 
     """A program of the plugin (``./run.sh``, ``bin/tool``) as its path inside."""
     if program.startswith("/"):
         path = Path(program)
-        if str(path).startswith(_SYSTEM_MOUNTED) and path.is_file():
+        if in_system_dirs(os.path.realpath(path)) and path.is_file():
             return program
         raise ScriptToolError(
             tool,

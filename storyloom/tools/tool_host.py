@@ -19,8 +19,7 @@ from storyloom.tools import builtin_tools
 from storyloom.tools.agent_service import AgentService
 from storyloom.tools.approvals import ApprovalBroker
 from storyloom.tools.audit_log import AuditLog
-from storyloom.tools.builtin_tools import BUILTIN_TOOLS
-from storyloom.tools.code_interpreter_tool import CodeInterpreterTools, code_interpreter_tool
+from storyloom.tools.code_interpreter_tool import CodeInterpreterTools
 from storyloom.tools.mcp_client import McpClients
 from storyloom.tools.plugin_host import PluginHost
 from storyloom.tools.secret_store import SecretStore
@@ -34,6 +33,13 @@ if TYPE_CHECKING:
     from storyloom.project.knowledge_service import KnowledgeService
     from storyloom.store.database import Database
     from storyloom.workflow.runner import WorkflowRunner
+
+
+def builtin_tool_plugins(home: Path) -> list[Any]:
+    """storyloom's own ``storyloom_tools`` implementations, registered first with every
+    plugin host: the built-in service tools, and the CodeInterpreter, which keeps its
+    per-run scratch folders under ``home``."""
+    return [builtin_tools, CodeInterpreterTools(home)]
 
 
 class ToolHost:
@@ -72,12 +78,12 @@ class ToolHost:
         self._owns_plugins = owns_plugins
         self.audit = AuditLog(database)
         self.approvals = ApprovalBroker()
-        interpreter = code_interpreter_tool(home)
+        own = builtin_tool_plugins(home)
         self.registry = ToolRegistry(
             node_registry=node_registry,
             plugins=plugins,
             workflows=workflows,
-            builtin=lambda: [*BUILTIN_TOOLS, interpreter],
+            builtin=lambda: [tool for plugin in own for tool in plugin.storyloom_tools()],
         )
         self.manager = ToolManager(
             self.registry,
@@ -166,11 +172,7 @@ def open_tool_host(
     )
     library = WorkflowLibrary(project_dir) if project_dir is not None else None
     plugins = PluginHost(
-        project_dir,
-        home,
-        settings,
-        node_registry,
-        builtins=[builtin_tools, CodeInterpreterTools(home)],
+        project_dir, home, settings, node_registry, builtins=builtin_tool_plugins(home)
     )
     services = WorkflowServices(
         settings=settings,
@@ -179,8 +181,7 @@ def open_tool_host(
         knowledge=knowledge,
         workflows=library.load if library is not None else None,
         hooks=plugins.hook,
-        # The enabled plugins' scripts/ folders, for chat:Script nodes.
-        script_folders=lambda: {p.name: p.folder for p in plugins.enabled_plugins()},
+        script_folders=plugins.enabled_folders,
     )
     runner = WorkflowRunner(node_registry, services, history=NodeHistory(database))
     host = ToolHost(
