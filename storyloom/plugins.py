@@ -15,8 +15,14 @@ from storyloom.chat.prompt import shuttle_nodes
 from storyloom.tools import agent_nodes
 from storyloom.workflow import nodes as workflow_nodes
 from storyloom.workflow.node_registry import NodeRegistry
+from storyloom.writing import writing_nodes
 
-BUILTIN_PLUGINS: tuple[ModuleType, ...] = (*workflow_nodes.PLUGINS, shuttle_nodes, agent_nodes)
+BUILTIN_PLUGINS: tuple[ModuleType, ...] = (
+    *workflow_nodes.PLUGINS,
+    shuttle_nodes,
+    agent_nodes,
+    writing_nodes,
+)
 
 
 def node_registry(

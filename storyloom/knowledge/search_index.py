@@ -120,9 +120,17 @@ def _indexed_rows(conn: apsw.Connection, kb_id: str) -> dict[str, tuple[object, 
 
 def sync_kb(db: Database, kb: KnowledgeBase) -> SyncReport:
     """Make the index of ``kb`` match its entries; drop vectors of changed/removed text."""
-    entries = [IndexedEntry.of(kb.kb_id, entry) for entry in kb.entries]
+    return sync_entries(db, kb.kb_id, [IndexedEntry.of(kb.kb_id, entry) for entry in kb.entries])
+
+
+def sync_entries(
+    db: Database, kb_id: str, entries: Sequence[IndexedEntry], *, remove_others: bool = True
+) -> SyncReport:
+    """Make the index of ``kb_id`` hold ``entries`` (any searchable text, not only a KB's:
+    the writing studio indexes its resources' levels here); with ``remove_others``, entries
+    not given are removed. Vectors of changed or removed text are dropped."""
     conn = db.connection()
-    before = _indexed_rows(conn, kb.kb_id)
+    before = _indexed_rows(conn, kb_id)
     added: list[IndexedEntry] = []
     changed: list[IndexedEntry] = []
     retagged: list[IndexedEntry] = []
@@ -138,12 +146,12 @@ def sync_kb(db: Database, kb: KnowledgeBase) -> SyncReport:
         else:
             unchanged.append(entry.entry_id)
     current = {entry.entry_id for entry in entries}
-    removed = [entry_id for entry_id in before if entry_id not in current]
+    removed = [e for e in before if e not in current] if remove_others else []
     # Segmenting is the slow part: done before the write transaction starts.
     segmented = {e.entry_id: segmented_text(e.text) for e in (*added, *changed)}
     with db.transaction() as tx:
         for entry_id in removed:
-            _delete_entry(tx, kb.kb_id, entry_id)
+            _delete_entry(tx, kb_id, entry_id)
         for entry in (*added, *changed):
             ((row_id,),) = tx.execute(_UPSERT, entry.row()).fetchall()
             tx.execute("DELETE FROM kb_entry_fts WHERE rowid = ?", (row_id,))
@@ -154,9 +162,9 @@ def sync_kb(db: Database, kb: KnowledgeBase) -> SyncReport:
         for entry in retagged:
             tx.execute(_UPSERT, entry.row()).fetchall()
         for entry in changed:
-            delete_vectors(tx, kb.kb_id, [entry.entry_id], keep_hash=entry.content_hash)
+            delete_vectors(tx, kb_id, [entry.entry_id], keep_hash=entry.content_hash)
     return SyncReport(
-        kb_id=kb.kb_id,
+        kb_id=kb_id,
         added=tuple(e.entry_id for e in added),
         changed=tuple(e.entry_id for e in changed),
         removed=tuple(removed),
@@ -173,6 +181,13 @@ def _delete_entry(conn: apsw.Connection, kb_id: str, entry_id: str) -> None:
         conn.execute("DELETE FROM kb_entry_fts WHERE rowid = ?", (row[0],))
         conn.execute("DELETE FROM kb_entry_index WHERE id = ?", (row[0],))
     delete_vectors(conn, kb_id, [entry_id])
+
+
+def remove_entries(db: Database, kb_id: str, entry_ids: Sequence[str]) -> None:
+    """Forget some entries of ``kb_id``: their index rows, FTS rows and vectors."""
+    with db.transaction() as tx:
+        for entry_id in entry_ids:
+            _delete_entry(tx, kb_id, entry_id)
 
 
 def remove_kb(db: Database, kb_id: str) -> int:

@@ -26,6 +26,7 @@ from storyloom.server import (
     settings_api,
     tools_api,
     workflow_api,
+    writing_api,
     ws,
 )
 from storyloom.server.api_errors import install_error_handlers
@@ -73,9 +74,12 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with mcp.lifespan():
             await state.tools.start()
+            # Curation a stopped server left unfinished goes on.
+            state.writing.start()
             try:
                 yield
             finally:
+                await state.writing.aclose()
                 await state.tools.aclose()
         await state.chat.aclose()
         await state.workflow_runs.aclose()
@@ -108,6 +112,7 @@ def create_app(
     app.include_router(agent_api.router)
     app.include_router(mcp_api.router)
     app.include_router(scripts_api.router)
+    app.include_router(writing_api.router)
     app.include_router(ws.router)
     app.router.routes.append(mcp.route("/mcp"))
     # Before the web app, whose catch-all route would answer /plugins/... with its page.

@@ -18,7 +18,8 @@ from storyloom.tools.approvals import PendingApproval
 from storyloom.workflow.agent_host import ApprovalDecision
 from storyloom.workflow.events import AnyRunEvent
 from storyloom.workflow.validation import WorkflowProblem
-from storyloom.workflow.workflow_file import Workflow
+from storyloom.workflow.workflow_file import Workflow, WorkflowEdge, WorkflowNode
+from storyloom.writing.curation import CurationProgress, OutputChecked, ProfileUpdated
 
 
 class _Message(BaseModel):
@@ -194,6 +195,95 @@ class ToolApprovalMessage(_Message):
     decision: ApprovalDecision
 
 
+# -- the writing studio (seed 002: curation and Role B) ------------------------------------
+
+
+class OutputPersistMessage(_Message):
+    """Browser → server: keep what node ``nodeId`` wrote in run ``runId`` as chapter
+    ``chapter`` of book ``bookId`` (its ``slot`` output, default ``text``); reply
+    ``output:persisted``. Curation follows in the background (``curation:progress``)."""
+
+    type: Literal["output:persist"]
+    run_id: str = Field(alias="runId", min_length=1, max_length=200)
+    node_id: str = Field(alias="nodeId", min_length=1, max_length=200)
+    book_id: str = Field(alias="bookId", min_length=1, max_length=200)
+    chapter: int = Field(ge=1, le=1_000_000)
+    slot: str | None = Field(default=None, max_length=200)
+    tags: list[str] = Field(default_factory=list, max_length=100)
+
+
+class OutputDeleteMessage(_Message):
+    """Browser → server: forget a kept output and what its curation wrote; reply
+    ``output:deleted``."""
+
+    type: Literal["output:delete"]
+    output_id: str = Field(alias="outputId", min_length=1, max_length=200)
+
+
+class BuildRequestMessage(_Message):
+    """Browser → server: ask Role B for a workflow change; reply ``build:suggestion``."""
+
+    type: Literal["build:request"]
+    intent: str = Field(min_length=1, max_length=20_000)
+    current_workflow: str | None = Field(default=None, alias="currentWorkflow", max_length=200)
+
+
+class BuildAcceptMessage(_Message):
+    """Browser → server: apply a suggestion (with the author's changes); reply
+    ``build:applied``."""
+
+    type: Literal["build:accept"]
+    suggestion_id: str = Field(alias="suggestionId", min_length=1, max_length=200)
+    modifications: str | None = Field(default=None, max_length=20_000)
+
+
+class BuildRejectMessage(_Message):
+    """Browser → server: drop a suggestion, nothing changes; reply ``build:rejected``."""
+
+    type: Literal["build:reject"]
+    suggestion_id: str = Field(alias="suggestionId", min_length=1, max_length=200)
+    reason: str | None = Field(default=None, max_length=20_000)
+
+
+class OutputPersistedMessage(_Message):
+    """Server → browser: the output is stored (``created`` false: it was already)."""
+
+    type: Literal["output:persisted"] = "output:persisted"
+    output_id: str = Field(alias="outputId")
+    run_id: str | None = Field(default=None, alias="runId")
+    node_id: str | None = Field(default=None, alias="nodeId")
+    book_id: str = Field(alias="bookId")
+    chapter: int
+    created: bool
+
+
+class OutputDeletedMessage(_Message):
+    type: Literal["output:deleted"] = "output:deleted"
+    output_id: str = Field(alias="outputId")
+
+
+class BuildSuggestionMessage(_Message):
+    """Server → browser: Role B's proposal, shown as a diff; nothing changed yet."""
+
+    type: Literal["build:suggestion"] = "build:suggestion"
+    suggestion_id: str = Field(alias="suggestionId")
+    workflow_id: str = Field(alias="workflowId")
+    nodes: list[WorkflowNode]
+    edges: list[WorkflowEdge]
+    explanation: str
+
+
+class BuildAppliedMessage(_Message):
+    type: Literal["build:applied"] = "build:applied"
+    suggestion_id: str = Field(alias="suggestionId")
+    workflow_id: str = Field(alias="workflowId")
+
+
+class BuildRejectedMessage(_Message):
+    type: Literal["build:rejected"] = "build:rejected"
+    suggestion_id: str = Field(alias="suggestionId")
+
+
 ClientMessage = Annotated[
     ConnectMessage
     | DisconnectMessage
@@ -204,7 +294,12 @@ ClientMessage = Annotated[
     | WorkflowCancelMessage
     | HumanDecisionMessage
     | WorkflowAttachMessage
-    | ToolApprovalMessage,
+    | ToolApprovalMessage
+    | OutputPersistMessage
+    | OutputDeleteMessage
+    | BuildRequestMessage
+    | BuildAcceptMessage
+    | BuildRejectMessage,
     Field(discriminator="type"),
 ]
 client_message_adapter: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
@@ -218,5 +313,13 @@ ServerMessage = (
     | WorkflowInvalidMessage
     | ToolApprovalNeededMessage
     | ToolApprovalResolvedMessage
+    | OutputPersistedMessage
+    | OutputDeletedMessage
+    | BuildSuggestionMessage
+    | BuildAppliedMessage
+    | BuildRejectedMessage
+    | CurationProgress
+    | ProfileUpdated
+    | OutputChecked
     | AnyRunEvent
 )

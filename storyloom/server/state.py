@@ -41,6 +41,8 @@ from storyloom.workflow.agent_host import ApprovalDecision
 from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.runner import WorkflowRunner
+from storyloom.writing.curation import CurationEvent
+from storyloom.writing.studio import WritingStudio
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ class ServerState:
     chat: ChatService = field(init=False)
     plugins: PluginHost = field(init=False)
     tools: ToolHost = field(init=False)
+    writing: WritingStudio = field(init=False)
 
     def __post_init__(self) -> None:
         if self.node_registry is None:
@@ -131,6 +134,21 @@ class ServerState:
             summaries=self._summary_index,
             global_variables=GlobalVariables.in_home(self.home),
         )
+        # Curation events go to every tab: each shows the book's memory catching up.
+        self.writing = WritingStudio(
+            self.database,
+            self.project_dir,
+            settings=lambda: self.settings,
+            knowledge=self.knowledge,
+            publish=self._publish_writing,
+            project_id=load_project(self.project_dir).id,
+            registry=self.workflows.registry,
+            load_workflow=self.workflows.library.require,
+            save_workflow=self.workflows.library.save,
+        )
+
+    def _publish_writing(self, message: CurationEvent) -> None:
+        self.hub.publish(message)
 
     def _publish_chat(self, event: ChatEvent) -> None:
         self.chat_subscriptions.publish(event)

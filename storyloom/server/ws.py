@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from storyloom import __version__
 from storyloom.core.errors import StoryloomError
-from storyloom.server import json_text
+from storyloom.server import json_text, writing_ws
 from storyloom.server.protocol import (
     BrokenWorkflowFile,
     ClientMessage,
@@ -138,3 +138,5 @@ def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
     elif isinstance(message, ToolApprovalMessage):
         # An approval already answered (or whose run ended) is a `status: error` reply.
         state.tools.approvals.answer(message.id, message.decision)
+    elif writing_ws.handles(message):
+        writing_ws.handle(state, ws, message)  # type: ignore[arg-type]

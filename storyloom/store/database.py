@@ -119,6 +119,28 @@ class Database:
         with conn:
             yield conn
 
+    @contextmanager
+    def write_transaction(self) -> Iterator[apsw.Connection]:
+        """A transaction that takes the write lock when it starts (``BEGIN IMMEDIATE``).
+
+        A deferred transaction that reads first and writes later fails at once with
+        "database is locked" when another connection committed in between (WAL cannot
+        upgrade a stale snapshot, and the busy timeout does not apply); one that holds
+        the lock from the start waits its turn instead. Nested in a transaction already
+        open on this connection, it is a savepoint of that one."""
+        conn = self.connection()
+        if conn.in_transaction:
+            with conn:
+                yield conn
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
     def schema_version(self) -> int:
         return current_version(self.connection())
 

@@ -265,6 +265,148 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX tool_call_by_tool ON tool_call (tool, id);
         """,
     ),
+    Migration(
+        9,
+        "writing",
+        # The long-form writing studio (storyloom/writing/). A book's resources are rows,
+        # addressed by virtual paths (/meta, /entities, /manuscript, /summaries, /profiles).
+        # Each resource's L0/L1/L2 texts are versioned rows; as_of_chapter says from which
+        # chapter's end a text holds (0: from the start), so a chapter sees the book as it
+        # stood before it. state_version counts the book's committed writes: context
+        # assembly is a pure function of it. Facts and relations carry the chapter they
+        # come from. writing_output keeps what the author curated; writing_curation_step
+        # its background steps (resumable); writing_warning Role C's findings;
+        # writing_suggestion Role B's proposals.
+        """
+        CREATE TABLE writing_book (
+            id            TEXT PRIMARY KEY,
+            project_id    TEXT NOT NULL,
+            title         TEXT NOT NULL,
+            language      TEXT NOT NULL DEFAULT 'en',
+            created_at    TEXT NOT NULL,
+            state_version INTEGER NOT NULL DEFAULT 0,
+            settings      TEXT NOT NULL DEFAULT '{}'
+        ) STRICT;
+        CREATE TABLE writing_resource (
+            book_id      TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            path         TEXT NOT NULL,
+            kind         TEXT NOT NULL,
+            title        TEXT NOT NULL,
+            parent       TEXT NOT NULL,
+            ordinal      INTEGER NOT NULL DEFAULT 0,
+            chapter_from INTEGER NOT NULL DEFAULT 0,
+            aliases      TEXT NOT NULL DEFAULT '[]',
+            attrs        TEXT NOT NULL DEFAULT '{}',
+            created_state INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (book_id, path)
+        ) STRICT;
+        CREATE INDEX writing_resource_by_parent ON writing_resource (book_id, parent, ordinal);
+        CREATE INDEX writing_resource_by_kind ON writing_resource (book_id, kind, ordinal);
+        CREATE TABLE writing_level (
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,
+            book_id       TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            path          TEXT NOT NULL,
+            level         TEXT NOT NULL CHECK (level IN ('L0', 'L1', 'L2')),
+            version       INTEGER NOT NULL,
+            as_of_chapter INTEGER NOT NULL DEFAULT 0,
+            text          TEXT NOT NULL,
+            tokens        INTEGER NOT NULL,
+            content_hash  TEXT NOT NULL,
+            input_hash    TEXT,
+            source        TEXT NOT NULL,
+            state_version INTEGER NOT NULL,
+            created_at    TEXT NOT NULL,
+            UNIQUE (book_id, path, level, version)
+        ) STRICT;
+        CREATE INDEX writing_level_as_of ON writing_level (book_id, path, level, as_of_chapter);
+        CREATE TABLE writing_fact (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            book_id    TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            subject    TEXT NOT NULL,
+            attribute  TEXT NOT NULL,
+            value      TEXT NOT NULL,
+            chapter    INTEGER NOT NULL,
+            category   TEXT NOT NULL,
+            source_uri TEXT NOT NULL DEFAULT '',
+            evidence   TEXT NOT NULL DEFAULT '',
+            output_id  TEXT,
+            UNIQUE (book_id, subject, attribute, chapter)
+        ) STRICT;
+        CREATE INDEX writing_fact_by_chapter ON writing_fact (book_id, chapter);
+        CREATE TABLE writing_relation (
+            id        INTEGER PRIMARY KEY AUTOINCREMENT,
+            book_id   TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            from_path TEXT NOT NULL,
+            to_path   TEXT NOT NULL,
+            kind      TEXT NOT NULL,
+            reason    TEXT NOT NULL DEFAULT '',
+            chapter   INTEGER NOT NULL DEFAULT 0,
+            created_state INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (book_id, from_path, to_path, kind)
+        ) STRICT;
+        -- A resource or relation is stamped with the state version its book had when it
+        -- was made (every write raises the version first), so a reader pinned to an
+        -- older version does not see it.
+        CREATE TRIGGER writing_resource_created AFTER INSERT ON writing_resource BEGIN
+            UPDATE writing_resource SET created_state =
+                COALESCE((SELECT state_version FROM writing_book WHERE id = NEW.book_id), 0)
+            WHERE book_id = NEW.book_id AND path = NEW.path;
+        END;
+        CREATE TRIGGER writing_relation_created AFTER INSERT ON writing_relation BEGIN
+            UPDATE writing_relation SET created_state =
+                COALESCE((SELECT state_version FROM writing_book WHERE id = NEW.book_id), 0)
+            WHERE id = NEW.id;
+        END;
+        CREATE TABLE writing_output (
+            id           TEXT PRIMARY KEY,
+            book_id      TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            chapter      INTEGER NOT NULL,
+            run_id       TEXT,
+            node_id      TEXT,
+            content_hash TEXT NOT NULL,
+            text         TEXT NOT NULL,
+            tags         TEXT NOT NULL DEFAULT '[]',
+            persisted_at TEXT NOT NULL
+        ) STRICT;
+        CREATE INDEX writing_output_by_book ON writing_output (book_id, chapter);
+        CREATE TABLE writing_curation_step (
+            output_id  TEXT NOT NULL REFERENCES writing_output (id) ON DELETE CASCADE,
+            step       TEXT NOT NULL,
+            position   INTEGER NOT NULL,
+            state      TEXT NOT NULL,
+            attempts   INTEGER NOT NULL DEFAULT 0,
+            error      TEXT,
+            result     TEXT,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (output_id, step)
+        ) STRICT;
+        CREATE TABLE writing_warning (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            book_id      TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            output_id    TEXT,
+            chapter      INTEGER NOT NULL,
+            dimension    TEXT NOT NULL,
+            category     TEXT NOT NULL,
+            subject      TEXT NOT NULL,
+            attribute    TEXT NOT NULL,
+            detail       TEXT NOT NULL,
+            evidence_uri TEXT NOT NULL DEFAULT '',
+            fingerprint  TEXT NOT NULL,
+            intentional  INTEGER NOT NULL DEFAULT 0,
+            created_at   TEXT NOT NULL,
+            UNIQUE (book_id, fingerprint)
+        ) STRICT;
+        CREATE TABLE writing_suggestion (
+            id          TEXT PRIMARY KEY,
+            workflow_id TEXT NOT NULL,
+            intent      TEXT NOT NULL,
+            payload     TEXT NOT NULL,
+            state       TEXT NOT NULL,
+            reason      TEXT,
+            created_at  TEXT NOT NULL
+        ) STRICT;
+        """,
+    ),
 )
 
 

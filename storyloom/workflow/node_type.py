@@ -187,6 +187,11 @@ class ContextSource(_Model):
     uri: str
     reason: str = ""
     level: Literal["L0", "L1", "L2"] = "L2"
+    version: int | None = Field(
+        default=None,
+        description="The version of that level that was read: with uri and "
+        "level it rebuilds the injected text exactly",
+    )
 
 
 class EvaluationCheck(_Model):

@@ -1,7 +1,6 @@
 import { createRouter, createWebHistory, type RouteRecordRaw } from 'vue-router'
 import ChatPage from './views/ChatPage.vue'
 import KnowledgePage from './views/KnowledgePage.vue'
-import PlaceholderPage from './views/PlaceholderPage.vue'
 import SettingsPage from './views/SettingsPage.vue'
 
 export const AREAS = ['chat', 'characters', 'knowledge', 'workflows', 'writing', 'tools'] as const
@@ -9,12 +8,6 @@ export type Area = (typeof AREAS)[number]
 
 export const routes: RouteRecordRaw[] = [
   { path: '/', redirect: '/chat' },
-  ...AREAS.filter((area) => area !== 'chat' && area !== 'characters' && area !== 'knowledge' && area !== 'workflows' && area !== 'tools').map((area) => ({
-    path: `/${area}`,
-    name: area,
-    component: PlaceholderPage,
-    props: { area },
-  })),
   // The open conversation is part of the address, so a reload or a link keeps it.
   // The landing page: loaded with the app, not after it.
   { path: '/chat/:conversationId?', name: 'chat', component: ChatPage },
@@ -24,6 +17,8 @@ export const routes: RouteRecordRaw[] = [
   { path: '/knowledge/:kbId?', name: 'knowledge', component: KnowledgePage },
   // Likewise the open workflow. The canvas library is large: load it with the page.
   { path: '/workflows/:workflowId?', name: 'workflows', component: () => import('./views/WorkflowsPage.vue') },
+  // The open book is part of the address, so a reload or a link keeps it.
+  { path: '/writing/:bookId?', name: 'writing', component: () => import('./views/WritingPage.vue') },
   // The open tab is in the query (`?tab=plugins`).
   { path: '/tools', name: 'tools', component: () => import('./views/ToolsPage.vue') },
   { path: '/settings', name: 'settings', component: SettingsPage },

@@ -1,0 +1,309 @@
+"""The writing studio's API shapes: what ``/api/writing`` answers and takes, in camelCase.
+
+These are views, built by :class:`storyloom.writing.studio.WritingStudio` from the store's
+dataclasses, so the HTTP surface (and its OpenAPI document) never leaks a storage row.
+Request bodies ignore unknown fields and bound their sizes, so a fuzzed request is a 422,
+never a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from storyloom.writing.book_store import LEVELS, Level
+
+SceneType = Literal["any", "dialogue", "action", "emotional", "exposition"]
+StepState = Literal["pending", "running", "done", "failed"]
+ExportFormat = Literal["markdown", "docx", "epub"]
+
+MAX_CHAPTER = 1_000_000
+"""No book has more chapters: an ordinal past it is refused before any query."""
+MAX_TITLE_CHARS = 500
+MAX_TEXT_CHARS = 20_000_000
+MAX_QUERY_CHARS = 4_000
+MAX_BUDGET_TOKENS = 1_000_000
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+# -- books and the tree -------------------------------------------------------------------
+
+
+class BookSummary(_View):
+    id: str
+    title: str
+    language: str
+    state_version: int
+    chapters: int
+    words: int
+
+
+class NewBook(_Body):
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    language: str = Field(default="en", min_length=1, max_length=35)
+
+
+class ResNode(_View):
+    path: str
+    uri: str
+    kind: str
+    title: str
+
+
+class SceneNode(_View):
+    path: str
+    title: str
+    words: int
+
+
+class ChapterNode(_View):
+    path: str
+    ordinal: int
+    title: str
+    words: int
+    scenes: list[SceneNode] = Field(default_factory=list)
+
+
+class ArcNode(_View):
+    path: str
+    title: str
+    words: int
+    chapters: list[ChapterNode] = Field(default_factory=list)
+
+
+class Tree(_View):
+    manuscript: list[ArcNode]
+    meta: list[ResNode]
+    entities: list[ResNode]
+    summaries: list[ResNode]
+    profiles: list[ResNode]
+
+
+# -- one resource ---------------------------------------------------------------------------
+
+
+class LevelView(_View):
+    text: str
+    version: int
+    as_of_chapter: int
+    tokens: int
+    source: str
+
+
+class LevelVersion(_View):
+    level: Level
+    version: int
+    as_of_chapter: int
+    source: str
+    created_at: str
+
+
+class RelationView(_View):
+    from_: str = Field(alias="from")
+    to: str
+    kind: str
+    reason: str
+    chapter: int
+
+
+class FactView(_View):
+    subject: str
+    attribute: str
+    value: str
+    chapter: int
+    category: str
+    source_uri: str = ""
+    evidence: str = ""
+    output_id: str | None = None
+
+
+class ResourceView(_View):
+    path: str
+    uri: str
+    kind: str
+    title: str
+    aliases: list[str]
+    attrs: dict[str, Any]
+    levels: dict[Level, LevelView] = Field(
+        description="Each level's text as of the chapter asked for (absent: none yet)"
+    )
+    history: list[LevelVersion]
+    relations: list[RelationView]
+    facts: list[FactView]
+
+
+class ResourceEdit(_Body):
+    """An author's edit: the resource (created when new) and, with ``level`` and
+    ``text``, a new version of that level."""
+
+    path: str = Field(min_length=1, max_length=1_000)
+    kind: Literal[
+        "meta", "character", "location", "plot-thread", "arc", "chapter", "scene", "summary",
+        "profile",
+    ]  # fmt: skip
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    aliases: list[str] | None = Field(default=None, max_length=200)
+    attrs: dict[str, Any] | None = None
+    level: Level | None = None
+    text: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    as_of_chapter: int = Field(default=0, ge=0, le=MAX_CHAPTER)
+
+
+class NewChapter(_Body):
+    title: str = Field(default="", max_length=MAX_TITLE_CHARS)
+    text: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    arc: str | None = Field(default=None, max_length=1_000)
+
+
+class ChapterText(_Body):
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+
+
+class ChapterSaved(_View):
+    """The author's chapter text was stored at once; its curation runs in the background."""
+
+    chapter: ChapterNode
+    output_id: str
+    created: bool
+
+
+# -- graph, search, threads -----------------------------------------------------------------
+
+
+class GraphNode(_View):
+    path: str
+    title: str
+    kind: str
+
+
+class GraphView(_View):
+    nodes: list[GraphNode]
+    edges: list[RelationView]
+
+
+class SearchRequest(_Body):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    under: str = Field(default="/", max_length=1_000)
+    levels: list[Level] = Field(default_factory=lambda: list(LEVELS), min_length=1)
+    top_k: int = Field(default=10, ge=1, le=200)
+    as_of: int | None = Field(default=None, ge=0, le=MAX_CHAPTER)
+
+
+class SearchHitView(_View):
+    path: str
+    uri: str
+    level: Level
+    score: float
+    title: str
+
+
+class ThreadView(_View):
+    path: str
+    title: str
+    planted: int | None
+    due: int | None
+    paid_off: int | None
+    overdue: bool
+
+
+# -- context (Role A) -----------------------------------------------------------------------
+
+
+class ContextBody(_Body):
+    chapter: int = Field(ge=1, le=MAX_CHAPTER, description="The chapter being written")
+    prompt: str = Field(default="", max_length=MAX_QUERY_CHARS * 25)
+    outline: str = Field(default="", max_length=MAX_QUERY_CHARS * 25)
+    scene_type: SceneType = "any"
+    budget_tokens: int = Field(default=25_000, ge=1, le=MAX_BUDGET_TOKENS)
+
+
+class ContextPieceView(_View):
+    uri: str
+    path: str
+    level: Level
+    version: int
+    reason: str
+    tokens: int
+    text: str
+
+
+class ContextView(_View):
+    text: str
+    tokens: int
+    budget_tokens: int
+    state_version: int
+    pieces: list[ContextPieceView]
+
+
+class SourceRef(_Body):
+    uri: str = Field(min_length=1, max_length=2_000)
+    level: Level = "L2"
+    version: int | None = Field(default=None, ge=1, le=2**53)
+    reason: str = Field(default="", max_length=2_000)
+
+
+class RebuildBody(_Body):
+    sources: list[SourceRef] = Field(max_length=10_000)
+
+
+class RebuiltContext(_View):
+    text: str
+
+
+# -- curation -------------------------------------------------------------------------------
+
+
+class OutputView(_View):
+    output_id: str
+    chapter: int
+    run_id: str | None
+    node_id: str | None
+    persisted_at: str
+    steps: dict[str, StepState]
+    error: str | None = None
+
+
+class RetryAccepted(_View):
+    output_id: str
+
+
+class IntentionalBody(_Body):
+    intentional: bool = True
+
+
+# -- import, export, the chapter workflow ---------------------------------------------------
+
+
+class ImportChapter(_View):
+    title: str
+    text: str
+    words: int
+
+
+class ImportPreviewView(_View):
+    format: str
+    title: str
+    chapters: list[ImportChapter]
+
+
+class ChapterToImport(_Body):
+    title: str = Field(default="", max_length=MAX_TITLE_CHARS)
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+
+
+class ImportBody(_Body):
+    chapters: list[ChapterToImport] = Field(min_length=1, max_length=20_000)
+    arc: str | None = Field(default=None, max_length=1_000)
+
+
+class ChapterWorkflowView(_View):
+    workflow_id: str

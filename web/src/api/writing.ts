@@ -1,0 +1,339 @@
+// Typed calls for /api/writing (the long-form writing studio) and the shapes they carry:
+// the camelCase JSON of storyloom/server/writing_api.py, written by hand from the issue's
+// contract until the OpenAPI schema is regenerated.
+import { type Fetch, postForm, requestJson } from './client'
+
+export type Level = 'L0' | 'L1' | 'L2'
+export const LEVELS: readonly Level[] = ['L0', 'L1', 'L2']
+
+export type FactCategory = 'characterization' | 'factual' | 'narrative' | 'timeline' | 'world'
+
+export interface BookSummary {
+  id: string
+  title: string
+  language: string
+  stateVersion: number
+  chapters: number
+  words: number
+}
+
+export interface SceneNode {
+  path: string
+  title: string
+  words: number
+}
+
+export interface ChapterNode {
+  path: string
+  ordinal: number
+  title: string
+  words: number
+  scenes: SceneNode[]
+}
+
+export interface ArcNode {
+  path: string
+  title: string
+  words: number
+  chapters: ChapterNode[]
+}
+
+export interface ResNode {
+  path: string
+  uri: string
+  kind: string
+  title: string
+}
+
+export interface BookTree {
+  manuscript: ArcNode[]
+  meta: ResNode[]
+  entities: ResNode[]
+  summaries: ResNode[]
+  profiles: ResNode[]
+}
+
+export interface LevelView {
+  text: string
+  version: number
+  asOfChapter: number
+  tokens: number
+  source: string
+}
+
+export interface HistoryRow {
+  level: Level
+  version: number
+  asOfChapter: number
+  source: string
+  createdAt: string
+}
+
+export interface RelationView {
+  from: string
+  to: string
+  kind: string
+  reason: string
+  chapter: number
+}
+
+export interface FactView {
+  subject: string
+  attribute: string
+  value: string
+  chapter: number
+  category: FactCategory
+  sourceUri?: string
+  evidence?: string
+}
+
+export interface ResourceView {
+  path: string
+  uri: string
+  kind: string
+  title: string
+  aliases: string[]
+  attrs: Record<string, unknown>
+  levels: Partial<Record<Level, LevelView>>
+  history: HistoryRow[]
+  relations: RelationView[]
+  facts: FactView[]
+}
+
+export interface GraphNode {
+  path: string
+  title: string
+  kind: string
+}
+
+export interface GraphEdge {
+  from: string
+  to: string
+  kind: string
+  reason: string
+  chapter: number
+}
+
+export interface BookGraph {
+  nodes: GraphNode[]
+  edges: GraphEdge[]
+}
+
+export interface ContextPieceView {
+  uri: string
+  path: string
+  level: Level
+  version: number
+  reason: string
+  tokens: number
+  text: string
+}
+
+export interface AssembledContextView {
+  text: string
+  tokens: number
+  budgetTokens: number
+  stateVersion: number
+  pieces: ContextPieceView[]
+}
+
+export interface ContextRequestBody {
+  chapter: number
+  prompt?: string
+  outline?: string
+  sceneType?: 'any' | 'dialogue' | 'action' | 'emotional' | 'exposition'
+  budgetTokens?: number
+}
+
+/** A piece of a node's context as `node:completed.contextSources` names it. */
+export interface ContextSourceRef {
+  uri: string
+  level: string
+  version?: number | null
+  reason?: string
+}
+
+export type StepState = 'pending' | 'running' | 'done' | 'failed'
+
+export interface OutputStatus {
+  outputId: string
+  chapter: number
+  runId: string | null
+  nodeId: string | null
+  persistedAt: string
+  steps: Record<string, StepState>
+  error?: string | null
+}
+
+export interface WarningView {
+  id: number
+  outputId: string | null
+  chapter: number
+  dimension: string
+  category: string
+  subject: string
+  attribute: string
+  detail: string
+  evidenceUri: string
+  intentional: boolean
+}
+
+export interface ThreadView {
+  path: string
+  title: string
+  planted: number | null
+  due: number | null
+  paidOff: number | null
+  overdue: boolean
+}
+
+export interface ImportChapter {
+  title: string
+  text: string
+  words: number
+}
+
+export interface ImportPreview {
+  format: string
+  title: string
+  chapters: ImportChapter[]
+}
+
+export type ExportFormat = 'markdown' | 'docx' | 'epub'
+
+const BASE = '/api/writing'
+const enc = encodeURIComponent
+const book = (id: string) => `${BASE}/books/${enc(id)}`
+
+export function listBooks(fetchImpl?: Fetch): Promise<BookSummary[]> {
+  return requestJson<BookSummary[]>('GET', `${BASE}/books`, undefined, fetchImpl)
+}
+
+export function createBook(title: string, language?: string, fetchImpl?: Fetch): Promise<BookSummary> {
+  return requestJson<BookSummary>('POST', `${BASE}/books`, language ? { title, language } : { title }, fetchImpl)
+}
+
+export function deleteBook(bookId: string, fetchImpl?: Fetch): Promise<unknown> {
+  return requestJson<unknown>('DELETE', book(bookId), undefined, fetchImpl)
+}
+
+export function getTree(bookId: string, fetchImpl?: Fetch): Promise<BookTree> {
+  return requestJson<BookTree>('GET', `${book(bookId)}/tree`, undefined, fetchImpl)
+}
+
+export function getResource(bookId: string, path: string, asOf?: number | null, fetchImpl?: Fetch): Promise<ResourceView> {
+  const params = new URLSearchParams({ path })
+  if (asOf !== undefined && asOf !== null) params.set('asOf', String(asOf))
+  return requestJson<ResourceView>('GET', `${book(bookId)}/resource?${params}`, undefined, fetchImpl)
+}
+
+/** What saving a chapter answers: the chapter, and the output its curation follows. */
+export interface ChapterSaved {
+  chapter: ChapterNode
+  outputId: string
+  created: boolean
+}
+
+export function saveChapter(bookId: string, ordinal: number, text: string, fetchImpl?: Fetch): Promise<ChapterSaved> {
+  return requestJson<ChapterSaved>('PUT', `${book(bookId)}/chapters/${ordinal}`, { text }, fetchImpl)
+}
+
+export function getGraph(bookId: string, asOf?: number | null, fetchImpl?: Fetch): Promise<BookGraph> {
+  const query = asOf !== undefined && asOf !== null ? `?asOf=${asOf}` : ''
+  return requestJson<BookGraph>('GET', `${book(bookId)}/graph${query}`, undefined, fetchImpl)
+}
+
+export function assembleContext(bookId: string, body: ContextRequestBody, fetchImpl?: Fetch): Promise<AssembledContextView> {
+  return requestJson<AssembledContextView>('POST', `${book(bookId)}/context`, body, fetchImpl)
+}
+
+export function rebuildContext(
+  bookId: string,
+  sources: { uri: string; level: string; version?: number | null }[],
+  fetchImpl?: Fetch,
+): Promise<{ text: string }> {
+  return requestJson<{ text: string }>('POST', `${book(bookId)}/context/rebuild`, { sources }, fetchImpl)
+}
+
+export function listOutputs(bookId: string, fetchImpl?: Fetch): Promise<OutputStatus[]> {
+  return requestJson<OutputStatus[]>('GET', `${book(bookId)}/outputs`, undefined, fetchImpl)
+}
+
+export function retryOutput(outputId: string, fetchImpl?: Fetch): Promise<unknown> {
+  return requestJson<unknown>('POST', `${BASE}/outputs/${enc(outputId)}/retry`, undefined, fetchImpl)
+}
+
+export function listWarnings(bookId: string, chapter?: number, fetchImpl?: Fetch): Promise<WarningView[]> {
+  const query = chapter !== undefined ? `?chapter=${chapter}` : ''
+  return requestJson<WarningView[]>('GET', `${book(bookId)}/warnings${query}`, undefined, fetchImpl)
+}
+
+export function markIntentional(warningId: number, intentional: boolean, fetchImpl?: Fetch): Promise<unknown> {
+  return requestJson<unknown>('POST', `${BASE}/warnings/${warningId}/intentional`, { intentional }, fetchImpl)
+}
+
+export function listThreads(bookId: string, fetchImpl?: Fetch): Promise<ThreadView[]> {
+  return requestJson<ThreadView[]>('GET', `${book(bookId)}/threads`, undefined, fetchImpl)
+}
+
+export function previewImport(file: File, fetchImpl?: Fetch): Promise<ImportPreview> {
+  return postForm<ImportPreview>(`${BASE}/import/preview`, { file }, fetchImpl)
+}
+
+export function importChapters(
+  bookId: string,
+  chapters: { title: string; text: string }[],
+  arc?: string,
+  fetchImpl?: Fetch,
+): Promise<BookTree> {
+  return requestJson<BookTree>('POST', `${book(bookId)}/import`, arc ? { chapters, arc } : { chapters }, fetchImpl)
+}
+
+export function chapterWorkflow(bookId: string, fetchImpl?: Fetch): Promise<{ workflowId: string }> {
+  return requestJson<{ workflowId: string }>('POST', `${book(bookId)}/chapter-workflow`, undefined, fetchImpl)
+}
+
+/** The address of the book's export (a download the browser follows). */
+export function exportUrl(bookId: string, format: ExportFormat): string {
+  return `${book(bookId)}/export?format=${format}`
+}
+
+/** An author's edit of a resource (created when new); `level` and `text` go together and
+ * make a new version of that level. */
+export interface ResourceEditBody {
+  path: string
+  kind: string
+  title: string
+  aliases?: string[]
+  attrs?: Record<string, unknown>
+  level?: Level
+  text?: string
+}
+
+export function putResource(bookId: string, body: ResourceEditBody, fetchImpl?: Fetch): Promise<ResourceView> {
+  return requestJson<ResourceView>('PUT', `${book(bookId)}/resource`, body, fetchImpl)
+}
+
+export function addChapter(bookId: string, title: string, fetchImpl?: Fetch): Promise<ChapterNode> {
+  return requestJson<ChapterNode>('POST', `${book(bookId)}/chapters`, { title }, fetchImpl)
+}
+
+export interface SearchHit {
+  path: string
+  uri: string
+  level: Level
+  score: number
+  title: string
+}
+
+export interface SearchBody {
+  query: string
+  under?: string
+  levels?: Level[]
+  topK?: number
+  asOf?: number
+}
+
+export function searchBook(bookId: string, body: SearchBody, fetchImpl?: Fetch): Promise<SearchHit[]> {
+  return requestJson<SearchHit[]>('POST', `${book(bookId)}/search`, body, fetchImpl)
+}

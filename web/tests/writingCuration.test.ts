@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest'
+import type { WarningView } from '../src/api/writing'
+import { applyProgress, curationFailed, curationFinished, curationFromStatus, newCuration } from '../src/lib/writingCuration'
+import { intentionalCount, visibleWarnings } from '../src/lib/writingWarnings'
+
+describe('curation progress', () => {
+  it('starts with every step pending in pipeline order', () => {
+    expect(newCuration('o1', 4).steps.map((s) => [s.step, s.state])).toEqual([
+      ['summarize', 'pending'],
+      ['extract', 'pending'],
+      ['profiles', 'pending'],
+      ['index', 'pending'],
+      ['check', 'pending'],
+    ])
+  })
+
+  it('follows progress messages of its own output only', () => {
+    const view = newCuration('o1', 4)
+    expect(applyProgress(view, { outputId: 'o2', step: 'summarize', state: 'done' })).toBe(false)
+    for (const step of ['summarize', 'extract', 'profiles', 'index', 'check']) applyProgress(view, { outputId: 'o1', step, state: 'done' })
+    expect(curationFinished(view)).toBe(true)
+  })
+
+  it('shows the error of a failed step until it runs again', () => {
+    const view = newCuration('o1', 4)
+    applyProgress(view, { outputId: 'o1', step: 'extract', state: 'failed', error: 'extract: malformed JSON' })
+    expect(curationFailed(view)).toBe(true)
+    expect(view.steps[1]).toEqual({ step: 'extract', state: 'failed', error: 'extract: malformed JSON' })
+    applyProgress(view, { outputId: 'o1', step: 'extract', state: 'running' })
+    expect(view.steps[1]!.error).toBe('')
+    expect(curationFailed(view)).toBe(false)
+  })
+
+  it('rebuilds the view from the outputs list after a reload', () => {
+    const view = curationFromStatus({
+      outputId: 'o1',
+      chapter: 4,
+      runId: 'r',
+      nodeId: 'revise',
+      persistedAt: '',
+      steps: { summarize: 'done', extract: 'failed', profiles: 'pending', index: 'pending', check: 'pending' },
+      error: 'extract: malformed JSON',
+    })
+    expect(view.steps.find((s) => s.step === 'extract')).toEqual({ step: 'extract', state: 'failed', error: 'extract: malformed JSON' })
+    expect(view.steps.find((s) => s.step === 'summarize')!.error).toBe('')
+  })
+})
+
+function warning(id: number, chapter: number, intentional = false): WarningView {
+  return { id, outputId: 'o', chapter, dimension: 'character-state', category: 'characterization', subject: '/entities/characters/lin', attribute: 'hair', detail: 'hair was black', evidenceUri: '', intentional }
+}
+
+describe('warning list', () => {
+  it('hides warnings marked intentional unless asked', () => {
+    const all = [warning(1, 3), warning(2, 4, true)]
+    expect(visibleWarnings(all, false).map((w) => w.id)).toEqual([1])
+    expect(visibleWarnings(all, true).map((w) => w.id)).toEqual([2, 1])
+    expect(intentionalCount(all)).toBe(1)
+  })
+})
