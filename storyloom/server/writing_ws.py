@@ -41,14 +41,7 @@ WritingMessage = (
 
 
 def handles(message: ClientMessage) -> bool:
-    return isinstance(
-        message,
-        OutputPersistMessage
-        | OutputDeleteMessage
-        | BuildRequestMessage
-        | BuildAcceptMessage
-        | BuildRejectMessage,
-    )
+    return isinstance(message, WritingMessage)
 
 
 def handle(state: ServerState, ws: WebSocket, message: WritingMessage) -> None:

@@ -67,6 +67,15 @@ _ATTRIBUTE_WORDS: Mapping[str, tuple[str, ...]] = {
     "status": ("alive", "dead", "活", "死"),
     "weapon": ("weapon", "sword", "blade", "武器", "剑"),
 }
+_COLOURS = (
+    "black", "white", "silver", "grey", "gray", "red", "blue", "green", "brown", "golden",
+    "gold", "blond", "blonde", "auburn", "hazel", "amber", "violet", "purple", "pink",
+    "黑", "白", "银", "灰", "红", "蓝", "绿", "棕", "褐", "金", "紫", "琥珀",
+)  # fmt: skip
+_COLOUR_ATTRIBUTES = frozenset({"hair", "eyes", "eye colour", "eye color"})
+"""Attributes whose common values are known without the book having used them: a book
+that only ever said "green eyes" still has "blue eyes" read as a claim about eyes (only
+right before the attribute word: "blue eyes", "蓝色的眼睛")."""
 _CHANGE_EN = re.compile(
     r"\b(?:turned|turns|dyed|dyes|became|become|becomes|changed|changes|now|no longer|"
     r"bleached|grew|was reborn|revived)\b",
@@ -323,8 +332,16 @@ def _attribute_claims(
                     at = _find_term(lower, value, at + 1)
                 if at >= 0 and subject in _nearest(mentions, at):
                     occurrences.setdefault(value, []).append((attribute, at))
+        for attribute in known:
+            if attribute.strip().casefold() not in _COLOUR_ATTRIBUTES:
+                continue
+            for value, at in _described_colours(lower, attribute):
+                if value in lex.vocabulary.get(attribute, ()) or _negated_before(lower, at):
+                    continue
+                if subject in _nearest(mentions, at):
+                    occurrences.setdefault(value, []).append((attribute, at))
         for value, places in occurrences.items():
-            attributes = [a for a, _ in places]
+            attributes = list(dict.fromkeys(a for a, _ in places))
             if len(attributes) > 1:
                 # "black" may be hair or eyes: the sentence must say which.
                 attributes = [
@@ -336,6 +353,25 @@ def _attribute_claims(
                     continue
             attribute = attributes[0]
             yield Claim(subject, attribute, value, known[attribute], sentence, change)
+
+
+def _described_colours(lower: str, attribute: str) -> list[tuple[str, int]]:
+    """Common colours right before one of the attribute's words: ``blue eyes``,
+    ``blue-grey eyes``, ``蓝色的眼睛``."""
+    found: dict[tuple[str, int], None] = {}
+    for word in dict.fromkeys(_attribute_words(attribute)):
+        cjk = _CJK.search(word) is not None
+        for colour in _COLOURS:
+            if (_CJK.search(colour) is not None) != cjk:
+                continue
+            if cjk:
+                # The value as the book would write it: 蓝色 in 蓝色的眼睛, 蓝 in 蓝眼睛.
+                pattern = f"({re.escape(colour)}色?)的?{re.escape(word)}"
+            else:
+                pattern = rf"\b({re.escape(colour)})(?:[\s-]+[a-z]+)?[\s-]+{re.escape(word)}"
+            for match in re.finditer(pattern, lower):
+                found[(match.group(1), match.start())] = None
+    return list(found)
 
 
 def _nearest(mentions: Sequence[EntityMention], at: int) -> tuple[str, ...]:

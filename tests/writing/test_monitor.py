@@ -226,3 +226,19 @@ async def test_malformed_agent_claims_raise_naming_the_problem(
     with pytest.raises(MonitorError) as garbage:
         await claims_by_agent(agent(llm), store, book, "text", 2)
     assert "no JSON object" in str(garbage.value)
+
+
+def test_a_common_colour_the_book_never_used_is_still_read_before_the_attribute(
+    store: BookStore,
+) -> None:
+    book = book_with_chapters(store, 5)
+    characters(store, book)
+    store.add_facts(book, [fact(LIN, "eyes", "green", 1), fact(MEI, "hair", "black", 1)])
+    claims = extract_claims(store, book, "Lin Feng's blue eyes narrowed.", 5)
+    assert [(c.subject, c.attribute, c.value) for c in claims] == [(LIN, "eyes", "blue")]
+    (finding,) = check_claims(store, book, claims, 5)
+    assert (finding.expected, finding.found) == ("green", "blue")
+    # A colour elsewhere in the sentence says nothing about the eyes.
+    sea = "Lin Feng watched the blue sea with tired eyes."
+    assert extract_claims(store, book, sea, 5) == []
+    assert extract_claims(store, book, "林枫蓝色的眼睛眯了起来。", 5)[0].value == "蓝色"

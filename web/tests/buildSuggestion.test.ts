@@ -2,7 +2,6 @@
 // kept out of the workflow that is saved, cleared on reject and on apply; and the
 // build:* conversation over a fake WebSocket.
 import { describe, expect, it } from 'vitest'
-import { ref } from 'vue'
 import {
   type BuildSuggestion,
   clearProposal,
@@ -15,8 +14,8 @@ import {
   useBuildSuggestion,
   withoutProposed,
 } from '../src/lib/buildSuggestion'
-import type { Connection, ServerMessage } from '../src/lib/connection'
 import { flowToWorkflow, workflowToFlow } from '../src/lib/workflowGraph'
+import { fakeConnection } from './fakeConnection'
 
 const WORKFLOW = {
   id: 'wf',
@@ -39,30 +38,6 @@ function suggestion(overrides: Partial<BuildSuggestion> = {}): BuildSuggestion {
     ],
     explanation: 'Check the draft before it is kept.',
     ...overrides,
-  }
-}
-
-function fakeConnection(): Connection & { sent: ServerMessage[]; emit: (msg: ServerMessage) => void } {
-  const handlers = new Map<string, Set<(m: ServerMessage) => void>>()
-  const sent: ServerMessage[] = []
-  return {
-    state: ref('connected'),
-    message: ref(''),
-    retryInSeconds: ref(0),
-    start() {},
-    stop() {},
-    on(type, handler) {
-      if (!handlers.has(type)) handlers.set(type, new Set())
-      handlers.get(type)!.add(handler)
-      return () => handlers.get(type)!.delete(handler)
-    },
-    send(msg) {
-      sent.push(msg)
-    },
-    sent,
-    emit(msg) {
-      for (const h of handlers.get(msg.type) ?? []) h(msg)
-    },
   }
 }
 

@@ -2,13 +2,14 @@
 // chapter with the chapter workflow, keeping it, and following its curation.
 import { flushPromises, mount } from '@vue/test-utils'
 import { describe, expect, it } from 'vitest'
-import { defineComponent, h, ref } from 'vue'
+import { defineComponent, h } from 'vue'
 import { createMemoryHistory, createRouter, RouterView } from 'vue-router'
 import type { BookTree } from '../src/api/writing'
 import { makeI18n } from '../src/i18n'
-import { type Connection, CONNECTION_KEY, type ServerMessage } from '../src/lib/connection'
+import { CONNECTION_KEY } from '../src/lib/connection'
 import { routes } from '../src/router'
 import { type Call, type Reply, useFakeFetch } from './fakeFetch'
+import { fakeConnection } from './fakeConnection'
 
 const q = (id: string) => `[data-testid="${id}"]`
 
@@ -53,30 +54,6 @@ function base(call: Call): Reply {
   if (call.url === '/api/writing/books/b1/chapter-workflow') return { status: 200, body: { workflowId: 'writing-chapter' } }
   if (call.url.endsWith('/import')) return { status: 200, body: TREE }
   return { status: 200, body: {} }
-}
-
-function fakeConnection(): Connection & { sent: ServerMessage[]; emit: (msg: ServerMessage) => void } {
-  const handlers = new Map<string, Set<(m: ServerMessage) => void>>()
-  const sent: ServerMessage[] = []
-  return {
-    state: ref('connected'),
-    message: ref(''),
-    retryInSeconds: ref(0),
-    start() {},
-    stop() {},
-    on(type, handler) {
-      if (!handlers.has(type)) handlers.set(type, new Set())
-      handlers.get(type)!.add(handler)
-      return () => handlers.get(type)!.delete(handler)
-    },
-    send(msg) {
-      sent.push(msg)
-    },
-    sent,
-    emit(msg) {
-      for (const h of handlers.get(msg.type) ?? []) h(msg)
-    },
-  }
 }
 
 async function mountPage(path = '/writing/b1') {

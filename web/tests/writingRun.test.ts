@@ -78,6 +78,18 @@ describe('folding a chapter run', () => {
     expect(generatingSources(view)).toEqual({ nodeId: 'draft', sources: SOURCES })
   })
 
+  it('explains the draft prompt even when a later node read context too', () => {
+    const revised = [{ uri: 'viking://resources/bk/manuscript/arc-01/chapter-001', reason: 'recent chapter (1)', level: 'L2', version: 1 }]
+    const events = sequence(
+      { type: 'workflow:started', nodeIds: ['draft', 'revise'] },
+      { type: 'node:started', nodeId: 'draft' },
+      { type: 'node:completed', nodeId: 'draft', output: 'x', contextSources: SOURCES },
+      { type: 'node:started', nodeId: 'revise' },
+      { type: 'node:completed', nodeId: 'revise', output: 'y', contextSources: revised },
+    )
+    expect(generatingSources(replay(events).view)).toEqual({ nodeId: 'draft', sources: SOURCES })
+  })
+
   it('ignores an evaluation that is not the contract shape', () => {
     const events = sequence(
       { type: 'workflow:started', nodeIds: ['draft'] },

@@ -182,8 +182,14 @@ export function latestEvaluation(view: WritingRunView): { nodeId: string; evalua
   return null
 }
 
-/** The context the generating node saw: the sources of the last node that reported any. */
+/** The node that writes the chapter: its prompt is the one the provenance panel explains. */
+export const GENERATING_NODE = 'draft'
+
+/** The context the generating node saw: the draft's sources, else those of the last node
+ *  that reported any. */
 export function generatingSources(view: WritingRunView): { nodeId: string; sources: ContextSourceRef[] } | null {
+  const drafted = view.contextSources[GENERATING_NODE]
+  if (drafted?.length) return { nodeId: GENERATING_NODE, sources: drafted }
   for (let i = view.completed.length - 1; i >= 0; i -= 1) {
     const nodeId = view.completed[i]!
     const sources = view.contextSources[nodeId]
