@@ -10,6 +10,7 @@ request waits on the agent model, so it runs as a task and answers the sender wh
 from __future__ import annotations
 
 import logging
+from typing import TypeGuard
 
 from fastapi import WebSocket
 
@@ -40,7 +41,7 @@ WritingMessage = (
 )
 
 
-def handles(message: ClientMessage) -> bool:
+def handles(message: ClientMessage) -> TypeGuard[WritingMessage]:
     return isinstance(message, WritingMessage)
 
 

@@ -139,4 +139,4 @@ def _handle(state: ServerState, ws: WebSocket, message: ClientMessage) -> None:
         # An approval already answered (or whose run ended) is a `status: error` reply.
         state.tools.approvals.answer(message.id, message.decision)
     elif writing_ws.handles(message):
-        writing_ws.handle(state, ws, message)  # type: ignore[arg-type]
+        writing_ws.handle(state, ws, message)

@@ -661,7 +661,10 @@ def assemble_context(
 
     def chapter_reason(ch: Resource) -> str:
         _, named, words = scores[ch.path]
-        things = [title(p) for p in named[:3]] + [f"“{w}”" for w in words[:2]]
+        names = [title(p) for p in named[:3]]
+        # A keyword that is one of the names already listed says nothing more.
+        said = {n.casefold() for n in names}
+        things = names + [f"“{w}”" for w in words if w.casefold() not in said][:2]
         if things:
             listed = (
                 things[0] if len(things) == 1 else ", ".join(things[:-1]) + " and " + things[-1]

@@ -149,10 +149,16 @@ class Finding:
     earlier: str | None = None
     """When ``found`` is what the attribute was before a progression: since which chapter
     it no longer holds (shown as "was … until ch. N")."""
+    subject_title: str = ""
+    """The subject's name as the book gives it (its path's last part when it has none)."""
+
+    @property
+    def name(self) -> str:
+        return self.subject_title or self.subject.rsplit("/", 1)[-1]
 
     @property
     def detail(self) -> str:
-        name = self.subject.rsplit("/", 1)[-1]
+        name = self.name
         since = f"since ch. {self.since_chapter}"
         head = f"{name} · {self.attribute}: expected “{self.expected}” ({since})"
         found = f", found “{self.found}”"
@@ -508,6 +514,7 @@ def check_claims(
     pov: Fact | None = None
     pov_done = False
     chapter_uris: dict[int, str] = {c.ordinal: c.uri for c in store.chapters(book_id)}
+    titles = {r.path: r.title for r in store.resources(book_id, "/entities")}
     out: dict[str, Finding] = {}
     for claim in claims:
         expected = current.get(claim.subject, {}).get(claim.attribute)
@@ -549,6 +556,7 @@ def check_claims(
             or resource_uri(book_id, claim.subject),
             fingerprint=mark,
             earlier=earlier,
+            subject_title=titles.get(claim.subject, ""),
         )
     return list(out.values())
 
@@ -588,9 +596,8 @@ def findings_as_feedback(findings: Sequence[Finding]) -> str:
         return ""
     lines = ["The draft contradicts facts established earlier in the book. Fix these:"]
     for f in active:
-        name = f.subject.rsplit("/", 1)[-1]
         lines.append(
-            f"- {name}'s {f.attribute} is “{f.expected}” (since chapter {f.since_chapter}),"
+            f"- {f.name}'s {f.attribute} is “{f.expected}” (since chapter {f.since_chapter}),"
             f" but the draft says “{f.found}”: “{f.evidence.strip()}”"
         )
     lines.append("Keep everything else as it is.")

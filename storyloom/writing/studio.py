@@ -89,20 +89,29 @@ def _before(as_of: int | None) -> int | None:
     return None if as_of is None else as_of + 1
 
 
+DEFAULT_TEXT_SLOTS = ("text", "value")
+
+
 def run_output_text(events: Sequence[AnyRunEvent], node_id: str, slot: str | None = None) -> str:
     """The text node ``node_id`` produced in a run: its newest ``node:completed`` (or
-    ``node:cached``) event's ``outputs[slot]`` (default ``text``), else its ``output``."""
+    ``node:cached``) event's ``outputs[slot]`` (default: ``text``, else ``value``), else
+    its ``output``."""
     finished = [
         e for e in events if isinstance(e, NodeCompleted | NodeCached) and e.node_id == node_id
     ]
     if not finished:
         raise RunOutputNotFound(f"node {node_id!r} has not finished in this run")
     event = finished[-1]
-    value = event.outputs.get(slot or "text")
-    if isinstance(value, str):
-        return value
     if slot is not None:
-        raise RunOutputNotFound(f"node {node_id!r} has no text output {slot!r}")
+        value = event.outputs.get(slot)
+        if not isinstance(value, str):
+            raise RunOutputNotFound(f"node {node_id!r} has no text output {slot!r}")
+        return value
+    # A writing node says `text`; a human decision passes its `value` on.
+    for name in DEFAULT_TEXT_SLOTS:
+        value = event.outputs.get(name)
+        if isinstance(value, str):
+            return value
     return event.output
 
 

@@ -164,6 +164,9 @@ def test_a_novelist_imports_writes_keeps_checks_and_exports_a_book(
         )
         page.click(tid("keep-output"))
         expect(chapters).to_have_count(4)
+        # What is kept is the chapter as the author approved it, nothing else.
+        chapters.nth(3).click()
+        expect(page.locator(tid("chapter-editor"))).to_have_value(REVISED)
         expect(page.locator(tid("profiles-updated"))).to_be_visible(timeout=30_000)
         wait_until_curated(page, server, book_id, 4)
 

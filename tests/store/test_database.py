@@ -1,4 +1,5 @@
 import threading
+import time
 from pathlib import Path
 
 import apsw
@@ -56,4 +57,33 @@ def test_each_thread_gets_its_own_connection(tmp_path: Path) -> None:
     worker.start()
     worker.join()
     assert seen[0] is not db.connection()
+    db.close()
+
+
+def test_writers_that_read_first_wait_their_turn_instead_of_failing(tmp_path: Path) -> None:
+    """Two threads each read a counter and write it back, many times: with the write lock
+    taken when the transaction begins, none fails with "database is locked" and no
+    increment is lost."""
+    db = Database(tmp_path / "storyloom.sqlite3")
+    db.connection().execute("CREATE TABLE counter (n INTEGER NOT NULL)")
+    db.connection().execute("INSERT INTO counter VALUES (0)")
+    errors: list[BaseException] = []
+
+    def bump(times: int) -> None:
+        try:
+            for _ in range(times):
+                with db.write_transaction() as tx:
+                    (n,) = tx.execute("SELECT n FROM counter").fetchone()
+                    time.sleep(0.0005)  # let the other thread commit in between
+                    tx.execute("UPDATE counter SET n = ?", (n + 1,))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=bump, args=(200,)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert db.connection().execute("SELECT n FROM counter").fetchone() == (400,)
     db.close()
