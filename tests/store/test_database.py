@@ -73,7 +73,9 @@ def test_writers_that_read_first_wait_their_turn_instead_of_failing(tmp_path: Pa
         try:
             for _ in range(times):
                 with db.write_transaction() as tx:
-                    (n,) = tx.execute("SELECT n FROM counter").fetchone()
+                    row = tx.execute("SELECT n FROM counter").fetchone()
+                    assert row is not None
+                    n = row[0]
                     time.sleep(0.0005)  # let the other thread commit in between
                     tx.execute("UPDATE counter SET n = ?", (n + 1,))
         except BaseException as exc:
