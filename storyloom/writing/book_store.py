@@ -62,6 +62,13 @@ ResourceKind = Literal[
     "profile",
 ]
 RESOURCE_KINDS: tuple[str, ...] = get_args(ResourceKind)
+ENTITY_KIND_OF_FOLDER: Mapping[str, ResourceKind] = {
+    "characters": "character",
+    "locations": "location",
+    "plot-threads": "plot-thread",
+}
+"""``/entities/<folder>/…`` → the kind of resource it holds."""
+ENTITY_KINDS: tuple[ResourceKind, ...] = tuple(ENTITY_KIND_OF_FOLDER.values())
 FactCategory = Literal["characterization", "factual", "narrative", "timeline", "world"]
 """The five error categories of ConStory-Bench, as the kinds of fact Role C can check."""
 FACT_CATEGORIES: tuple[str, ...] = get_args(FactCategory)
@@ -412,6 +419,10 @@ class BookStore:
         rows = self.database.connection().execute(sql + " ORDER BY parent, ordinal, path", args)
         return [_resource(row) for row in rows]
 
+    def entities(self, book_id: str, *, state_version: int | None = None) -> list[Resource]:
+        """The book's characters, locations and plot threads."""
+        return self.resources(book_id, "/entities", kinds=ENTITY_KINDS, state_version=state_version)
+
     def delete_resource(self, book_id: str, path: str) -> None:
         """Delete a resource and everything under it: texts, facts about it, its links."""
         path = normalize_path(path)
@@ -694,6 +705,15 @@ class BookStore:
             args,
         )
         return {row[0]: _level(row) for row in rows}
+
+    def level_chapters(self, book_id: str, path: str) -> list[int]:
+        """The chapters a resource has a text as of (``as_of_chapter``), in order."""
+        rows = self.database.connection().execute(
+            "SELECT DISTINCT as_of_chapter FROM writing_level WHERE book_id = ? AND path = ?"
+            " ORDER BY as_of_chapter",
+            (book_id, normalize_path(path)),
+        )
+        return [int(r[0]) for r in rows]
 
     def level_history(self, book_id: str, path: str) -> list[LevelText]:
         rows = self.database.connection().execute(

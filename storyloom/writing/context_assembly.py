@@ -34,9 +34,16 @@ from typing import Literal, cast
 from storyloom.core.errors import NotFound
 from storyloom.store.database import Database
 from storyloom.workflow.node_type import ContextSource
-from storyloom.writing.book_store import LEVELS, BookStore, Level, Relation, Resource
+from storyloom.writing.book_store import (
+    ENTITY_KINDS,
+    LEVELS,
+    BookStore,
+    Level,
+    Relation,
+    Resource,
+)
 from storyloom.writing.profiles import profile_path, subject_of
-from storyloom.writing.scene_entities import ENTITY_KINDS, EntityMatcher
+from storyloom.writing.scene_entities import EntityMatcher
 from storyloom.writing.tokens import count_tokens
 from storyloom.writing.uris import invalid, is_under, parse_uri, resource_uri
 

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 import apsw
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,6 +42,7 @@ from storyloom.knowledge.vector_index import StoredVector, missing_vectors, stor
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.writing.agent_json import AgentJsonError, ask_agent_json
 from storyloom.writing.book_store import (
+    ENTITY_KIND_OF_FOLDER,
     FACT_CATEGORIES,
     BookStore,
     Fact,
@@ -49,12 +50,10 @@ from storyloom.writing.book_store import (
     LevelWrite,
     Relation,
     Resource,
-    ResourceKind,
     content_hash,
     index_id,
 )
 from storyloom.writing.monitor import (
-    ENTITY_KINDS,
     WORLD_SUBJECTS,
     AgentClaim,
     Claim,
@@ -84,15 +83,10 @@ from storyloom.writing.warnings import (
 
 logger = logging.getLogger(__name__)
 
-STEPS = ("summarize", "extract", "profiles", "index", "check")
 StepName = Literal["summarize", "extract", "profiles", "index", "check"]
+STEPS: tuple[StepName, ...] = get_args(StepName)
 StepState = Literal["pending", "running", "done", "failed"]
 EMBED_BATCH = 32
-_KIND_OF_FOLDER: Mapping[str, ResourceKind] = {
-    "characters": "character",
-    "locations": "location",
-    "plot-threads": "plot-thread",
-}
 
 
 def _now() -> str:
@@ -659,7 +653,7 @@ class Curator:
         await asyncio.to_thread(write)
 
     def _extract_prompt(self, out: _Output) -> str:
-        entities = self.store.resources(out.book_id, "/entities", kinds=list(ENTITY_KINDS))
+        entities = self.store.entities(out.book_id)
         lines = [f"Chapter {out.chapter}. Known entities:"]
         lines += [f"- {e.path}: {', '.join((e.title, *e.aliases))}" for e in entities]
         current = self.store.facts_as_of(out.book_id, out.chapter)
@@ -801,9 +795,7 @@ class Curator:
             if _memorable(c, current)
         ]
         resources = self._entity_resources(out, extraction)
-        known = {
-            r.path: r for r in self.store.resources(book_id, "/entities", kinds=list(ENTITY_KINDS))
-        }
+        known = {r.path: r for r in self.store.entities(book_id)}
         known.update({r.path: r for r in resources})
         touched = dict.fromkeys(
             [
@@ -871,8 +863,7 @@ class Curator:
     def _later_profile_chapters(self, book_id: str, path: str, ordinal: int) -> list[int]:
         """The later chapters a profile has a state for: curating (or rewriting) an earlier
         chapter renders those again, so a fact it adds is not missing from them."""
-        rows = self.store.level_history(book_id, path)
-        return sorted({row.as_of_chapter for row in rows if row.as_of_chapter > ordinal})
+        return [c for c in self.store.level_chapters(book_id, path) if c > ordinal]
 
     def _entity_resources(self, out: _Output, extraction: Extraction) -> list[Resource]:
         """New entities (and new aliases or thread chapters of known ones) to write."""
@@ -890,7 +881,7 @@ class Curator:
         for item in extraction.entities:
             path = item["path"]
             before = current(path)
-            kind = _KIND_OF_FOLDER[path.split("/")[2]]
+            kind = ENTITY_KIND_OF_FOLDER[path.split("/")[2]]
             aliases = tuple(dict.fromkeys([*(before.aliases if before else ()), *item["aliases"]]))
             if before is not None and set(aliases) == set(before.aliases):
                 continue
@@ -1082,7 +1073,7 @@ def _entity_path(raw: str) -> str | None:
     except StoryloomError:
         return None
     parts = path.split("/")
-    if len(parts) != 4 or parts[1] != "entities" or parts[2] not in _KIND_OF_FOLDER:
+    if len(parts) != 4 or parts[1] != "entities" or parts[2] not in ENTITY_KIND_OF_FOLDER:
         return None
     return path
 

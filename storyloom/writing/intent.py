@@ -32,8 +32,6 @@ INTENT_SYSTEM = (
     '{"entities": ["<name>", ...], "sceneType": "dialogue|action|emotional|exposition|any"}'
 )
 
-_ENTITY_KINDS = ["character", "location", "plot-thread"]
-
 
 class _Answer(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
@@ -61,11 +59,7 @@ async def analyse_intent(
 ) -> SceneIntent | None:
     """The scene's entities and kind by the agent model; None when it failed (Role A
     then matches names itself)."""
-    entities = [
-        r
-        for r in store.resources(book_id, "/entities", kinds=_ENTITY_KINDS)
-        if r.chapter_from < chapter
-    ]
+    entities = [r for r in store.entities(book_id) if r.chapter_from < chapter]
     if not entities:
         return None
     roster = "\n".join(

@@ -47,7 +47,6 @@ DIMENSIONS: tuple[Dimension, ...] = (
     "callbacks",
     "perspective",
 )
-ENTITY_KINDS = ("character", "location", "plot-thread")
 WORLD_SUBJECTS = ("/meta/world-rules", "/profiles/world-state/current")
 STYLE_SUBJECTS = ("/profiles/style/narrative-voice", "/meta/style-guide")
 POV_ATTRIBUTE = "pov"
@@ -246,9 +245,7 @@ class Lexicon:
 
     @classmethod
     def build(cls, store: BookStore, book_id: str) -> Lexicon:
-        entities = {
-            r.path: r for r in store.resources(book_id, "/entities", kinds=list(ENTITY_KINDS))
-        }
+        entities = {r.path: r for r in store.entities(book_id)}
         facts = store.facts(book_id)
         lexicon = cls(entities, EntityMatcher(entities.values()), facts)
         for fact in facts:
@@ -514,7 +511,7 @@ def check_claims(
     pov: Fact | None = None
     pov_done = False
     chapter_uris: dict[int, str] = {c.ordinal: c.uri for c in store.chapters(book_id)}
-    titles = {r.path: r.title for r in store.resources(book_id, "/entities")}
+    titles = {r.path: r.title for r in store.entities(book_id)}
     out: dict[str, Finding] = {}
     for claim in claims:
         expected = current.get(claim.subject, {}).get(claim.attribute)
@@ -639,7 +636,7 @@ CLAIMS_SYSTEM = (
 def subject_names(store: BookStore, book_id: str) -> dict[str, str]:
     """Every name a subject goes by (lower case) → its path."""
     names: dict[str, str] = {}
-    for entity in store.resources(book_id, "/entities", kinds=list(ENTITY_KINDS)):
+    for entity in store.entities(book_id):
         for name in (entity.path, entity.path.rsplit("/", 1)[1], entity.title, *entity.aliases):
             names.setdefault(name.strip().casefold(), entity.path)
     for path in (*WORLD_SUBJECTS, *STYLE_SUBJECTS):
@@ -657,7 +654,7 @@ def _claims_prompt(store: BookStore, book_id: str, text: str, chapter: int) -> s
     for subject, attributes in sorted(current.items()):
         facts = ", ".join(f"{a}={f.value}" for a, f in sorted(attributes.items()))
         lines.append(f"- {subject}: {facts}")
-    entities = store.resources(book_id, "/entities", kinds=list(ENTITY_KINDS))
+    entities = store.entities(book_id)
     lines.append(
         "Entities: " + "; ".join(f"{e.path} ({', '.join((e.title, *e.aliases))})" for e in entities)
     )

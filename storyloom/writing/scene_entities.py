@@ -20,7 +20,6 @@ from storyloom.writing.book_store import Resource
 # pyahocorasick ships no type information; loading it this way keeps mypy strict quiet.
 ahocorasick: Any = importlib.import_module("ahocorasick")
 
-ENTITY_KINDS = ("character", "location", "plot-thread")
 MAX_NAME_CHARS = 200
 """Longer "names" are not names (and pyahocorasick's C code dislikes huge keys)."""
 

@@ -77,8 +77,6 @@ from storyloom.writing.word_count import count_words
 
 logger = logging.getLogger(__name__)
 
-_ENTITY_KINDS = ("character", "location", "plot-thread")
-
 
 class RunOutputNotFound(NotFound):
     """The run has no finished output for that node (or not in that slot)."""
@@ -456,7 +454,7 @@ class WritingStudio:
         chapter = self.store.add_chapter(book_id, title, arc=arc)
         if text.strip():
             self.keep_chapter(book_id, chapter.ordinal, text)
-        return self._chapter_node(book_id, chapter.ordinal)
+        return self.chapter_node(book_id, chapter.ordinal)
 
     def keep_chapter(self, book_id: str, ordinal: int, text: str) -> PersistedOutput:
         """The author's text of a chapter, stored now and curated in the background."""
@@ -466,7 +464,7 @@ class WritingStudio:
             self.curate_later(persisted.output_id)
         return persisted
 
-    def _chapter_node(self, book_id: str, ordinal: int) -> ChapterNode:
+    def chapter_node(self, book_id: str, ordinal: int) -> ChapterNode:
         chapter = self.store.chapter(book_id, ordinal)
         counts = self._word_counts(book_id)
         return ChapterNode(
@@ -475,9 +473,6 @@ class WritingStudio:
             title=chapter.title,
             words=self._chapter_words(chapter, counts),
         )
-
-    def chapter_node(self, book_id: str, ordinal: int) -> ChapterNode:
-        return self._chapter_node(book_id, ordinal)
 
     # -- curated outputs ------------------------------------------------------------------
 
@@ -534,9 +529,7 @@ class WritingStudio:
     def graph(self, book_id: str, as_of: int | None = None) -> GraphView:
         before = _before(as_of)
         entities = [
-            r
-            for r in self.store.resources(book_id, "/entities", kinds=_ENTITY_KINDS)
-            if before is None or r.chapter_from < before
+            r for r in self.store.entities(book_id) if before is None or r.chapter_from < before
         ]
         edges = self.store.relations(book_id, before_chapter=before)
         nodes = {r.path: GraphNode(path=r.path, title=r.title, kind=r.kind) for r in entities}

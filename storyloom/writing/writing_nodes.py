@@ -326,6 +326,12 @@ def three_layer_prompt(context: str, system: str, user: str) -> list[dict[str, s
     return messages
 
 
+def llm_book_mark(config: _LlmFields, services: WorkflowServices) -> str:
+    """The cache-key part of an LLM writing node: its model and the book's state."""
+    endpoint = endpoint_for_role(config.role, services)
+    return f"{_endpoint_mark(endpoint)}|{book_state_mark(services, config.book)}"
+
+
 def llm_endpoint(config: _LlmFields, services: WorkflowServices) -> ChatEndpoint:
     endpoint = endpoint_for_role(config.role, services)
     if not endpoint.configured:
@@ -470,8 +476,7 @@ class PlanSceneNode(NodeType[PlanSceneConfig]):
     )
 
     def fingerprint(self, config: PlanSceneConfig, services: WorkflowServices) -> str | None:
-        endpoint = endpoint_for_role(config.role, services)
-        return f"{_endpoint_mark(endpoint)}|{book_state_mark(services, config.book)}"
+        return llm_book_mark(config, services)
 
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: PlanSceneConfig
@@ -525,13 +530,11 @@ class DraftNode(NodeType[DraftConfig]):
     )
 
     def fingerprint(self, config: DraftConfig, services: WorkflowServices) -> str | None:
-        parts = [_endpoint_mark(endpoint_for_role(config.role, services))]
-        if config.check_with_agent or config.intent_with_agent:
-            agent = services.require_settings().agent_llm
-            if agent.configured:
-                parts.append(_endpoint_mark(agent))
-        parts.append(book_state_mark(services, config.book))
-        return "|".join(parts)
+        mark = llm_book_mark(config, services)
+        agent = services.require_settings().agent_llm
+        if (config.check_with_agent or config.intent_with_agent) and agent.configured:
+            return f"{_endpoint_mark(agent)}|{mark}"
+        return mark
 
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: DraftConfig
@@ -741,8 +744,7 @@ class ReviseNode(NodeType[ReviseConfig]):
     )
 
     def fingerprint(self, config: ReviseConfig, services: WorkflowServices) -> str | None:
-        endpoint = endpoint_for_role(config.role, services)
-        return f"{_endpoint_mark(endpoint)}|{book_state_mark(services, config.book)}"
+        return llm_book_mark(config, services)
 
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: ReviseConfig
