@@ -355,7 +355,17 @@ def start_server(home: Path) -> tuple[subprocess.Popen[bytes], str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "storyloom", "serve", "--port", str(port), "--home", str(home)],
+        [
+            sys.executable,
+            "-m",
+            "storyloom",
+            "serve",
+            "--port",
+            str(port),
+            "--home",
+            str(home),
+            "--no-token",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

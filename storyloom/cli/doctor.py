@@ -157,7 +157,13 @@ def check_sandbox() -> Check:
     if not status.available:
         return Check("sandbox", "warn", f"unavailable: {status.reason}", status.fix)
     limit = "pids cgroup" if status.process_limit == "cgroup" else "RLIMIT_NPROC"
-    return Check("sandbox", "ok", f"bubblewrap {status.bwrap} (process limit: {limit})")
+    memory = "memory cgroup" if status.memory_limit == "cgroup" else "RLIMIT_AS per process"
+    return Check(
+        "sandbox",
+        "ok",
+        f"bubblewrap {status.bwrap} (seccomp filter on; process limit: {limit}; "
+        f"memory limit: {memory})",
+    )
 
 
 def run_checks(home: Path, environ: Mapping[str, str] | None = None) -> list[Check]:

@@ -41,7 +41,14 @@ def check(as_json: JsonOption = False) -> None:
                 run_sandboxed(SandboxRequest(python_argv("-c", "print('ok')"), name="check"))
             )
         except SandboxUnavailable as exc:
-            report.update(available=False, reason=str(exc), fix="", process_limit="none")
+            report.update(
+                available=False,
+                reason=str(exc),
+                fix="",
+                process_limit="none",
+                memory_limit="none",
+                seccomp=False,
+            )
         else:
             report["trial"] = {
                 "result": trial.describe(),
@@ -58,7 +65,11 @@ def check(as_json: JsonOption = False) -> None:
         typer.echo(json.dumps(report, indent=2))
     elif report["available"]:
         typer.echo(f"sandbox: available (bwrap {report['bwrap']})")
+        typer.echo(
+            "seccomp filter: active (keyrings, io_uring, bpf, memfd, SysV shm and more refused)"
+        )
         typer.echo(f"process limit: {_process_limit_words(report['process_limit'])}")
+        typer.echo(f"memory limit: {_memory_limit_words(report['memory_limit'])}")
         trial_info = report["trial"]
         typer.echo(
             f"trial: python printed {trial_info['stdout']!r}, {trial_info['result']}, "
@@ -71,6 +82,13 @@ def check(as_json: JsonOption = False) -> None:
         typer.echo("plugin script tools and the CodeInterpreter cannot run until this is fixed")
     if not report["available"]:
         raise typer.Exit(1)
+
+
+def _memory_limit_words(kind: str) -> str:
+    return {
+        "cgroup": "the whole run, by a memory cgroup per run (and RLIMIT_AS/DATA per process)",
+        "rlimit": "per process only, by RLIMIT_AS/DATA (no memory cgroup can be made here)",
+    }.get(kind, "none")
 
 
 def _process_limit_words(kind: str) -> str:

@@ -45,8 +45,17 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default 8420, from settings).")] = None,
     token: Annotated[
         str | None,
-        typer.Option(help="Access token; required off loopback (generated when not given)."),
+        typer.Option(
+            help="Access token (default: the one kept in <data dir>/token, made on first use)."
+        ),
     ] = None,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="Serve without a token: only for loopback on a machine no one else uses.",
+        ),
+    ] = False,
     project: Annotated[
         Path | None,
         typer.Option(
@@ -73,8 +82,10 @@ def serve(
 
     from storyloom.server.app import create_app
     from storyloom.server.limits import RequestLimits
-    from storyloom.server.token_auth import is_loopback, new_token, weak_token_reason
+    from storyloom.server.token_auth import is_loopback, stored_token, weak_token_reason
 
+    if token is not None and no_token:
+        raise fail("--token and --no-token contradict each other; give one")
     if token is not None and (weak := weak_token_reason(token)):
         raise fail(weak)
     limits = RequestLimits.in_mib(body=max_body_mb, upload=max_upload_mb)
@@ -91,8 +102,16 @@ def serve(
         )
     bind_host = host or loaded.effective.server.host
     bind_port = loaded.effective.server.port if port is None else port
-    if not is_loopback(bind_host) and not token:
-        token = new_token()
+    if no_token and not is_loopback(bind_host):
+        raise fail(
+            f"--no-token serves only loopback: on {bind_host} other machines could use this "
+            "server (and its sandbox); leave --no-token out"
+        )
+    if not no_token and token is None:
+        try:
+            token = stored_token(data_dir)
+        except StoryloomError as exc:
+            raise fail(exc) from None
     sock = bind_socket(bind_host, bind_port)
     actual_port = sock.getsockname()[1]
     shown_host = f"[{bind_host}]" if ":" in bind_host else bind_host

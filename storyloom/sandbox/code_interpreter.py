@@ -66,6 +66,9 @@ REPORT_GRACE_S = 5.0
 INLINE_TOTAL_KB = 64
 """What the runner inlines of small text files, in all (its ``INLINE_TOTAL``)."""
 PERSIST_FILES_MAX = 500
+# Caps on a persisted file's name: PATH_MAX, and a depth far past any real scratch.
+NAME_BYTES_MAX = 4096
+NAME_DEPTH_MAX = 64
 CURRENT = "current"
 VERSION_PREFIX = "v-"
 STDERR_TAIL = 4000
@@ -194,7 +197,19 @@ async def _execute(
     if report is None:
         return _without_report(language, result, limits)
     if scratch is not None and report.contents is not None:
-        await asyncio.to_thread(_save_scratch, scratch, report.contents, limits)
+        try:
+            await asyncio.to_thread(_save_scratch, scratch, report.contents, limits)
+        except (ScratchNotSaved, OSError, RecursionError, ValueError) as exc:
+            # What the code printed stands; its files are not kept (the scratch stays as
+            # it was before the call).
+            return CodeRunResult(
+                language=language,
+                stdout=report.stdout,
+                stderr=report.stderr,
+                duration_ms=result.duration_ms,
+                exit_code=report.exit_code,
+                error=f"the scratch was not saved: {_cause(exc)}",
+            )
     limit = result.limit or report.limit
     error = _limit_error(limit, limits, language, report.error) if limit else report.error
     return CodeRunResult(
@@ -208,6 +223,12 @@ async def _execute(
         exit_code=report.exit_code,
         error=error,
     )
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "a reported file name is nested too deep to write"
+    return str(exc) or type(exc).__name__
 
 
 def _js_memory_mb(limits: SandboxLimits) -> int:
@@ -291,15 +312,32 @@ def _current_version(folder: Path) -> Path | None:
     return target if target.is_dir() and target.parent == folder.resolve() else None
 
 
+class ScratchNotSaved(Exception):
+    """A reported file the scratch cannot hold; the message names it and why."""
+
+
 def _safe_name(name: str) -> PurePosixPath | None:
-    """``name`` as a relative path that stays inside the folder, or None."""
+    """``name`` as a relative path that stays inside the folder, or None.
+
+    Raises :class:`ScratchNotSaved` past the caps on a name (the runner only reports what
+    a real tmpfs held, so only a forged report has such names).
+    """
     if not name or "\x00" in name or "\\" in name:
         return None
     try:
-        name.encode("utf-8")
+        encoded = name.encode("utf-8")
     except UnicodeEncodeError:
         return None
+    shown = repr(name[:60] + ("…" if len(name) > 60 else ""))
+    if len(encoded) > NAME_BYTES_MAX:
+        raise ScratchNotSaved(
+            f"the file name {shown} is {len(encoded):,} bytes long (at most {NAME_BYTES_MAX:,})"
+        )
     path = PurePosixPath(name)
+    if len(path.parts) > NAME_DEPTH_MAX:
+        raise ScratchNotSaved(
+            f"the file {shown} is {len(path.parts):,} folders deep (at most {NAME_DEPTH_MAX})"
+        )
     if path.is_absolute() or any(part in ("", ".", "..") for part in path.parts):
         return None
     return path

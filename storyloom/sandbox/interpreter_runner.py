@@ -59,6 +59,7 @@ INLINE_MAX = 4096
 """A scratch file up to this size that is UTF-8 text is shown inline."""
 INLINE_TOTAL = 64 * 1024
 """All inline texts together; past it files are listed without their text."""
+DEPTH_MAX = 64  # folders deep a listed file may be: the host's cap (code_interpreter.py)
 FILES_MAX = 500
 """Files listed (and persisted); a scratch with more is cut here."""
 EXIT_GRACE_S = 0.2
@@ -448,6 +449,9 @@ def _scratch_files(persist: bool) -> tuple[list[dict[str, Any]], list[dict[str, 
     contents: list[dict[str, str]] = []
     inline_left = INLINE_TOTAL
     for folder, dirs, names in os.walk(SCRATCH):
+        if folder.count("/") - SCRATCH.count("/") >= DEPTH_MAX - 1:
+            # Deeper than the host keeps (and than os.walk's recursion reaches).
+            dirs.clear()
         dirs.sort()
         for name in sorted(names):
             if len(files) >= FILES_MAX:

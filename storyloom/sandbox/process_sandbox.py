@@ -24,7 +24,9 @@ Which limit stopped a run (``SandboxResult.limit``):
   ``cpu_seconds`` had passed (RLIMIT_CPU's hard limit, a second after the soft one);
 - ``file_size``: killed by SIGXFSZ (a C program past RLIMIT_FSIZE), or failed with
   "File too large" (EFBIG) in stderr (Python ignores SIGXFSZ and raises instead);
-- ``memory``: failed with a known out-of-memory message in the end of stderr
+- ``memory``: where the run has a memory cgroup, the kernel's OOM killer killed one of
+  its processes for the cgroup's limit and the run did not exit 0; else (and also) it
+  failed with a known out-of-memory message in the end of stderr
   ("MemoryError", "Cannot allocate memory", "out of memory", "bad_alloc", V8's "heap
   limit"); allocation failure has no signal of its own, so this is a heuristic.
 
@@ -61,7 +63,13 @@ from storyloom.sandbox.bwrap import (
     sandbox_status,
 )
 from storyloom.sandbox.limits import LimitName, SandboxLimits
-from storyloom.sandbox.pids_cgroup import ENTER_FAILED, PidsCgroup, pids_hierarchy, remove_stale
+from storyloom.sandbox.run_cgroup import (
+    ENTER_FAILED,
+    Hierarchies,
+    RunCgroup,
+    find_hierarchies,
+    remove_stale,
+)
 from storyloom.sandbox.spawn import Spawned, spawn_direct, spawn_in_cgroup, warm_up
 
 PYTHON_INSIDE: str = base_interpreter()
@@ -349,8 +357,8 @@ def _limits_value(limit: LimitName, limits: SandboxLimits) -> str:
 
 
 @functools.cache
-def _cgroup_hierarchy() -> Path:
-    found = pids_hierarchy()
+def _cgroup_hierarchy() -> Hierarchies:
+    found = find_hierarchies()
     if found is None:
         raise SandboxUnavailable("no writable pids cgroup to limit the sandbox's processes as root")
     remove_stale(found)
@@ -392,7 +400,8 @@ class _Run:
         self.killed_for: LimitName | None = None
         self.killed = False
         self.process: subprocess.Popen[bytes] | None = None
-        self.cgroup: PidsCgroup | None = None
+        self.cgroup: RunCgroup | None = None
+        self.out_of_memory = False
         cap = self.limits.output_kb * 1024
         self.out = _Capture(cap)
         self.err = _Capture(cap)
@@ -442,6 +451,7 @@ class _Run:
                     status.bwrap,
                     _cgroup_hierarchy(),
                     self.limits.processes,
+                    self.limits.memory_mb * MIB,
                     self.options,
                     self.launcher_request(),
                     fresh=fresh,
@@ -542,7 +552,8 @@ class _Run:
                 self.cgroup.kill_all()
             await work
 
-    async def _empty_cgroup(self, cgroup: PidsCgroup) -> None:
+    async def _empty_cgroup(self, cgroup: RunCgroup) -> None:
+        self.out_of_memory = cgroup.out_of_memory()
         delay = 0.001
         deadline = time.monotonic() + REAP_GRACE_SECONDS
         while cgroup.pids() and time.monotonic() < deadline:
@@ -574,6 +585,9 @@ class _Run:
     def _classify(
         self, code: int | None, sig: int | None, stderr: str, duration_ms: float
     ) -> LimitName | None:
+        if self.out_of_memory and code != 0:
+            # The kernel killed a process of the run for the cgroup's limit.
+            return "memory"
         if sig == signal.SIGXCPU:
             return "cpu_time"
         if sig == signal.SIGKILL and duration_ms >= self.limits.cpu_seconds * 1000:

@@ -1,4 +1,4 @@
-"""Starting bwrap for one run: directly, or as root from a warm stub in a fresh pids cgroup.
+"""Starting bwrap for one run: directly, or as root from a warm stub in a fresh cgroup.
 
 A run's bwrap gets its options and what to run through pipes, so the command line is the
 same for every run: ``bwrap --args FD --disable-userns -- python -I -S
@@ -26,10 +26,10 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from storyloom.sandbox.bwrap import BWRAP_ENV, GROUP, PASSWD, DataFds, launch_command
-from storyloom.sandbox.pids_cgroup import PidsCgroup
+from storyloom.sandbox.bwrap import BWRAP_ENV, DataFds, launch_command, open_data_fds
+from storyloom.sandbox.run_cgroup import Hierarchies, RunCgroup
+from storyloom.sandbox.seccomp import host_arch
 
 # The limit a warm stub's cgroup has until a run sets its own.
 STUB_PIDS = 8
@@ -43,19 +43,36 @@ class Spawned:
     """A started bwrap and what must still be written to it (in order, then closed)."""
 
     process: subprocess.Popen[bytes]
-    cgroup: PidsCgroup | None
+    cgroup: RunCgroup | None
     feeds: list[tuple[int, bytes]] = field(default_factory=list)
 
 
-def _data_pipe(content: bytes = b"") -> tuple[int, int]:
-    """A pipe; ``content`` (small: it must fit the pipe) already written to it."""
-    read, write = os.pipe()
-    if content:
-        os.write(write, content)
-    return read, write
+_keyring_joined = threading.local()
+KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def _fresh_session_keyring() -> None:
+    """Give the calling thread (and so every bwrap it starts) a new, empty session keyring.
+
+    A session keyring is part of a thread's credentials and children inherit it; the one
+    storyloom was started with holds the user's keys. Inside the sandbox the keyring
+    syscalls are refused anyway (see seccomp.py): this is the second wall. Once per
+    thread; where the call itself is refused (a container's own filter) nothing changes.
+    """
+    if getattr(_keyring_joined, "done", False):
+        return
+    _keyring_joined.done = True
+    arch = host_arch()
+    if arch is None:
+        return
+    import ctypes  # only here: the import costs milliseconds, once per thread
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall(ctypes.c_long(arch.numbers["keyctl"]), KEYCTL_JOIN_SESSION_KEYRING, None)
 
 
 def _popen(argv: list[str], pass_fds: Sequence[int]) -> subprocess.Popen[bytes]:
+    _fresh_session_keyring()
     return subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
@@ -74,17 +91,13 @@ def _options_bytes(options: Sequence[str]) -> bytes:
 class _Stub:
     """A bwrap in its own fresh pids cgroup, blocked reading its options."""
 
-    def __init__(self, bwrap: str, hierarchy: Path) -> None:
-        self.cgroup = PidsCgroup(hierarchy, STUB_PIDS)
+    def __init__(self, bwrap: str, hierarchies: Hierarchies) -> None:
+        self.cgroup = RunCgroup(hierarchies, STUB_PIDS)
         args_read, self.args_write = os.pipe()
         request_read, self.request_write = os.pipe()
-        passwd_read, passwd_write = _data_pipe(PASSWD.encode())
-        group_read, group_write = _data_pipe(GROUP.encode())
-        os.close(passwd_write)
-        os.close(group_write)
-        self.data = DataFds(passwd=passwd_read, group=group_read, request=request_read)
+        self.data = open_data_fds(request_read)
         argv = [bwrap, "--args", str(args_read), "--disable-userns", "--", *launch_command()]
-        reads = (args_read, request_read, passwd_read, group_read)
+        reads = (args_read, *self.data.all())
         try:
             self.process = _popen(self.cgroup.wrap(argv), reads)
         except BaseException:
@@ -118,27 +131,27 @@ class _Stub:
 
 
 _lock = threading.Lock()
-_warm: dict[tuple[str, Path], _Stub] = {}
+_warm: dict[tuple[str, Hierarchies], _Stub] = {}
 
 
-def _take_stub(bwrap: str, hierarchy: Path) -> _Stub:
+def _take_stub(bwrap: str, hierarchies: Hierarchies) -> _Stub:
     with _lock:
-        stub = _warm.pop((bwrap, hierarchy), None)
+        stub = _warm.pop((bwrap, hierarchies), None)
     if stub is not None and stub.alive():
         return stub
     if stub is not None:
         stub.discard()
-    return _Stub(bwrap, hierarchy)
+    return _Stub(bwrap, hierarchies)
 
 
-def warm_up(bwrap: str, hierarchy: Path) -> None:
+def warm_up(bwrap: str, hierarchies: Hierarchies) -> None:
     """Start the next run's stub unless one is waiting already."""
-    key = (bwrap, hierarchy)
+    key = (bwrap, hierarchies)
     with _lock:
         if key in _warm:
             return
     try:
-        stub = _Stub(bwrap, hierarchy)
+        stub = _Stub(bwrap, hierarchies)
     except OSError:
         return  # the next run starts its own and reports what fails
     with _lock:
@@ -170,22 +183,25 @@ def discard_warm() -> None:
 
 def spawn_in_cgroup(
     bwrap: str,
-    hierarchy: Path,
+    hierarchies: Hierarchies,
     processes: int,
+    memory_bytes: int,
     build_options: OptionsBuilder,
     request: bytes,
     *,
     fresh: bool = False,
 ) -> Spawned:
-    """Start a run from a warm stub (or a new one) whose cgroup allows ``processes``.
+    """Start a run from a warm stub (or a new one) whose cgroup allows ``processes``
+    and, where it has a memory controller, ``memory_bytes`` for the whole run.
 
     ``fresh``: always from a new stub, started by the calling thread (bwrap's
     ``--die-with-parent`` follows the thread that started it, and a warm stub's may end
     before a long-lived program should).
     """
-    stub = _Stub(bwrap, hierarchy) if fresh else _take_stub(bwrap, hierarchy)
+    stub = _Stub(bwrap, hierarchies) if fresh else _take_stub(bwrap, hierarchies)
     try:
         stub.cgroup.set_max(processes)
+        stub.cgroup.set_memory(memory_bytes)
         options = _options_bytes(build_options(stub.data))
     except BaseException:
         stub.discard()
@@ -200,12 +216,8 @@ def spawn_in_cgroup(
 def spawn_direct(bwrap: str, build_options: OptionsBuilder, request: bytes) -> Spawned:
     """Start a run's bwrap with its options on the command line (no cgroup to enter)."""
     request_read, request_write = os.pipe()
-    passwd_read, passwd_write = _data_pipe(PASSWD.encode())
-    group_read, group_write = _data_pipe(GROUP.encode())
-    os.close(passwd_write)
-    os.close(group_write)
-    data = DataFds(passwd=passwd_read, group=group_read, request=request_read)
-    reads = (request_read, passwd_read, group_read)
+    data = open_data_fds(request_read)
+    reads = data.all()
     try:
         process = _popen([bwrap, *build_options(data), "--", *launch_command()], reads)
     except BaseException:

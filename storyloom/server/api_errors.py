@@ -191,7 +191,6 @@ async def refuse(scope: Scope, send: Send, status: int, message: str) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008})
         return
-    body = ErrorBody(error=ErrorDetail(message=message)).model_dump_json().encode()
     await send(
         {
             "type": "http.response.start",
@@ -199,7 +198,12 @@ async def refuse(scope: Scope, send: Send, status: int, message: str) -> None:
             "headers": [(b"content-type", b"application/json")],
         }
     )
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": envelope_bytes(message)})
+
+
+def envelope_bytes(message: str) -> bytes:
+    """The error envelope of ``message`` as a response body."""
+    return ErrorBody(error=ErrorDetail(message=message)).model_dump_json().encode()
 
 
 def _request_problems(exc: RequestValidationError) -> list[FieldProblem]:

@@ -1,12 +1,18 @@
-"""Token check for servers bound beyond loopback.
+"""The access token every request to ``storyloom serve`` must carry.
 
-On 127.0.0.1 only the local user can connect, so no token is asked. On any other address
-every HTTP request and WebSocket handshake must carry the token: as ``Authorization:
-Bearer`` or as the ``storyloom_token`` cookie. The address the server prints carries it
-as ``?token=``: on a page navigation (GET or HEAD of a page, not ``/api`` or ``/ws``) that
-sets the cookie (HttpOnly, so page scripts never see it) and redirects to the same path on
-this server without the token; anywhere else a token in the address counts for nothing,
-so it is not left in logs and histories of API calls.
+Loopback is no boundary on a machine with several accounts: any local user can connect
+to 127.0.0.1. So ``storyloom serve`` asks for a token wherever it listens, unless it is
+started with ``--no-token`` on loopback (a machine with one user). The token is made once
+and kept in ``<data dir>/token`` (mode 0600), so the address stays the same across
+restarts; ``--token`` gives another. Every HTTP request and WebSocket handshake must
+carry it: as ``Authorization: Bearer`` or as the ``storyloom_token`` cookie.
+
+The address the server prints carries it as ``?token=``. On a page navigation (GET or
+HEAD of a page, not ``/api`` or ``/ws``) that sets the cookie (HttpOnly, so page scripts
+never see it; kept 400 days) and redirects to the same path without the token, so the
+address bar and the history lose it; from then on the cookie is what counts. Anywhere
+else a token in the address counts for nothing, so it is not left in logs and histories
+of API calls.
 """
 
 from __future__ import annotations
@@ -14,13 +20,20 @@ from __future__ import annotations
 import ipaddress
 import secrets
 from http.cookies import SimpleCookie
+from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from storyloom.core.atomic_io import atomic_write_text
+from storyloom.core.home import unusable_file
 from storyloom.server.api_errors import refuse, request_headers
 
 COOKIE = "storyloom_token"
+TOKEN_FILE = "token"
+COOKIE_MAX_AGE_S = 400 * 24 * 3600
+"""As long as a browser keeps a cookie (Chromium caps it at 400 days): the address with
+the token is needed once per browser, not once per browser start."""
 
 
 def is_loopback(host: str) -> bool:
@@ -37,6 +50,28 @@ MIN_TOKEN_CHARS = 16
 
 def new_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+def stored_token(home: Path) -> str:
+    """The data directory's token: the one kept in ``<home>/token``, or a new one written
+    there (0600 from the first byte) when there is none or it is too weak."""
+    path = home / TOKEN_FILE
+    try:
+        kept = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        kept = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise unusable_file(
+            path, exc if isinstance(exc, OSError) else OSError(str(exc)), "the access token"
+        ) from None
+    if kept and weak_token_reason(kept) is None:
+        return kept
+    token = new_token()
+    try:
+        atomic_write_text(path, token + "\n", mode=0o600)
+    except OSError as exc:
+        raise unusable_file(path, exc, "the access token") from None
+    return token
 
 
 def weak_token_reason(token: str) -> str | None:
@@ -102,7 +137,9 @@ class TokenAuth:
         rest = urlencode([(k, v) for k, v in query if k != "token"])
         path = same_origin_path(scope.get("root_path", "") + scope["path"])
         location = quote(path, safe="/") + (f"?{rest}" if rest else "")
-        cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+        cookie = (
+            f"{COOKIE}={self.token}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Strict"
+        )
         await send(
             {
                 "type": "http.response.start",

@@ -186,6 +186,7 @@ class AgentLoop:
             variables=request.variables,
             timeout_s=self.profile.call_timeout_s,
             on_always=self._always if setup.on_always is not None else None,
+            inventory=tuple(self.profile.tool_ids_inventory),
         )
 
     # -- the prompt ---------------------------------------------------------------------

@@ -4,9 +4,12 @@ The :class:`~storyloom.tools.tool_host.ToolHost` makes one :class:`AgentService`
 server and the CLI put it in ``WorkflowServices.agents``, where the chat's LLM Invoker
 and the ``agent:Run`` node find it. A turn reads the agent's profile afresh (an edit on
 the Tools page holds from the next turn), documents exactly its inventory, picks the
-protocol and runs the :class:`~storyloom.tools.agent_loop.AgentLoop`; ``ask`` rules are
-put to a person through the host's approval broker, and an "always" answer is saved as an
-``allow`` rule where the ask came from: the global policy, the profile, or both.
+protocol and runs the :class:`~storyloom.tools.agent_loop.AgentLoop`. Only the
+inventory's tools run (a call outside it is refused before any rule, see
+:class:`~storyloom.tools.tool_manager.ToolCallContext`); ``ask`` rules are put to a
+person through the host's approval broker, and an "always" answer is saved as an
+``allow`` rule in that agent's profile alone: it lifts the global ``ask`` for this agent
+(:func:`~storyloom.tools.tool_policy.caller_action`), and no other agent inherits it.
 
 The automatic protocol is native tool calls unless the endpoint refused them: the first
 request of a turn carries ``tools``; a 400 answer before any text makes that turn go on
@@ -16,7 +19,6 @@ life of the process, so later turns start with TAM (see ``docs/decisions.md``).
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,8 +32,6 @@ from storyloom.tools.tool_policy import ToolPolicy
 from storyloom.workflow.agent_host import AgentOutcome, AgentTurnRequest, ApprovalDecision
 from storyloom.workflow.node_type import NodeContext
 from storyloom.workflow.nodes.llm_nodes import endpoint_for_role
-
-logger = logging.getLogger(__name__)
 
 
 class AgentToolHost(Protocol):
@@ -47,8 +47,6 @@ class AgentToolHost(Protocol):
     def approvals(self) -> ApprovalBroker: ...
 
     def policy(self) -> ToolPolicy: ...
-
-    def allow_always(self, tool_id: str) -> None: ...
 
 
 class AgentService:
@@ -96,14 +94,8 @@ class AgentService:
             return await broker.request(tool_id, arguments, caller)
 
         def on_always(tool_id: str) -> AgentProfile | None:
-            # "Always" lifts the ask wherever it came from: the global policy (asking by
-            # default) and this agent's own rules.
-            if self.host.policy().action(tool_id) != "allow":
-                try:
-                    self.host.allow_always(tool_id)
-                except (StoryloomError, OSError, RuntimeError):
-                    logger.exception("could not save 'always allow %s'", tool_id)
-            if self.library is None or profile.policy.action(tool_id) == "allow":
+            # Saved for this agent only: one agent's "always" is no other agent's.
+            if self.library is None or profile.policy.explicit(tool_id) == "allow":
                 return None
             try:
                 return self.library.allow_always(profile.id, tool_id)

@@ -116,10 +116,6 @@ class ToolHost:
             self._settings_saved()
         return policy
 
-    def allow_always(self, tool_id: str) -> None:
-        """A person answered "always": from now on the global policy allows ``tool_id``."""
-        self.save_policy(self.policy().with_rule(tool_id, "allow"))
-
     async def start(self) -> None:
         """Connect the configured MCP servers (in the background)."""
         await self.mcp.start()

@@ -1,8 +1,10 @@
 """The ToolManager: the one way any caller (an agent, a person on the Tools page or the
 CLI, an MCP client, the API) runs a tool (seed 003 12).
 
-A call goes: find the tool → check the arguments against its ``parameters`` → the
-policy's action (the global policy combined with the caller's, strictest wins; the
+A call goes: find the tool → an agent's call outside its ``tool_ids_inventory`` is
+refused here, whatever any policy says → check the arguments against its
+``parameters`` → the policy's action (the global policy combined with the caller's,
+strictest wins, except that the caller's own explicit allow answers a global ask; the
 ``storyloom_tool_before_call`` hook may only make it stricter) → ``ask`` is answered by
 a person through ``context.approve``, or, with nobody to ask, counts as allowed for a
 person's own call (user, cli, api) and as denied for an agent's or an MCP client's →
@@ -34,7 +36,7 @@ from storyloom.tools.tool_policy import (
     KbAccess,
     PolicyAction,
     ToolPolicy,
-    combine,
+    caller_action,
     strictest,
 )
 from storyloom.tools.tool_registry import ToolRegistry
@@ -87,6 +89,10 @@ class ToolCallContext:
     variables: ChatVariables | None = None
     timeout_s: float = 30.0
     on_always: Callable[[str], None] | None = None
+    inventory: tuple[str, ...] | None = None
+    """An agent's ``tool_ids_inventory``: only these tools may run, whatever the policy
+    says, and a call outside it is refused before any rule is asked (so never put to a
+    person). ``None``: no inventory (a person, the CLI, the API, an MCP client)."""
     knowledge: KnowledgeService | None = None
     counters: dict[str, int] = field(default_factory=dict)
 
@@ -114,6 +120,18 @@ class _Refused(Exception):
         self.decision: CallDecision = decision
         self.error = error
         super().__init__(error)
+
+
+def _check_inventory(tool_id: str, context: ToolCallContext) -> None:
+    inventory = context.inventory
+    if inventory is None or tool_id in inventory:
+        return
+    listed = ", ".join(inventory) if inventory else "no tools"
+    raise _Refused(
+        "denied",
+        f"{tool_id}: not in agent {context.caller.name!r}'s tool inventory "
+        f"(tool_ids_inventory), which lists {listed}",
+    )
 
 
 class ToolManager:
@@ -164,9 +182,10 @@ class ToolManager:
         return tools
 
     def action(self, tool_id: str, arguments: Mapping[str, Any], policy: ToolPolicy) -> str:
-        """The policy's answer for this call: global and ``policy`` combined, then the
+        """The policy's answer for this call: global and ``policy`` combined
+        (:func:`~storyloom.tools.tool_policy.caller_action`), then the
         hooks, which may only tighten it."""
-        action: PolicyAction = combine(self.policy(), policy).action(tool_id)
+        action: PolicyAction = caller_action(self.policy(), policy, tool_id)
         relay = self.hooks() if self.hooks is not None else None
         hook = getattr(relay, "storyloom_tool_before_call", None) if relay is not None else None
         if hook is None:
@@ -189,6 +208,7 @@ class ToolManager:
         decision: CallDecision = "allowed"
         try:
             entry = self._find(tool_id)
+            _check_inventory(tool_id, context)
             try:
                 check_arguments(tool_id, entry.definition.parameters, arguments)
             except ToolArgumentsInvalid as exc:

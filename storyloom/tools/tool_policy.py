@@ -4,7 +4,10 @@ knowledge bases the KB tools may read and write.
 Among the rules that match a tool, the strictest wins (deny over ask over allow), so a
 broad ``deny`` cannot be undone by a narrower ``allow``; a tool no rule matches gets the
 policy's ``default``. Policies stack the same way: :func:`combine` of the global policy
-and an agent profile's answers, for each tool, the stricter of the two.
+and an agent profile's answers, for each tool, the stricter of the two, with one
+exception (:func:`caller_action`): a caller's own explicit ``allow`` answers the global
+policy's ``ask`` for that caller alone (a person said "always" to that agent), never
+its ``deny``.
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ class ToolPolicy(BaseModel):
         matching = [rule.action for rule in self.rules if rule.matches(tool_id)]
         return strictest(matching) if matching else self.default
 
+    def explicit(self, tool_id: str) -> PolicyAction | None:
+        """The strictest rule matching ``tool_id``, or ``None`` when only the default
+        would answer (a combined policy: the strictest of its parts' explicit answers)."""
+        if self._parts:
+            found = [a for a in (part.explicit(tool_id) for part in self._parts) if a]
+            return strictest(found) if found else None
+        matching = [rule.action for rule in self.rules if rule.matches(tool_id)]
+        return strictest(matching) if matching else None
+
     def with_rule(self, tool: str, action: PolicyAction) -> ToolPolicy:
         """A copy with the rule for exactly ``tool`` set to ``action`` (an ``always``
         answer saves ``allow`` this way)."""
@@ -77,6 +89,20 @@ def combine(*policies: ToolPolicy) -> ToolPolicy:
     )
     combined._parts = tuple(parts)
     return combined
+
+
+def caller_action(global_policy: ToolPolicy, own: ToolPolicy, tool_id: str) -> PolicyAction:
+    """What a call by a caller with policy ``own`` (an agent profile's) gets.
+
+    The stricter of the two, except that an explicit ``allow`` rule of the caller's own
+    lifts the global ``ask``: "always" for one agent is saved in its profile, and holds
+    for it alone. A global ``deny`` always holds.
+    """
+    base = global_policy.action(tool_id)
+    action = strictest([base, own.action(tool_id)])
+    if action == "ask" and base == "ask" and own.explicit(tool_id) == "allow":
+        return "allow"
+    return action
 
 
 def policy_from_settings(settings: Any) -> ToolPolicy:

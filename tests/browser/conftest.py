@@ -130,12 +130,18 @@ class RunningServer:
     process: subprocess.Popen[bytes]
     log_path: Path
     extra: dict[str, Any] = field(default_factory=dict)
+    token: str | None = None
+    """The access token the server printed (None: started with ``--no-token``)."""
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
     def api(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url.rstrip("/") + path, timeout=10) as resp:
+        request = urllib.request.Request(self.url.rstrip("/") + path, headers=self._headers())
+        with urllib.request.urlopen(request, timeout=10) as resp:
             return json.loads(resp.read())
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
@@ -144,7 +150,7 @@ class RunningServer:
         request = urllib.request.Request(
             self.url.rstrip("/") + path,
             data=data,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self._headers()},
             method=method,
         )
         try:
@@ -156,14 +162,20 @@ class RunningServer:
         return json.loads(text) if text else None
 
 
-def _start_server(home: Path, log_path: Path) -> RunningServer:
+PRINTED_TOKEN = re.compile(r"serving http://\S+/\?token=(\S+)")
+
+
+def _start_server(home: Path, log_path: Path, *, token: bool = False) -> RunningServer:
+    """``storyloom serve`` as a user starts it: with ``token``, exactly so (the token it
+    prints is read back); without, ``--no-token``, for tests about anything else."""
+    server_options = [] if token else ["--no-token"]
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STORYLOOM_")}
     env["PYTHONUNBUFFERED"] = "1"
     log = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "storyloom", "serve", "--host", "127.0.0.1",
-         "--port", str(port), "--home", str(home)],
+         "--port", str(port), "--home", str(home), *server_options],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     log.close()
@@ -172,7 +184,12 @@ def _start_server(home: Path, log_path: Path) -> RunningServer:
     while True:
         if process.poll() is not None:
             pytest.fail(f"storyloom serve exited with {process.returncode}:\n{server.log()}")
+        if token and server.token is None:
+            printed = PRINTED_TOKEN.search(server.log())
+            server.token = printed.group(1) if printed else None
         try:
+            if token and server.token is None:
+                raise ConnectionError("the address is not printed yet")
             health = server.api("/api/health")
             if health.get("status") == "ok":
                 return server
@@ -213,13 +230,15 @@ def start_server(
     """Start ``storyloom serve`` on a free port; ``prepare(home)`` may write files first."""
     started: list[RunningServer] = []
 
-    def start(prepare: Callable[[Path], None] | None = None) -> RunningServer:
+    def start(
+        prepare: Callable[[Path], None] | None = None, *, token: bool = False
+    ) -> RunningServer:
         base = tmp_path_factory.mktemp("storyloom-browser")
         home = base / "home"
         home.mkdir()
         if prepare:
             prepare(home)
-        server = _start_server(home, base / "server.log")
+        server = _start_server(home, base / "server.log", token=token)
         started.append(server)
         return server
 

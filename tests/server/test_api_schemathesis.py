@@ -128,7 +128,7 @@ def _serve(home: Path, project: Path, log: Path) -> tuple[str, subprocess.Popen[
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "storyloom", "serve", "--host", HOST, "--port", str(port),
-             "--home", str(home), "--project", str(project)],
+             "--home", str(home), "--project", str(project), "--no-token"],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     url = f"http://{HOST}:{port}"

@@ -211,7 +211,7 @@ def serve(home: Path, log: Path) -> Process:
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "storyloom", "serve", "--host", "127.0.0.1",
-             "--port", str(port), "--home", str(home)],
+             "--port", str(port), "--home", str(home), "--no-token"],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -459,9 +460,65 @@ def test_a_declared_length_over_the_default_limit_is_refused_before_the_body(
     still_answers(live_server)
 
 
+def send_whole_then_read(server: LiveServer, path: str, content_type: str, body: bytes) -> str:
+    """POST ``body`` as most clients do: all of it first, the answer after (a server that
+    stops reading mid-body leaves such a client a reset connection, or hanging)."""
+    address = urlsplit(server.url)
+    connection = HTTPConnection(address.hostname or "127.0.0.1", address.port, timeout=30)
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": content_type})
+        response = connection.getresponse()
+        assert response.status == 413, response.read()[:300]
+        return str(json.loads(response.read())["error"]["message"])
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("route", ["/api/chats/import", "/api/knowledge/import"])
+def test_a_60_mb_upload_sent_whole_gets_its_413(live_server: LiveServer, route: str) -> None:
+    content_type, body = multipart(b"big.jsonl", b"x" * (60 * 1024 * 1024))
+    message = send_whole_then_read(live_server, route, content_type, body)
+    assert "50 MB" in message
+    still_answers(live_server)
+
+
+def test_a_20_mb_json_body_sent_whole_gets_its_413(live_server: LiveServer) -> None:
+    body = json.dumps({"title": "x" * (20 * 1024 * 1024)}).encode()
+    assert "16 MB" in send_whole_then_read(live_server, "/api/chats", "application/json", body)
+    still_answers(live_server)
+
+
+def test_a_body_calling_itself_an_upload_has_the_body_limit_where_no_upload_is_taken(
+    small: LiveServer,
+) -> None:
+    # 100 KB: over the body limit (64 KB), under the upload limit (128 KB). Only the
+    # routes that take an upload may have the upload limit, whatever the body claims.
+    content_type, body = multipart(b"a.json", b"x" * 100_000)
+    document = httpx.get(f"{small.url}/openapi.json", timeout=30).json()
+    tried = 0
+    for template, operations in document["paths"].items():
+        path = re.sub(r"\{[^}]+\}", "x", template)
+        for method, operation in operations.items():
+            content = (operation.get("requestBody") or {}).get("content", {})
+            if not content or "multipart/form-data" in content:
+                continue
+            with httpx.Client(base_url=small.url, timeout=30) as c:
+                response = c.request(
+                    method, path, content=body, headers={"content-type": content_type}
+                )
+            assert response.status_code == 413, (method, template, response.text[:200])
+            assert "64 KB" in refused(response, 413)
+            tried += 1
+    assert tried > 40
+    still_answers(small)
+
+
 def test_serve_takes_its_body_limit_from_the_command_line(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "STORYLOOM_HOME": str(tmp_path)}
-    command = [sys.executable, "-m", "storyloom", "serve", "--port", "0", "--max-body-mb", "1"]
+    command = [
+        *(sys.executable, "-m", "storyloom", "serve", "--port", "0", "--no-token"),
+        *("--max-body-mb", "1"),
+    ]
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as server:
@@ -524,7 +581,7 @@ def test_a_huge_keyword_upload_is_refused_and_the_server_lives_on(tmp_path: Path
     book = world_info_document([world_info_entry(0, ["k" * 700_000], "the content")])
     upload = json.dumps(book).encode()
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "STORYLOOM_HOME": str(tmp_path)}
-    command = [sys.executable, "-m", "storyloom", "serve", "--port", "0"]
+    command = [sys.executable, "-m", "storyloom", "serve", "--port", "0", "--no-token"]
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as server:

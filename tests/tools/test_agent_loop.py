@@ -249,7 +249,11 @@ async def test_ask_answered_always_is_saved_and_not_asked_again(
     run = await asking_world.run_agent("roll twice")
     assert [s["decision"] for s in run.outputs["steps"]] == ["approved", "allowed"]
     assert len(asking_world.asked) == 1
-    assert asking_world.host.policy().action("chat:RollDice") == "allow"
+    # Saved for this agent alone: the global policy still asks.
+    assert asking_world.host.policy().action("chat:RollDice") == "ask"
+    assert {"tool": "chat:RollDice", "action": "allow"} in asking_world.profile_file()["policy"][
+        "rules"
+    ]
     llm.script(Reply(text=ROLL), Reply(text="ok"))
     again = await asking_world.run_agent("once more")
     assert [s["decision"] for s in again.outputs["steps"]] == ["allowed"]

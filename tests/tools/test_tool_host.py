@@ -36,20 +36,22 @@ async def close(host: ToolHost) -> None:
     host.database.close()
 
 
-async def test_the_host_reads_the_policy_and_saves_always_answers(tmp_path: Path) -> None:
+async def test_the_host_reads_and_saves_the_global_policy(tmp_path: Path) -> None:
     host = opened(tmp_path)
     try:
         assert isinstance(host.agents, AgentService) and isinstance(host.mcp, McpClients)
         assert host.policy().action("kb:Query") == "deny"
         assert host.policy().action("chat:RollDice") == "ask"
-        host.allow_always("chat:RollDice")
+        host.save_policy(host.policy().with_rule("chat:RollDice", "allow"))
         assert host.policy().action("chat:RollDice") == "allow"
         stored = json.loads((host.home / "settings.json").read_text())["tool_policy"]
         assert {"tool": "chat:RollDice", "action": "allow"} in stored["rules"]
         assert stored["default"] == "ask"
         # The agent's own call is now allowed without anyone being asked.
         ctx = ToolCallContext(
-            caller=ToolCaller("agent", "bard"), policy=ToolPolicy(default="allow")
+            caller=ToolCaller("agent", "bard"),
+            policy=ToolPolicy(default="allow"),
+            inventory=("chat:RollDice",),
         )
         result = await host.manager.call("chat:RollDice", {"notation": "d4"}, ctx)
         assert result.decision == "allowed" and result.ok
