@@ -264,18 +264,14 @@ class DataFds:
         return (self.passwd, self.group, self.request, self.launcher, self.seccomp)
 
 
-def data_pipe(content: bytes = b"") -> tuple[int, int]:
-    """A pipe; ``content`` (small: it must fit the pipe) already written to it."""
-    read, write = os.pipe()
-    if content:
-        os.write(write, content)
-    return read, write
-
-
 def _filled_pipe(content: bytes) -> int:
-    """The read end of a pipe holding all of ``content``, its write end closed."""
-    read, write = data_pipe(content)
-    os.close(write)
+    """The read end of a pipe holding all of ``content`` (small: it must fit the pipe),
+    its write end closed."""
+    read, write = os.pipe()
+    try:
+        os.write(write, content)
+    finally:
+        os.close(write)
     return read
 
 

@@ -196,28 +196,23 @@ async def _execute(
     report = _parse_report(result)
     if report is None:
         return _without_report(language, result, limits)
+    limit = result.limit or report.limit
+    error = _limit_error(limit, limits, language, report.error) if limit else report.error
+    saved = True
     if scratch is not None and report.contents is not None:
         try:
             await asyncio.to_thread(_save_scratch, scratch, report.contents, limits)
         except (ScratchNotSaved, OSError, RecursionError, ValueError) as exc:
             # What the code printed stands; its files are not kept (the scratch stays as
             # it was before the call).
-            return CodeRunResult(
-                language=language,
-                stdout=report.stdout,
-                stderr=report.stderr,
-                duration_ms=result.duration_ms,
-                exit_code=report.exit_code,
-                error=f"the scratch was not saved: {_cause(exc)}",
-            )
-    limit = result.limit or report.limit
-    error = _limit_error(limit, limits, language, report.error) if limit else report.error
+            saved = False
+            error = f"the scratch was not saved: {_cause(exc)}"
     return CodeRunResult(
         language=language,
         stdout=report.stdout,
         stderr=report.stderr,
-        value=report.value,
-        files=report.files,
+        value=report.value if saved else None,
+        files=report.files if saved else [],
         duration_ms=result.duration_ms,
         limit=limit,
         exit_code=report.exit_code,

@@ -66,12 +66,6 @@ def find_hierarchies() -> Hierarchies | None:
     return Hierarchies(pids, memory if _can_make_child(memory, "memory.limit_in_bytes") else None)
 
 
-def pids_hierarchy() -> Path | None:
-    """The folder a run's pids cgroup is made in, or ``None`` when there is none."""
-    found = find_hierarchies()
-    return None if found is None else found.pids
-
-
 def _own_v2_cgroup() -> Path | None:
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -134,9 +128,7 @@ class RunCgroup:
         name = f"{PREFIX}{os.getpid()}-{next(_counter)}"
         self.pids_folder = hierarchies.pids / name
         self.memory_folder = None if hierarchies.memory is None else hierarchies.memory / name
-        self.folders = [self.pids_folder]
-        if self.memory_folder is not None and self.memory_folder != self.pids_folder:
-            self.folders.append(self.memory_folder)
+        self.folders = [parent / name for parent in hierarchies.folders()]
         made: list[Path] = []
         try:
             for folder in self.folders:
@@ -148,11 +140,6 @@ class RunCgroup:
                 with contextlib.suppress(OSError):
                     folder.rmdir()
             raise
-
-    @property
-    def limits_memory(self) -> bool:
-        """Whether this cgroup limits the run's memory (else only its processes)."""
-        return self.memory_folder is not None
 
     def set_max(self, max_pids: int) -> None:
         """Change how many processes (and threads) the cgroup may hold at once."""

@@ -1,4 +1,5 @@
-"""Every tool test: the plugin hosts it opened are closed after it."""
+"""Every tool test: the plugin hosts it opened are closed after it; ``llm``, the replay
+server the agent tests script."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from storyloom.testing.replay_server import ReplayLLMServer
 from tests.tools.plugin_support import HOSTS
+
+
+@pytest.fixture
+def llm() -> Iterator[ReplayLLMServer]:
+    with ReplayLLMServer(models=["test-model"]) as server:
+        yield server
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ a tool outside the inventory ran it, and one "always" opened the tool to every a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,6 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.tools.agent_support import AgentWorld, agent_world, tam_call
 
 OUTSIDE = ("CodeInterpreter:execute", "kb:CreateEntry")
-
-
-@pytest.fixture
-def llm() -> Iterator[ReplayLLMServer]:
-    with ReplayLLMServer(models=["test-model"]) as server:
-        yield server
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ server (the replay server). Nothing is faked below HTTP."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,6 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.tools.agent_support import AgentWorld, agent_world, tam_call, tam_chain
 
 ROLL = tam_call("chat:RollDice", notation="1d20")
-
-
-@pytest.fixture
-def llm() -> Iterator[ReplayLLMServer]:
-    with ReplayLLMServer(models=["test-model"]) as server:
-        yield server
 
 
 @pytest.fixture
