@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -14,7 +15,7 @@ from storyloom.core.errors import StoryloomError
 from storyloom.core.home import resolve_home
 
 if TYPE_CHECKING:
-    from storyloom.tools.plugin_loader import FoundPlugin, PluginProblem
+    from storyloom.tools.plugin_loader import FoundPlugin, PluginProblem, Risk
 
 plugin_app = typer.Typer(
     help="Plugins: list those found, write an example, validate a plugin folder.",
@@ -171,11 +172,12 @@ def _set_enabled(
     enabled: bool,
     grant: bool,
     grant_network: bool = False,
+    accept_risk: Risk | None = None,
 ) -> None:
     from storyloom.core.home import ensure_home
     from storyloom.core.settings import SettingsStore
     from storyloom.tools.plugin_host import set_plugin_enabled
-    from storyloom.tools.plugin_loader import discover_plugins
+    from storyloom.tools.plugin_loader import check_risk_accepted, discover_plugins
 
     data_dir = ensure_home(resolve_home(home))
     store = SettingsStore(data_dir)
@@ -188,6 +190,13 @@ def _set_enabled(
     if plugin is None:
         known = ", ".join(p.name for p in plugins) or "none"
         raise fail(f"no plugin named {name!r} (found: {known}); see `storyloom plugin list`")
+    if enabled:
+        try:
+            check_risk_accepted(
+                plugin, accept_risk or _asked_risk(plugin), "pass --accept-risk high"
+            )
+        except StoryloomError as exc:
+            raise fail(exc) from None
     overrides = plugin.manifest.permissions.overrides()
     network = plugin.manifest.permissions.network
     set_plugin_enabled(
@@ -210,6 +219,17 @@ def _set_enabled(
         typer.echo("  --grant-network ignored: the plugin does not declare permissions.network")
 
 
+def _asked_risk(plugin: FoundPlugin) -> Risk | None:
+    """On a terminal, what the user answers when told a high-risk plugin's reasons; elsewhere
+    (a script, CI) nothing: there only ``--accept-risk high`` accepts it."""
+    if plugin.risk != "high" or not sys.stdin.isatty():
+        return None
+    typer.echo(f"{plugin.name} is high risk:")
+    for reason in plugin.risk_reasons:
+        typer.echo(f"  - {reason}")
+    return "high" if typer.confirm("Enable it, trusting it with your account?") else None
+
+
 @plugin_app.command("enable")
 def enable(
     name: Annotated[str, typer.Argument(help="The plugin's name.")],
@@ -227,11 +247,20 @@ def enable(
             "permissions.network).",
         ),
     ] = False,
+    accept_risk: Annotated[
+        Literal["low", "medium", "high"] | None,
+        typer.Option(
+            "--accept-risk",
+            help="Accept the plugin's risk by name: a high-risk one (Python inside "
+            "storyloom, or overrides of core parts) needs 'high' (on a terminal you are "
+            "asked instead).",
+        ),
+    ] = None,
     project: ProjectOption = None,
     home: HomeOption = None,
 ) -> None:
     """Turn a plugin on (its Python runs inside storyloom from then on)."""
-    _set_enabled(project, home, name, True, grant_overrides, grant_network)
+    _set_enabled(project, home, name, True, grant_overrides, grant_network, accept_risk)
 
 
 @plugin_app.command("disable")

@@ -32,9 +32,12 @@ Vector = npt.NDArray[np.float32]
 def as_unit_vector(values: Sequence[float] | npt.NDArray[np.floating]) -> Vector:
     """float32, length 1 (a zero vector stays zero: it is similar to nothing)."""
     vector = np.asarray(values, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(vector))
+    # The norm in float64: squaring a tiny float32 value underflows, and the "unit"
+    # vector would come out longer than 1 (and change again when normalised again).
+    wide = vector.astype(np.float64)
+    norm = float(np.linalg.norm(wide))
     if norm > 0:
-        vector = vector / np.float32(norm)
+        vector = (wide / norm).astype(np.float32)
     return np.ascontiguousarray(vector, dtype=np.float32)
 
 

@@ -19,11 +19,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, File, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
+from storyloom.chat.personalab.agent_consent import AgentConsents, CharacterAgent
 from storyloom.chat.personalab.card_export import card_charx, card_json, card_png
 from storyloom.chat.personalab.library import CharacterListing, PresetLibrary
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
 from storyloom.chat.store.turn_tree import ChatError
-from storyloom.core.errors import InvalidInput
+from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.knowledge.card_knowledge import CHARACTER_DEFINITION, character_tag
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.project.project_file import folder_slug
@@ -31,6 +32,7 @@ from storyloom.server.api_errors import error_responses, field_errors
 from storyloom.server.file_transfer import avatar_response, download, read_image_upload
 from storyloom.server.state import server_state
 from storyloom.sillytavern.character import CharacterDefinition
+from storyloom.tools.agent_profile import check_agent_id
 
 router = APIRouter(prefix="/api/characters", tags=["characters"])
 
@@ -69,6 +71,13 @@ def _library(request: Request) -> PresetLibrary:
     return presets
 
 
+def _consents(request: Request) -> AgentConsents:
+    consents = server_state(request).chat.agent_consents
+    if consents is None:
+        raise ChatError("characters need a project")
+    return consents
+
+
 def avatar_url(character_id: str, avatar: str | None, stamp: float | int = 0) -> str | None:
     """Where the page loads a character's avatar (``v`` changes when the file does, so a
     new upload is not hidden by the browser's cache)."""
@@ -99,6 +108,10 @@ class CharacterDocument(BaseModel):
     avatar_url: str | None = None
     tokens: CharacterTokens
     card_spec: str | None = Field(default=None, description="The imported card's spec")
+    agent: CharacterAgent = Field(
+        description="The agent profile the card suggests and the one the user confirmed "
+        "(only a confirmed one runs)"
+    )
 
 
 class CharacterSave(BaseModel):
@@ -123,6 +136,15 @@ class CreatedCharacter(BaseModel):
 
 class Favourite(BaseModel):
     fav: bool
+
+
+class AgentAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    profile: str | None = Field(
+        description="The agent profile the character answers with (the card's suggestion "
+        "or another); None: no agent, and the page stops asking"
+    )
 
 
 class TokenRequest(BaseModel):
@@ -189,6 +211,7 @@ def _document(request: Request, character_id: str) -> CharacterDocument:
         avatar_url=avatar_url(character_id, preset.avatar, avatar.stat().st_mtime if avatar else 0),
         tokens=token_counts(request, preset),
         card_spec=preset.card_spec,
+        agent=_consents(request).of(character_id, character),
     )
 
 
@@ -275,10 +298,27 @@ def set_favourite(request: Request, character_id: str, body: Favourite) -> Chara
     return _document(request, character_id)
 
 
+@router.put("/{character_id}/agent", response_model=CharacterDocument, responses=_ERRORS)
+def answer_agent(request: Request, character_id: str, body: AgentAnswer) -> CharacterDocument:
+    """The user's answer to which agent profile the character answers with: the card's
+    suggestion, another profile, or none. Only this makes a character run as an agent; a
+    chat's own setting still overrides it."""
+    _library(request).character(character_id)  # 404 first
+    if body.profile is not None:
+        agent_id = check_agent_id(body.profile)
+        if not server_state(request).tools.agents.has_profile(agent_id):
+            reason = f"no agent profile {agent_id!r}; create it on the Tools page first"
+            raise InvalidInput.of("agent answer", [FieldProblem("profile", reason)])
+    _consents(request).answer(character_id, body.profile)
+    return _document(request, character_id)
+
+
 @router.delete("/{character_id}", status_code=204, responses=_ERRORS)
 def delete_character(request: Request, character_id: str) -> Response:
-    """Remove the character, its avatar and assets. Conversations keep their copy."""
+    """Remove the character, its avatar and assets (and the agent the user confirmed for
+    it: a new character given its id asks again). Conversations keep their copy."""
     _library(request).delete("characters", character_id)
+    _consents(request).forget(character_id)
     return Response(status_code=204)
 
 

@@ -7,7 +7,9 @@ the user trusts a plugin: every plugin found, what it declares, its risk, and th
 that could not be read (folder, file, field, reason). A plugin's Python runs in the
 server, so a plugin found is off until enabled here; one that declares overrides of core
 components or services is enabled only with ``grantOverrides`` (a 409 says which); one
-that declares ``permissions.network`` gets it only with ``grantNetwork``.
+that declares ``permissions.network`` gets it only with ``grantNetwork``; a high-risk one
+(Python inside the server, overrides) only with ``acceptRisk: "high"`` (a 409 names the
+risk and its reasons).
 
 ``GET /plugins/{name}/{path}`` serves an enabled plugin's web folder; any other name, a
 disabled plugin, or a path that leaves the folder is a 404.
@@ -26,7 +28,7 @@ from storyloom.core.errors import Conflict, FileFormatError, NotFound
 from storyloom.server.api_errors import error_responses
 from storyloom.server.state import ServerState, server_state
 from storyloom.tools.plugin_host import PluginHost
-from storyloom.tools.plugin_loader import FoundPlugin, PluginProblem
+from storyloom.tools.plugin_loader import FoundPlugin, PluginProblem, Risk
 from storyloom.tools.plugin_manifest import ExtensionInfo
 from storyloom.tools.tool_definition import load_tool_file
 from storyloom.workflow.workflow_file import load_workflow_file
@@ -79,7 +81,7 @@ class PluginInfo(_Camel):
     folder: str
     origin: Literal["project", "user"]
     enabled: bool
-    risk: Literal["low", "medium", "high"]
+    risk: Risk
     risk_reasons: list[str] = Field(alias="riskReasons")
     declares: PluginDeclares
     granted: list[str] = Field(description="Override permissions the user granted")
@@ -110,6 +112,13 @@ class EnableRequest(_Camel):
         alias="grantNetwork",
         description="Let its script tools connect to other machines (when it declares "
         "permissions.network); without it they run with no network",
+    )
+    accept_risk: Risk | None = Field(
+        default=None,
+        alias="acceptRisk",
+        description="The risk the user accepted, by name: a high-risk plugin (Python inside "
+        'the server, or overrides of core parts) is enabled only with "high" (else a 409 '
+        "naming the risk and its reasons)",
     )
 
 
@@ -227,7 +236,12 @@ async def enable_plugin(
     without a network)."""
     body = body or EnableRequest()
     return await _set_enabled(
-        server_state(request), name, True, body.grant_overrides, body.grant_network
+        server_state(request),
+        name,
+        True,
+        body.grant_overrides,
+        body.grant_network,
+        body.accept_risk,
     )
 
 
@@ -238,7 +252,12 @@ async def disable_plugin(request: Request, name: str) -> PluginInfo:
 
 
 async def _set_enabled(
-    state: ServerState, name: str, enabled: bool, grant: bool, grant_network: bool = False
+    state: ServerState,
+    name: str,
+    enabled: bool,
+    grant: bool,
+    grant_network: bool = False,
+    accept_risk: Risk | None = None,
 ) -> PluginInfo:
     host = _plugins(state)
     async with state.settings_lock:
@@ -253,6 +272,8 @@ async def _set_enabled(
             enabled,
             grant_overrides=grant,
             grant_network=grant_network,
+            accept_risk=accept_risk,
+            how='enable it with acceptRisk "high" to accept it',
         )
         state.reload_settings()
     state.tools.registry.invalidate()

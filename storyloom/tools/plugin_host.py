@@ -42,7 +42,13 @@ from storyloom.core.plugin_markers import PROJECT
 from storyloom.core.settings import PluginSettings, Settings, SettingsStore
 from storyloom.tools import hookspecs as tool_hookspecs
 from storyloom.tools.config_options import ConfigOption, OptionValues
-from storyloom.tools.plugin_loader import FoundPlugin, PluginProblem, discover_plugins
+from storyloom.tools.plugin_loader import (
+    FoundPlugin,
+    PluginProblem,
+    Risk,
+    check_risk_accepted,
+    discover_plugins,
+)
 from storyloom.tools.plugin_manifest import SERVER_HOOKS, ExtensionInfo, FrontendInfo
 from storyloom.tools.secret_store import SecretStore
 from storyloom.tools.tool_definition import ServiceTool, load_tool_file
@@ -423,14 +429,19 @@ class PluginHost:
         *,
         grant_overrides: bool = False,
         grant_network: bool = False,
+        accept_risk: Risk | None = None,
+        how: str = "pass accept_risk='high' to accept it",
     ) -> FoundPlugin:
         """Turn a plugin on or off (saved in the settings file) and load or unload it.
         ``grant_network`` lets its script tools connect to other machines, if it declares
-        ``permissions.network``.
+        ``permissions.network``. A high-risk plugin is enabled only with ``accept_risk``
+        "high" (else :class:`RiskNotAccepted`, whose message ends with ``how``).
 
         The caller re-reads its own settings afterwards (the server's state); this host
         goes by the saved settings at once."""
         plugin = self.plugin(name)
+        if enabled:
+            check_risk_accepted(plugin, accept_risk, how)
         permissions = plugin.manifest.permissions
         settings = set_plugin_enabled(
             store,

@@ -14,6 +14,10 @@ Risk tells the user what enabling a plugin lets it do:
 - **medium**: it hooks into storyloom's work (``permissions.hooks``), wraps core UI
   components, or talks to other machines (``permissions.network``);
 - **low**: anything else (web parts in outlets, tool files, workflows).
+
+A high-risk plugin is enabled only when the user accepted that risk by name
+(:func:`check_risk_accepted`): the Tools page's confirmation, ``acceptRisk: "high"`` over
+REST, ``storyloom plugin enable --accept-risk high`` (or the CLI's question on a terminal).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
-from storyloom.core.errors import FieldProblem, FileFormatError
+from storyloom.core.errors import Conflict, FieldProblem, FileFormatError
 from storyloom.core.settings import Settings
 from storyloom.tools.plugin_manifest import (
     MANIFEST_FILE,
@@ -43,6 +47,25 @@ DEFAULT_WORKFLOWS = "workflows"
 Origin = Literal["project", "user"]
 Risk = Literal["low", "medium", "high"]
 _RISK_ORDER: dict[Risk, int] = {"low": 0, "medium": 1, "high": 2}
+
+
+class RiskNotAccepted(Conflict):
+    """A high-risk plugin was asked to be enabled without the user accepting the risk."""
+
+    def __init__(self, plugin: FoundPlugin, how: str) -> None:
+        super().__init__(
+            f"plugin {plugin.name!r} is {plugin.risk} risk: {'; '.join(plugin.risk_reasons)}. "
+            f"Enabling it trusts it with your account: {how}"
+        )
+        self.plugin = plugin.name
+        self.risk = plugin.risk
+
+
+def check_risk_accepted(plugin: FoundPlugin, accepted: Risk | None, how: str) -> None:
+    """Refuse to enable a high-risk plugin unless ``accepted`` is its risk (``how`` tells
+    the user the way to accept it where they are)."""
+    if plugin.risk == "high" and accepted != "high":
+        raise RiskNotAccepted(plugin, how)
 
 
 class PluginProblem(BaseModel):

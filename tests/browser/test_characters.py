@@ -183,3 +183,32 @@ def test_the_later_of_two_tabs_saving_one_character_gets_a_conflict(
         expect(second.locator(tid("character-field-scenario"))).to_have_value("From the first tab.")
     finally:
         context.close()
+
+
+def test_a_cards_suggested_agent_waits_for_the_users_answer_on_its_page(
+    start_server: Callable[..., Any], page: Page, tmp_path: Path
+) -> None:
+    suggesting = {**MIRA, "extensions": {"storyloom": {"agent_profile": "dm"}}}
+
+    def prepare(home: Path) -> None:
+        conftest.home_with(None, {CHARACTER_ID: suggesting})(home)
+        agents = home / "projects" / "default" / "agents"
+        agents.mkdir(parents=True, exist_ok=True)
+        profile = {"id": "dm", "name": "Game master", "prompt": "You run the game."}
+        (agents / "dm.json").write_text(json.dumps(profile), encoding="utf-8")
+
+    server = start_server(prepare)
+    page.goto(server.url + f"characters/{CHARACTER_ID}")
+    asked = page.locator(tid("character-agent-suggested"))
+    expect(asked).to_contain_text("dm")
+    expect(page.locator(tid("character-agent-profile"))).to_have_value("")
+    page.click(tid("character-agent-confirm"))
+    expect(asked).to_be_hidden()
+    expect(page.locator(tid("character-agent-profile"))).to_have_value("dm")
+    consent = server.home / "projects" / "default" / "agent_consent.json"
+    assert json.loads(consent.read_text(encoding="utf-8")) == {CHARACTER_ID: "dm"}
+    page.reload()
+    expect(page.locator(tid("character-agent-profile"))).to_have_value("dm")
+    page.select_option(tid("character-agent-profile"), "")
+    expect(page.locator(tid("character-agent-profile"))).to_have_value("")
+    expect(asked).to_be_hidden()

@@ -82,10 +82,12 @@ def enable_example_plugin_and_try_a_tool(page: Page, server: RunningServer) -> N
         "a newly found plugin is off until the user enables it"
     )
     page.click(tid(f"plugin-enable-{PLUGIN}"))
-    # A plugin asking to override core UI shows the grant question first: enable it without.
-    no_grant = page.locator(tid(f"plugin-enable-nogrant-{PLUGIN}"))
-    if no_grant.count():
-        no_grant.click()
+    # Its Python runs inside the server: one click only asks, naming the risk and why.
+    dialog = page.locator(tid(f"plugin-grant-dialog-{PLUGIN}"))
+    expect(dialog.locator(tid(f"plugin-high-risk-{PLUGIN}"))).to_be_visible()
+    expect(dialog).to_contain_text("runs Python code inside the server process")
+    assert PLUGIN not in [p["name"] for p in server.api("/api/plugins")]
+    dialog.locator(tid(f"plugin-grant-{PLUGIN}")).click()
     expect(page.locator(tid(f"plugin-disable-{PLUGIN}"))).to_be_visible()
     assert PLUGIN in [p["name"] for p in server.api("/api/plugins")]
 

@@ -162,15 +162,25 @@ async def test_a_model_failure_mid_turn_keeps_the_text_and_the_steps(chat: Chat)
     assert [s["tool"] for s in reply.extra["tool_steps"]] == ["chat:RollDice"]
 
 
-async def test_the_cards_agent_profile_answers_unless_the_chat_turns_it_off(chat: Chat) -> None:
+async def test_a_cards_agent_profile_runs_only_once_the_user_confirms_it(chat: Chat) -> None:
     write_characters_again(chat)
-    with_card = chat.new_chat(agent_profile=None)
+    suggested = chat.new_chat(agent_profile=None)
     chat.llm.script(Reply(text="Hello."))
-    await chat.send(with_card, "Hi.")
+    await chat.send(suggested, "Hi.")
+    assert "You run the game." not in str(chat.llm.chat_requests[-1]["messages"])
+    consents = chat.service.agent_consents
+    assert consents is not None
+    consents.answer("sera", "dm")
+    chat.llm.script(Reply(text="Hello again."))
+    await chat.send(suggested, "Hi.")
     assert chat.llm.chat_requests[-1]["messages"][0]["content"].startswith("You run the game.")
     without = chat.new_chat(agent_profile="")
     chat.llm.script(Reply(text="Hello."))
     await chat.send(without, "Hi.")
+    assert "You run the game." not in str(chat.llm.chat_requests[-1]["messages"])
+    consents.answer("sera", None)
+    chat.llm.script(Reply(text="Plain."))
+    await chat.send(suggested, "Hi.")
     assert "You run the game." not in str(chat.llm.chat_requests[-1]["messages"])
 
 

@@ -36,7 +36,14 @@ def test_new_validate_list_and_enable(tmp_path: Path) -> None:
         "high",
     )
 
-    on = storyloom("plugin", "enable", "my-plugin", home=home, cwd=project)
+    # Python inside storyloom: not without accepting that risk by name.
+    refused = storyloom("plugin", "enable", "my-plugin", home=home, cwd=project)
+    assert refused.returncode == 1
+    assert "is high risk: runs Python code inside the server process" in refused.stderr
+    assert "--accept-risk high" in refused.stderr
+    listed = storyloom("plugin", "list", "--json", home=home, cwd=project)
+    assert json.loads(listed.stdout)["plugins"][0]["enabled"] is False
+    on = storyloom("plugin", "enable", "my-plugin", "--accept-risk", "high", home=home, cwd=project)
     assert on.returncode == 0, on.stderr
     text = storyloom("plugin", "list", home=home, cwd=project).stdout
     assert "my-plugin 0.1.0  [project, enabled, risk high]" in text

@@ -369,3 +369,47 @@ def test_a_character_file_from_before_bindings_shows_its_own_book_bound(
         json={"version": document["version"], "character": document["character"]},
     ).raise_for_status()
     assert json.loads(file.read_text(encoding="utf-8"))["knowledge_bases"] == own
+
+
+def test_an_imported_cards_agent_profile_runs_only_after_the_user_confirms_it(
+    api: httpx.Client, llm: ReplayLLMServer, tmp_path: Path
+) -> None:
+    profile = {"id": "dm", "name": "Game master", "prompt": "You run the game, with tools."}
+    assert api.post("/api/agents", json=profile).status_code == 201
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Mallory",
+            "description": "A downloaded card.",
+            "first_mes": "Hello.",
+            "extensions": {"storyloom": {"agent_profile": "dm"}},
+        },
+    }
+    character_id = imported_character(api, "mallory.json", json.dumps(card).encode())
+    agent = api.get(f"/api/characters/{character_id}").json()["agent"]
+    assert agent == {"suggested": "dm", "answered": False, "profile": None}
+    chat = api.post("/api/chats", json={"character_id": character_id}).json()
+    llm.script(Reply(text="A plain reply."))
+    api.post(f"/api/chats/{chat['id']}/messages", json={"text": "Hi"}).raise_for_status()
+    _reply_done(api, chat["id"])
+    assert "You run the game" not in json.dumps(llm.chat_requests[-1]["messages"])
+    # Nothing the card (or its file) says can stand in for the answer.
+    consent = tmp_path / "home" / "projects" / "default" / "agent_consent.json"
+    assert not consent.exists()
+
+    missing = api.put(f"/api/characters/{character_id}/agent", json={"profile": "nobody"})
+    assert missing.status_code == 422 and "nobody" in missing.text
+    confirmed = api.put(f"/api/characters/{character_id}/agent", json={"profile": "dm"})
+    assert confirmed.status_code == 200, confirmed.text
+    assert confirmed.json()["agent"] == {"suggested": "dm", "answered": True, "profile": "dm"}
+    llm.script(Reply(text="An agent's reply."))
+    api.post(f"/api/chats/{chat['id']}/messages", json={"text": "Again"}).raise_for_status()
+    _reply_done(api, chat["id"])
+    assert llm.chat_requests[-1]["messages"][0]["content"].startswith("You run the game")
+
+    declined = api.put(f"/api/characters/{character_id}/agent", json={"profile": None})
+    assert declined.json()["agent"] == {"suggested": "dm", "answered": True, "profile": None}
+    assert api.delete(f"/api/characters/{character_id}").status_code == 204
+    again = imported_character(api, "mallory.json", json.dumps(card).encode())
+    assert api.get(f"/api/characters/{again}").json()["agent"]["answered"] is False

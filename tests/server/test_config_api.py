@@ -72,7 +72,9 @@ def weather(client: httpx.Client, live_server: LiveServer) -> Path:
     (root / "plugin.yaml").write_text(yaml.safe_dump(MANIFEST))
     (root / "tools" / "forecast.tool.json").write_text(json.dumps(TOOL))
     (root / "nodes" / "weather.py").write_text(NODES)
-    assert client.post("/api/plugins/weather/enable").status_code == 200
+    assert (
+        client.post("/api/plugins/weather/enable", json={"acceptRisk": "high"}).status_code == 200
+    )
     return root
 
 

@@ -68,7 +68,19 @@ def test_enabling_brings_node_types_tools_and_the_frontend_and_disabling_takes_t
     client: httpx.Client, live_server: LiveServer
 ) -> None:
     write_example_plugin(_plugins_dir(live_server) / "demo", "demo")
-    enabled = client.post("/api/plugins/demo/enable", json={"grantOverrides": False})
+    # Its Python runs inside the server: not on one click, but on accepting that risk.
+    refused = client.post("/api/plugins/demo/enable", json={"grantOverrides": False})
+    assert refused.status_code == 409
+    message = refused.json()["error"]["message"]
+    assert "'demo' is high risk: runs Python code inside the server process" in message
+    assert 'acceptRisk "high"' in message
+    assert client.get("/api/plugins").json() == []
+    assert "demo:greet" not in _tool_ids(client)
+    medium = client.post("/api/plugins/demo/enable", json={"acceptRisk": "medium"})
+    assert medium.status_code == 409
+    enabled = client.post(
+        "/api/plugins/demo/enable", json={"grantOverrides": False, "acceptRisk": "high"}
+    )
     assert enabled.status_code == 200, enabled.text
     assert enabled.json()["enabled"] is True
     assert enabled.json()["declares"]["nodes"] == ["demo:Shout"]
@@ -114,7 +126,7 @@ def test_a_broken_plugin_is_reported_and_the_others_still_load(
     assert problem["file"].endswith("plugin.yaml")
     assert problem["field"] == "name"
     assert "kebab-case" in problem["reason"]
-    assert client.post("/api/plugins/demo/enable", json={}).status_code == 200
+    assert client.post("/api/plugins/demo/enable", json={"acceptRisk": "high"}).status_code == 200
     assert client.post("/api/plugins/broken/enable", json={}).status_code == 404
 
 
@@ -128,8 +140,8 @@ def test_a_plugin_whose_code_fails_to_import_is_enabled_with_its_problem_listed(
         {"nodes/crashy.py": "raise RuntimeError('boom at import')\n"},
     )
     write_example_plugin(_plugins_dir(live_server) / "demo", "demo")
-    assert client.post("/api/plugins/crashy/enable").status_code == 200
-    assert client.post("/api/plugins/demo/enable").status_code == 200
+    assert client.post("/api/plugins/crashy/enable", json={"acceptRisk": "high"}).status_code == 200
+    assert client.post("/api/plugins/demo/enable", json={"acceptRisk": "high"}).status_code == 200
     installed = client.get("/api/plugins/installed").json()
     reasons = [p["reason"] for p in installed["problems"] if p["folder"].endswith("crashy")]
     assert any("boom at import" in reason for reason in reasons)
@@ -156,7 +168,7 @@ def test_a_bad_tool_file_and_a_tool_id_taken_twice_are_problems_of_their_plugin(
             "tools/ok.tool.json": json.dumps(good),
         },
     )
-    assert client.post("/api/plugins/tooly/enable").status_code == 200
+    assert client.post("/api/plugins/tooly/enable", json={"acceptRisk": "high"}).status_code == 200
     problems = [
         p for p in client.get("/api/plugins/installed").json()["problems"]
         if p["folder"].endswith("tooly")
@@ -189,7 +201,9 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
         "granted": {},
         "network": [],
     }
-    granted = client.post("/api/plugins/skin/enable", json={"grantOverrides": True})
+    granted = client.post(
+        "/api/plugins/skin/enable", json={"grantOverrides": True, "acceptRisk": "high"}
+    )
     assert granted.status_code == 200, granted.text
     assert granted.json()["granted"] == ["ui:ChatView", "service:tts"]
     (extension,) = client.get("/api/plugins").json()
@@ -212,7 +226,7 @@ def test_static_files_never_come_from_outside_the_plugins_web_folder(
     secret = tmp_path / "outside.txt"
     secret.write_text("not for the browser")
     os.symlink(secret, root / "web" / "leak.txt")
-    client.post("/api/plugins/demo/enable")
+    client.post("/api/plugins/demo/enable", json={"acceptRisk": "high"})
     assert client.get("/plugins/demo/index.js").status_code == 200
     for path in (
         "/plugins/demo/..%2Fplugin.yaml",

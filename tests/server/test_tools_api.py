@@ -301,7 +301,7 @@ def test_a_settings_hook_refuses_a_save_with_its_reasons_and_nothing_is_written(
     client: httpx.Client, live_server: LiveServer
 ) -> None:
     _hook_plugin(live_server.home, "guard", ["hook:server:settings:before-save"], SETTINGS_HOOK)
-    assert client.post("/api/plugins/guard/enable").status_code == 200
+    assert client.post("/api/plugins/guard/enable", json={"acceptRisk": "high"}).status_code == 200
     before = (live_server.home / "settings.json").read_text()
     update = {"user_llm": {"base_url": "http://127.0.0.1:9/v1", "model": "forbidden",
                            "api_key": "sk-hidden"}}  # fmt: skip
@@ -324,7 +324,7 @@ def test_a_settings_hook_that_crashes_refuses_the_save(
     code = "from storyloom.core.plugin_markers import hookimpl\n\n@hookimpl\n" \
         "def storyloom_settings_before_save(settings):\n    raise KeyError('oops')\n"  # fmt: skip
     _hook_plugin(live_server.home, "crash", ["hook:server:settings:before-save"], code)
-    client.post("/api/plugins/crash/enable")
+    client.post("/api/plugins/crash/enable", json={"acceptRisk": "high"})
     before = (live_server.home / "settings.json").read_text()
     response = client.put("/api/tools/policy", json={"rules": [], "default": "deny"})
     assert response.status_code == 400
@@ -341,7 +341,9 @@ async def test_the_after_turn_hook_hears_each_finished_chat_turn(
     live = start_server(home, node_registry=node_registry(entry_points=False))
     llm.script(Reply(text="The lamp is lit."))
     async with httpx.AsyncClient(base_url=live.url, timeout=TIMEOUT_S) as api:
-        assert (await api.post("/api/plugins/echo/enable")).status_code == 200
+        assert (
+            await api.post("/api/plugins/echo/enable", json={"acceptRisk": "high"})
+        ).status_code == 200
         created = (await api.post("/api/chats", json={"character_id": "maren"})).json()
         async with _socket(live) as ws:
             await ws.send(json.dumps({"type": "chat:subscribe", "conversationId": created["id"]}))

@@ -72,7 +72,7 @@ def test_a_new_plugin_is_off_until_enabled_and_off_again_when_disabled(env: Env)
     assert host.enabled_plugins() == []
 
     before = set(sys.modules)
-    plugin = host.set_enabled(env.store, "echo", True)
+    plugin = host.set_enabled(env.store, "echo", True, accept_risk="high")
     imported = {name for name in sys.modules if name.startswith("_storyloom_plugin")} - before
     assert imported
     assert plugin.enabled and "echo:Echo" in env.registry
@@ -199,7 +199,7 @@ def test_overrides_are_granted_only_when_asked_and_reach_the_extension_info(env:
     host = env.host()
     assert host.extension_infos() == []
 
-    host.set_enabled(env.store, "skin", True)
+    host.set_enabled(env.store, "skin", True, accept_risk="high")
     [info] = host.extension_infos()
     assert info.overrides == []
     data = info.model_dump(mode="json")
@@ -209,7 +209,7 @@ def test_overrides_are_granted_only_when_asked_and_reach_the_extension_info(env:
     }
     assert data["displayName"] == "skin"
 
-    host.set_enabled(env.store, "skin", True, grant_overrides=True)
+    host.set_enabled(env.store, "skin", True, grant_overrides=True, accept_risk="high")
     assert host.extension_infos()[0].overrides == ["ui:BaseNode", "service:workflowManager"]
     assert env.store.read_file().plugins.granted == {
         "skin": ["ui:BaseNode", "service:workflowManager"]
@@ -318,7 +318,7 @@ def storyloom_tools():
     host = env.host(builtins=[BuiltinTools()])
     assert [t.definition.id for t in host.service_tools()] == ["system:noop"]
 
-    host.set_enabled(env.store, "py", True)
+    host.set_enabled(env.store, "py", True, accept_risk="high")
     owners = {t.definition.id: owner for owner, t in host.service_tools_by_plugin()}
     assert owners == {"system:noop": None, "py:one": "py"}
 

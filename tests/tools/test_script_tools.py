@@ -51,7 +51,9 @@ class Env:
         self.plugins = self.tools.project / "plugins"
 
     def enable(self, name: str, *, grant_network: bool = False) -> None:
-        self.host.set_enabled(self.store, name, True, grant_network=grant_network)
+        self.host.set_enabled(
+            self.store, name, True, grant_network=grant_network, accept_risk="high"
+        )
         self.tools.registry.invalidate()
 
     def set_values(self, plugin: str, **values: Any) -> None:

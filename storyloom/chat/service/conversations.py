@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from storyloom.chat.personalab.agent_consent import AgentConsents
 from storyloom.chat.personalab.director import initial_plot
 from storyloom.chat.personalab.library import (
     PresetLibrary,
@@ -178,6 +179,10 @@ class ChatService:
         self.project_dir: Path | None = services.project_dir
         self.presets = PresetLibrary(self.project_dir) if self.project_dir is not None else None
         self.personas = PersonaLibrary(self.project_dir) if self.project_dir is not None else None
+        self.agent_consents = (
+            AgentConsents(self.project_dir) if self.project_dir is not None else None
+        )
+        """The agent profile the user confirmed for each character (cards only suggest)."""
         self._publish = publish
         self._summaries = summaries
         self._turns: dict[str, ChatTurn] = {}
@@ -826,8 +831,20 @@ class ChatService:
             turn_key=turn_key,
             history_tokens=context_tokens or endpoint.context_tokens,
             count_tokens=counter.count,
+            confirmed_agents=self.confirmed_agents(),
         )
         return snapshot.model_copy(update={"global_variables": self.load_globals()})
+
+    def confirmed_agents(self) -> dict[str, str]:
+        """The agent profile the user confirmed per character; none (and a warning) when
+        the file is broken: the chat goes on without agents, and the file is left to fix."""
+        if self.agent_consents is None:
+            return {}
+        try:
+            return self.agent_consents.load()
+        except StoryloomError as exc:
+            logger.warning("no character answers with an agent: %s", exc)
+            return {}
 
     def load_globals(self) -> dict[str, Any]:
         """The user's global variables now; none (and a warning) when their file is

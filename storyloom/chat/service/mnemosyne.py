@@ -126,16 +126,17 @@ def _tool_results(message: Message) -> str:
     return format_tool_steps(steps)
 
 
-def agent_profile_of(conversation: Conversation) -> str | None:
+def agent_profile_of(conversation: Conversation, confirmed: Mapping[str, str]) -> str | None:
     """The agent profile a reply is written with: the conversation's setting when set
-    ('' turns the card's off), else the card's ``extensions.storyloom.agent_profile``."""
+    ('' turns the character's off), else the one the user confirmed for the character
+    (``confirmed``: character id → profile, '' for a "no"). A card's own
+    ``extensions.storyloom.agent_profile`` is only a suggestion the user answers on the
+    character page (personalab/agent_consent.py); by itself it runs nothing."""
     chosen = conversation.settings.agent_profile
     if chosen is not None:
         return chosen or None
-    extensions = conversation.character.card.get("extensions")
-    ours = extensions.get("storyloom") if isinstance(extensions, dict) else None
-    named = ours.get("agent_profile") if isinstance(ours, dict) else None
-    return named if isinstance(named, str) and named else None
+    character_id = conversation.character.source_preset
+    return (confirmed.get(character_id) or None) if character_id else None
 
 
 def character_context(
@@ -357,6 +358,7 @@ async def build_snapshot(
     turn_key: str = "",
     history_tokens: int = DEFAULT_CONTEXT_WINDOW,
     count_tokens: Callable[[str], int] | None = None,
+    confirmed_agents: Mapping[str, str] | None = None,
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
 
@@ -365,7 +367,8 @@ async def build_snapshot(
     seeds the turn's rolls, so a swipe rolls again); ``turn_key`` seeds its tool calls
     (``chat:RollDice``), which a swipe replays. The history holds the chain back as far as
     ``history_tokens`` (the model's context window) reaches; ``count_tokens`` None
-    reads the whole chain.
+    reads the whole chain. ``confirmed_agents``: the agent profile the user confirmed
+    per character (None: none confirmed, so a card's suggestion runs no agent).
     """
     if count_tokens is None:
         path = tree.path(pointer)
@@ -432,6 +435,6 @@ async def build_snapshot(
         chat_seed=snapshot_seed(conversation.id, None),
         now=_iso(now),
         idle_since=idle_since(path),
-        agent_profile=agent_profile_of(conversation),
+        agent_profile=agent_profile_of(conversation, confirmed_agents or {}),
         turn_key=turn_key,
     )

@@ -98,8 +98,8 @@ class ConversationSettings(BaseModel):
     agent_profile: str | None = Field(
         default=None,
         description="The agent profile (agents/<id>.json) the character answers with, tools "
-        "and all; None: the card's extensions.storyloom.agent_profile; '': no agent even "
-        "when the card names one",
+        "and all; None: the one the user confirmed for the character on its page (a card's "
+        "extensions.storyloom.agent_profile is only a suggestion); '': no agent at all",
     )
 
 

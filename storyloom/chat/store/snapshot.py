@@ -162,7 +162,7 @@ class ContextSnapshot(BaseModel):
     agent_profile: str | None = Field(
         default=None,
         description="The agent profile the reply is written with (the conversation's "
-        "setting, else the card's extensions.storyloom.agent_profile); None: a plain reply",
+        "setting, else the one the user confirmed for the character); None: a plain reply",
     )
     turn_key: str = Field(
         default="",

@@ -78,6 +78,11 @@ export function setFavourite(id: string, fav: boolean, fetchImpl?: Fetch): Promi
   return requestJson<CharacterDocument>('PUT', `${CHARACTERS}/${enc(id)}/fav`, { fav }, fetchImpl)
 }
 
+/** The user's answer to which agent profile the character answers with (null: none). */
+export function answerCharacterAgent(id: string, profile: string | null, fetchImpl?: Fetch): Promise<CharacterDocument> {
+  return requestJson<CharacterDocument>('PUT', `${CHARACTERS}/${enc(id)}/agent`, { profile }, fetchImpl)
+}
+
 export function duplicateCharacter(id: string, fetchImpl?: Fetch): Promise<CreatedCharacter> {
   return requestJson<CreatedCharacter>('POST', `${CHARACTERS}/${enc(id)}/duplicate`, undefined, fetchImpl)
 }

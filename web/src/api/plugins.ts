@@ -67,12 +67,18 @@ export interface EnableOptions {
   /** Let its script tools use the network (only for a plugin that declares it); left out,
    * nothing is sent and the server withdraws any earlier grant. */
   grantNetwork?: boolean
+  /** The risk the user accepted by name: a high-risk plugin is enabled only with 'high'. */
+  acceptRisk?: 'low' | 'medium' | 'high'
 }
 
 /** Enable a plugin; its UI and service overrides apply only with `grantOverrides`, and its
  * script tools get the network only with `grantNetwork`. */
 export function enablePlugin(name: string, grantOverrides: boolean, options: EnableOptions = {}, fetchImpl?: Fetch): Promise<PluginInfo> {
-  const body = options.grantNetwork === undefined ? { grantOverrides } : { grantOverrides, grantNetwork: options.grantNetwork }
+  const body = {
+    grantOverrides,
+    ...(options.grantNetwork === undefined ? {} : { grantNetwork: options.grantNetwork }),
+    ...(options.acceptRisk === undefined ? {} : { acceptRisk: options.acceptRisk }),
+  }
   return requestJson<PluginInfo>('POST', `/api/plugins/${encodeURIComponent(name)}/enable`, body, fetchImpl)
 }
 
