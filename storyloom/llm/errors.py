@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import re
 import socket
 import ssl
 import time
@@ -272,6 +273,31 @@ def _error_code(exc: openai.APIStatusError) -> str:
     return ""
 
 
+_OVERFLOWS = (
+    # llama.cpp: "request (2069 tokens) exceeds the available context size (2048 tokens)"
+    re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"),
+    # OpenAI, vLLM, DeepSeek: "maximum context length is 8192 tokens. However, your
+    # messages resulted in 9000 tokens" / "you requested 2100 tokens"
+    re.compile(
+        r"maximum context length is (?P<limit>\d+) tokens.*?(?:resulted in|requested) "
+        r"(?P<asked>\d+) tokens",
+        re.IGNORECASE,
+    ),
+)
+
+
+def context_overflow(said: str) -> tuple[int, int] | None:
+    """(tokens asked, context size) when a server's error says the prompt is too long."""
+    for pattern in _OVERFLOWS:
+        found = pattern.search(said)
+        if found is None:
+            continue
+        if "limit" in pattern.groupindex:
+            return int(found["asked"]), int(found["limit"])
+        return int(found.group(1)), int(found.group(2))
+    return None
+
+
 def _status_error(
     exc: openai.APIStatusError, base_url: str, model: str | None, timeout_s: float | None
 ) -> LLMError:
@@ -317,6 +343,16 @@ def _status_error(
             f"{base_url} timed out{wait} ({status}). The model may be loading or busy; "
             f"try again or raise the timeout in settings.{said_part}",
             kind="timeout", status_code=status,
+        )  # fmt: skip
+    overflow = context_overflow(said)
+    if overflow is not None:
+        asked, limit = overflow
+        return LLMError(
+            f"The prompt ({asked:,} tokens) does not fit the model's context ({limit:,} "
+            f"tokens) on {base_url}. Set the context window in Settings to {limit} or less "
+            "(or lower the pipeline's Token Budget), or start the server with a larger "
+            "context (llama.cpp -c, KoboldCpp --contextsize). What you wrote is kept.",
+            kind="bad_request", status_code=status,
         )  # fmt: skip
     if 400 <= status < 500:
         hint = said_part or " Check the model parameters."

@@ -51,6 +51,7 @@ def create_app(
     project_dir: Path | None = None,
     node_registry: NodeRegistry | None = None,
     limits: RequestLimits | None = None,
+    local_models: bool = True,
 ) -> FastAPI:
     """Build the app; ``token`` set means every request must carry it.
 
@@ -59,11 +60,18 @@ def create_app(
     ``project_dir`` is the project the web app works on (default
     ``<home>/projects/default``, created when missing). ``node_registry`` gives the
     workflow node types (default: the built-ins and installed plugins). ``limits`` are the
-    request body limits (default: :class:`RequestLimits`' defaults).
+    request body limits (default: :class:`RequestLimits`' defaults). ``local_models``
+    starts the local models the settings want (the user's .gguf files and, with no user
+    model set up, the embedded demo model) with the server and stops them with it.
     """
     limits = limits or RequestLimits()
     state = ServerState.open(
-        home, token=token, environ=environ, project_dir=project_dir, node_registry=node_registry
+        home,
+        token=token,
+        environ=environ,
+        project_dir=project_dir,
+        node_registry=node_registry,
+        local_models=local_models,
     )
 
     # Streamable HTTP MCP at /mcp, behind the same guards (and token) as everything else;
@@ -72,6 +80,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.start_local_models()
         async with mcp.lifespan():
             await state.tools.start()
             # Curation a stopped server left unfinished goes on.
@@ -82,6 +91,7 @@ def create_app(
                 await state.writing.aclose()
                 await state.tools.aclose()
         await state.chat.aclose()
+        state.local_models.close()
         await state.workflow_runs.aclose()
         await state.knowledge.aclose()
         state.database.close()

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from storyloom import __version__
 from storyloom.core.settings import ChatEndpoint
+from storyloom.llm.local_model import LocalModelStatus
 from storyloom.server.api_errors import ErrorDetail, Problem
 from storyloom.server.state import ServerState, server_state
 
@@ -42,6 +43,10 @@ class HealthReport(BaseModel):
     env_overrides: list[str]
     database_schema: int
     models: ModelsStatus
+    local_models: list[LocalModelStatus] = Field(
+        description="The local models the settings want (the embedded demo model when no "
+        "user model is set up): running where, or why not"
+    )
 
 
 def _chat_status(endpoint: ChatEndpoint) -> ChatModelStatus:
@@ -66,6 +71,7 @@ def health_report(state: ServerState) -> HealthReport:
             else None
         ),
         env_overrides=state.loaded.env_overrides,
+        local_models=state.local_models.status(state.configured_settings),
         database_schema=state.database.schema_version(),
         models=ModelsStatus(
             user_llm=_chat_status(s.user_llm),

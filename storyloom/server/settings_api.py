@@ -42,7 +42,7 @@ _ERRORS = error_responses(422)
 
 @router.get("/api/settings", response_model=SettingsView)
 def get_settings(request: Request) -> SettingsView:
-    return server_state(request).settings.view()
+    return server_state(request).configured_settings.view()
 
 
 @router.put("/api/settings", response_model=SettingsView, responses=_ERRORS)
@@ -52,7 +52,7 @@ async def put_settings(request: Request, update: SettingsUpdate) -> SettingsView
         with field_errors("settings", ""):
             new_file = state.loaded.from_file.with_update(update)
         save_settings(state, new_file)
-    return state.settings.view()
+    return state.configured_settings.view()
 
 
 def save_settings(state: ServerState, new_file: Settings) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.catalog import KnowledgeCatalog
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
+from storyloom.llm.local_model import LocalModels
 from storyloom.plugins import node_registry as fresh_node_registry
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import DEFAULT_PROJECT, PROJECT_FILE, init_project, load_project
@@ -56,6 +58,9 @@ class ServerState:
     project_dir: Path
     token: str | None = None
     node_registry: NodeRegistry | None = None
+    run_local_models: bool = True
+    """Start the local models the settings want: the user's .gguf files and, with no user
+    model set up, the embedded demo model."""
     """Node types of the workflows (default: built-ins and installed plugins, in a
     registry of this server's own, which its enabled plugins add their node types to)."""
     settings_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -69,8 +74,11 @@ class ServerState:
     plugins: PluginHost = field(init=False)
     tools: ToolHost = field(init=False)
     writing: WritingStudio = field(init=False)
+    local_models: LocalModels = field(init=False)
 
     def __post_init__(self) -> None:
+        self.local_models = LocalModels(log_dir=self.home / "logs", embedded=self.run_local_models)
+        self._local_sync = threading.Lock()
         if self.node_registry is None:
             self.node_registry = fresh_node_registry()
         # The service reads the settings in force at each call: a saved change applies.
@@ -202,6 +210,7 @@ class ServerState:
         environ: Mapping[str, str] | None = None,
         project_dir: Path | None = None,
         node_registry: NodeRegistry | None = None,
+        local_models: bool = True,
     ) -> ServerState:
         """Open the data directory; ``project_dir`` (default ``<home>/projects/default``)
         is created as an empty project when it has no ``project.json``."""
@@ -209,14 +218,45 @@ class ServerState:
         project = (project_dir or home / DEFAULT_PROJECT).expanduser().resolve()
         if not (project / PROJECT_FILE).exists():
             init_project(project)
-        return cls(home, store, store.load(), Database.in_home(home), project, token, node_registry)
+        return cls(
+            home,
+            store,
+            store.load(),
+            Database.in_home(home),
+            project,
+            token,
+            node_registry,
+            local_models,
+        )
 
     @property
     def settings(self) -> Settings:
+        """The settings in force: the saved ones, with each role that runs a local model
+        pointing at it while it runs."""
+        return self.local_models.apply(self.loaded.effective)
+
+    @property
+    def configured_settings(self) -> Settings:
+        """The settings as the user set them (what Settings shows and saves)."""
         return self.loaded.effective
 
     def reload_settings(self) -> None:
         self.loaded = self.settings_store.load()
+        self.start_local_models()
+
+    def start_local_models(self) -> threading.Thread | None:
+        """Start (or stop) the local models the settings want, in the background:
+        loading one takes from a second to minutes, and the server answers meanwhile."""
+        if not self.run_local_models:
+            return None
+
+        def sync() -> None:
+            with self._local_sync:
+                self.local_models.sync(self.loaded.effective)
+
+        thread = threading.Thread(target=sync, name="storyloom-local-models", daemon=True)
+        thread.start()
+        return thread
 
 
 def server_state(connection: HTTPConnection) -> ServerState:

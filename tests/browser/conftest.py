@@ -165,10 +165,15 @@ class RunningServer:
 PRINTED_TOKEN = re.compile(r"serving http://\S+/\?token=(\S+)")
 
 
-def _start_server(home: Path, log_path: Path, *, token: bool = False) -> RunningServer:
+def _start_server(
+    home: Path, log_path: Path, *, token: bool = False, local_model: bool = False
+) -> RunningServer:
     """``storyloom serve`` as a user starts it: with ``token``, exactly so (the token it
-    prints is read back); without, ``--no-token``, for tests about anything else."""
+    prints is read back); without, ``--no-token``, for tests about anything else. Local
+    models (the embedded one when no model is set up) start only with ``local_model``."""
     server_options = [] if token else ["--no-token"]
+    if not local_model:
+        server_options.append("--no-local-model")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STORYLOOM_")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -231,14 +236,17 @@ def start_server(
     started: list[RunningServer] = []
 
     def start(
-        prepare: Callable[[Path], None] | None = None, *, token: bool = False
+        prepare: Callable[[Path], None] | None = None,
+        *,
+        token: bool = False,
+        local_model: bool = False,
     ) -> RunningServer:
         base = tmp_path_factory.mktemp("storyloom-browser")
         home = base / "home"
         home.mkdir()
         if prepare:
             prepare(home)
-        server = _start_server(home, base / "server.log", token=token)
+        server = _start_server(home, base / "server.log", token=token, local_model=local_model)
         started.append(server)
         return server
 

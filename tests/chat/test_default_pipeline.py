@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from storyloom.chat.prompt.default_pipeline import INVOKER_NODE, default_pipeline, pipeline_for
+from storyloom.chat.prompt.format_guide import format_guide
 from storyloom.chat.store.conversation import (
     DEFAULT_PIPELINE,
     CharacterSnapshot,
@@ -156,6 +157,9 @@ async def test_a_turn_runs_end_to_end_and_sends_the_prompt_in_sillytavern_order(
 
     sent = llm.chat_requests[-1]["messages"]
     assert sent == out["messages"]
+    found = format_guide(snapshot)
+    assert found is not None and 'Tracked state now: {"gold": 10}' in found.text
+    guide = found.text
     assert sent == [
         {
             "role": "system",
@@ -173,7 +177,8 @@ async def test_a_turn_runs_end_to_end_and_sends_the_prompt_in_sillytavern_order(
         {"role": "assistant", "content": "Welcome, Finn."},
         {"role": "user", "content": "A room, please."},
         {"role": "assistant", "content": "Two gold."},
-        {"role": "system", "content": "[Mood: cosy]"},
+        # The format guide joins the author's note at depth 1, the state as it is now.
+        {"role": "system", "content": f"[Mood: cosy]\n{guide}"},
         {"role": "user", "content": "Here you are."},
         {"role": "system", "content": "Reply in under 50 words."},
     ]

@@ -52,7 +52,9 @@ def history(*turns: tuple[str, str]) -> list[HistoryMessage]:
 
 def snapshot(**changes: Any) -> ContextSnapshot:
     card = {**CARD, **changes.pop("card", {})}
-    settings = ConversationSettings(**changes.pop("settings", {}))
+    # These tests pin SillyTavern's layout, which has no format guide (its own tests are
+    # in test_format_guide.py).
+    settings = ConversationSettings(**{"format_guide": "off", **changes.pop("settings", {})})
     values: dict[str, Any] = {
         "conversation_id": "c1",
         "pointer": "m2",

@@ -36,7 +36,11 @@ class LiveServer:
 def start_live_server(
     home: Path, token: str | None = None, host: str = "127.0.0.1", **app_options: Any
 ) -> LiveServer:
-    """``app_options`` go to ``create_app`` (``node_registry=`` for test node types)."""
+    """``app_options`` go to ``create_app`` (``node_registry=`` for test node types).
+    Local models start only when a test asks (``local_models=True``): a server without
+    a model set up would otherwise load the embedded one, which only the tests about a
+    real model need."""
+    app_options.setdefault("local_models", False)
     sock = bind_socket(host, 0)
     port = sock.getsockname()[1]
     app = create_app(home, token=token, environ={}, loopback_only=is_loopback(host), **app_options)

@@ -69,6 +69,21 @@ def test_doctor_checks_everything_and_says_how_to_fix(tmp_path: Path) -> None:
     assert "[ok  ] sandbox: bubblewrap " in out
 
 
+def test_doctor_says_the_demo_model_answers_when_nothing_is_set_up(tmp_path: Path) -> None:
+    out = storyloom("doctor", home=tmp_path).stdout
+    for role in ("user_llm", "agent_llm"):
+        assert f"[warn] {role}: no model set up: `storyloom serve` answers with the " in out
+    assert "fix: connect a real model in Settings" in out
+
+
+def test_doctor_names_a_local_model_file_that_cannot_run(tmp_path: Path) -> None:
+    missing = tmp_path / "gone.gguf"
+    settings = {"user_llm": {"local_model": {"path": str(missing)}}}
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    out = storyloom("doctor", home=tmp_path).stdout
+    assert f"[FAIL] user_llm: local model {missing}: no such file" in out
+
+
 def test_doctor_passes_with_a_reachable_endpoint(tmp_path: Path) -> None:
     with ReplayLLMServer(models=["m"]) as llm:
         endpoint = {"base_url": llm.url, "model": "m"}

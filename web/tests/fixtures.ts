@@ -21,6 +21,7 @@ export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView
     tokenizer: 'auto',
     tokenizer_model: null,
     context_window: 32768,
+    local_model: null,
     api_key_set: false,
     ...over,
   }

@@ -58,6 +58,19 @@ describe('buildChatUpdate', () => {
     expect('api_key_set' in update).toBe(false)
   })
 
+  it('runs a local .gguf file when a path is given, and calls the base URL when it is cleared', () => {
+    const view = chatView()
+    const form = { ...chatFormFromView(view), local_path: ' /models/nemo.Q4_K_M.gguf ', local_context: 8192, local_threads: 4 }
+    const { update, errors } = buildChatUpdate(view, form)
+    expect(errors).toEqual({})
+    expect(update.local_model).toEqual({ path: '/models/nemo.Q4_K_M.gguf', context_size: 8192, threads: 4, batch_size: 512, gpu_layers: 0 })
+    const local = chatView({ local_model: { path: '/m.gguf', context_size: 2048, threads: 1, batch_size: 256, gpu_layers: -1 } })
+    expect(chatFormFromView(local).local_gpu_layers).toBe(-1)
+    expect(buildChatUpdate(local, { ...chatFormFromView(local), local_path: '' }).update.local_model).toBeNull()
+    const bad = buildChatUpdate(view, { ...form, local_context: 0 })
+    expect(bad.errors.local_context).toBe('settings.errors.positive')
+  })
+
   it('applies edits and keeps fields the form does not show', () => {
     const view = chatView()
     const form = {

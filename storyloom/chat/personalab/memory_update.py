@@ -113,7 +113,7 @@ async def propose_memory_update(
         raise ChatError("there is nothing to remember yet: the conversation has no messages")
     counter = endpoint_counter(endpoint)
     fixed = counter.count(snapshot.base_persona) + counter.count(snapshot.evolved_persona)
-    budget = max(256, transcript_budget(endpoint) - fixed)
+    budget = max(256, await transcript_budget(endpoint) - fixed)
     transcript = transcript_tail(lines, counter, budget)
     async with ChatClient(endpoint) as client:
         result = await client.complete(memory_prompt(snapshot, transcript, character_name=name))

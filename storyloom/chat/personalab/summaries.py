@@ -12,6 +12,7 @@ user chose.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -27,6 +28,7 @@ from storyloom.chat.store.snapshot import HistoryMessage, RagHit
 from storyloom.chat.store.turn_tree import ChatError, NewMessage, new_id
 from storyloom.core.settings import ChatEndpoint
 from storyloom.llm.chat import ChatClient
+from storyloom.llm.context_size import context_size_of
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokens import TokenCounter, token_counter
 from storyloom.store.database import Database
@@ -68,9 +70,10 @@ def transcript_lines(
     return lines
 
 
-def transcript_budget(endpoint: ChatEndpoint) -> int:
-    """Tokens of transcript one request to ``endpoint`` can carry."""
-    window = endpoint.context_tokens
+async def transcript_budget(endpoint: ChatEndpoint) -> int:
+    """Tokens of transcript one request to ``endpoint`` can carry (in the context its
+    server really has)."""
+    window = await asyncio.to_thread(context_size_of, endpoint)
     return max(MIN_TRANSCRIPT_TOKENS, window - ANSWER_RESERVE_TOKENS)
 
 
@@ -190,7 +193,8 @@ async def summarise(
     lines = transcript_lines(history, user_name=user_name, character_name=character_name)
     if not lines:
         raise ChatError("there is nothing to summarise: the conversation has no messages")
-    chunks = transcript_chunks(lines, endpoint_counter(endpoint), transcript_budget(endpoint))
+    budget = await transcript_budget(endpoint)
+    chunks = transcript_chunks(lines, endpoint_counter(endpoint), budget)
     texts: list[str] = []
     async with ChatClient(endpoint) as client:
         for number, chunk in enumerate(chunks, start=1):

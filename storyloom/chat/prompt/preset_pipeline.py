@@ -57,7 +57,13 @@ def import_st_preset(
     name = name or source.stem
     order = _order(preset)
 
-    builder: dict[str, Any] = {"prompts": _prompts(preset), "prompt_order": order}
+    # A SillyTavern preset brings its own instructions (often its own output format):
+    # the format guide would fight them, so it is the user's to turn on.
+    builder: dict[str, Any] = {
+        "prompts": _prompts(preset),
+        "prompt_order": order,
+        "format_guide": False,
+    }
     for key in (
         "new_chat_prompt",
         "new_example_chat_prompt",

@@ -51,6 +51,7 @@ from storyloom.core.plugin_markers import hookimpl
 from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
+from storyloom.llm.context_size import context_size_of
 from storyloom.llm.tokenizers import counter_for
 from storyloom.project.scripts import ScriptLibrary
 from storyloom.sandbox.script_host import ScriptLimits
@@ -186,6 +187,12 @@ class SkeinBuilderConfig(NodeConfig):
     prefer_character_jailbreak: bool = Field(
         True, description="The card's post-history instructions replace the preset's"
     )
+    format_guide: bool = Field(
+        True,
+        description="Tell the model the Filament format (<thought>, <state_update>, "
+        "<reply>) and show it the state, just before the latest message (the chat's and "
+        "the card's own choice still apply)",
+    )
 
 
 class SkeinBuilder(NodeType[SkeinBuilderConfig]):
@@ -195,8 +202,8 @@ class SkeinBuilder(NodeType[SkeinBuilderConfig]):
     description: ClassVar[str] = (
         "Lays the snapshot out as a SillyTavern chat-completion preset would: prompts in "
         "prompt order, card, persona, lore at its placements, examples, history, "
-        "author's note, character note, summaries, memories and director guidance, each a "
-        "block with its source."
+        "author's note, character note, summaries, memories, director guidance and the "
+        "format guide, each a block with its source."
     )
     inputs: ClassVar[tuple[Slot, ...]] = (SNAPSHOT_IN,)
     outputs: ClassVar[tuple[Slot, ...]] = (
@@ -411,8 +418,11 @@ class TokenBudget(NodeType[TokenBudgetConfig]):
     ) -> dict[str, Any]:
         skein = skein_input(inputs)
         llm = ctx.services.require_settings().user_llm
-        context = config.max_context_tokens or llm.context_tokens
-        budget = max(0, context - config.reserve_tokens)
+        # The server's own size caps what the pipeline or the setting asks for.
+        context = await ctx.run_blocking(context_size_of, llm, config.max_context_tokens or None)
+        # The reply must fit too: the longest one the settings ask for, at least.
+        reserve = max(config.reserve_tokens, llm.parameters.max_tokens or 0)
+        budget = max(0, context - reserve)
         counter = counter_for(llm)
         trimmed = await ctx.run_blocking(apply_budget, skein, budget, counter.count)
         # Read off the loop: the name may probe the endpoint's tokenize route.

@@ -31,6 +31,7 @@ class BlockKind(StrEnum):
     SUMMARY = "summary"  # plot-point summaries the conversation started from
     DIRECTOR = "director"  # director guidance
     CUSTOM = "custom"  # a preset's own prompt
+    FORMAT = "format"  # the format guide: how to write the answer (Filament), the state
 
 
 BlockRole = Literal["system", "user", "assistant"]

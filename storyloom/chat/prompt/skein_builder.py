@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.director import director_guidance
+from storyloom.chat.prompt.format_guide import format_guide
 from storyloom.chat.prompt.skein import (
     BlockKind,
     BlockRole,
@@ -194,6 +195,7 @@ class SkeinOptions:
     pin_examples: bool = False
     prefer_character_prompt: bool = True
     prefer_character_jailbreak: bool = True
+    format_guide: bool = True
 
 
 # -- priorities -----------------------------------------------------------------------
@@ -210,6 +212,8 @@ _LORE_TOP = 75
 _SUMMARY_PRIORITY = 80
 _AUTHORS_NOTE_PRIORITY = 85
 _DIRECTOR_PRIORITY = 90
+FORMAT_GUIDE_DEPTH = 1
+"""The format guide goes just before the latest message."""
 
 
 def lore_priority(entry_priority: int) -> int:
@@ -357,6 +361,8 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
     _add_history(layout, snapshot.history, options, snapshot.generation)
     _add_in_chat_extensions(layout, snapshot, card, options)
     _add_memories(layout, snapshot, options)
+    if options.format_guide:
+        _add_format_guide(layout, snapshot)
 
     blocks: list[SkeinBlock] = []
     custom_in_chat: list[SkeinBlock] = []
@@ -847,6 +853,38 @@ def _add_in_chat_extensions(
                     depth=options.director_depth,
                 )
             )
+
+
+_FORMAT_SOURCES: dict[str, tuple[Literal["conversation", "character"], str, str]] = {
+    "builtin": ("conversation", "settings.format_guide", "Format guide (built in)"),
+    "chat": ("conversation", "settings.format_guide_text", "Format guide (this chat's)"),
+    "card": ("character", "extensions.storyloom.format_guide", "Format guide (the card's)"),
+}
+
+
+def _add_format_guide(layout: _Layout, snapshot: ContextSnapshot) -> None:
+    """The Filament format and the state as it is now, just before the latest message:
+    near the end is where a small model still reads it."""
+    guide = format_guide(snapshot)
+    if guide is None:
+        return
+    kind, field_name, label = _FORMAT_SOURCES[guide.origin]
+    layout.in_chat.append(
+        SkeinBlock(
+            id="formatGuide",
+            kind=BlockKind.FORMAT,
+            role="system",
+            content=guide.text,
+            source=BlockSource(
+                kind=kind,
+                id=snapshot.character.source_preset if kind == "character" else None,
+                field=field_name,
+                label=label,
+            ),
+            priority=_DIRECTOR_PRIORITY,
+            depth=FORMAT_GUIDE_DEPTH,
+        )
+    )
 
 
 def _add_memories(layout: _Layout, snapshot: ContextSnapshot, options: SkeinOptions) -> None:

@@ -85,6 +85,7 @@ from storyloom.chat.store.turn_tree import (
 )
 from storyloom.core.errors import FieldProblem, InvalidInput, NotFound, StoryloomError
 from storyloom.core.settings import ChatEndpoint
+from storyloom.llm.context_size import context_size_of
 from storyloom.llm.errors import LLMError
 from storyloom.llm.tokenizers import counter_for
 from storyloom.workflow.node_type import WorkflowServices
@@ -819,6 +820,8 @@ class ChatService:
         counter = counter_for(endpoint)
         # The first count may probe the endpoint's tokenize route: do that off the loop.
         await asyncio.to_thread(lambda: counter.name)
+        # What the server really holds (llama.cpp /props, KoboldCpp, vLLM, Ollama).
+        window = await asyncio.to_thread(context_size_of, endpoint, context_tokens)
         snapshot = await build_snapshot(
             self.tree,
             self.with_persona(conversation),
@@ -829,7 +832,7 @@ class ChatService:
             generation=generation,
             turn=turn,
             turn_key=turn_key,
-            history_tokens=context_tokens or endpoint.context_tokens,
+            history_tokens=window,
             count_tokens=counter.count,
             confirmed_agents=self.confirmed_agents(),
         )

@@ -95,6 +95,16 @@ class ConversationSettings(BaseModel):
     group: GroupSettings | None = Field(
         default=None, description="A group chat's members and turn order (None: one character)"
     )
+    format_guide: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Tell the model the Filament format (<thought>, <state_update>, "
+        "<reply>) and show it the state: on, off, or auto (on unless the card turns it off "
+        "or brings its own update rules, as MVU cards do)",
+    )
+    format_guide_text: str = Field(
+        default="",
+        description="Replaces the built-in format guide ({state}: the variables as JSON)",
+    )
     agent_profile: str | None = Field(
         default=None,
         description="The agent profile (agents/<id>.json) the character answers with, tools "

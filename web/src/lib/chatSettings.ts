@@ -23,6 +23,10 @@ export interface SettingsForm {
   related: string[]
   /** The agent profile whose tools the character may call ('' = none). */
   agent_profile: string
+  /** Tell the model the Filament format and show it the state: auto, on or off. */
+  format_guide: 'auto' | 'on' | 'off'
+  /** Replaces the built-in format guide ('' = the built-in one). */
+  format_guide_text: string
 }
 
 export function formFromConversation(c: Conversation): SettingsForm {
@@ -41,6 +45,8 @@ export function formFromConversation(c: Conversation): SettingsForm {
     rag_mode: s.rag_scope?.mode === 'related' ? 'related' : 'self_only',
     related: [...(s.rag_scope?.related_conversations ?? [])].sort(),
     agent_profile: typeof s.agent_profile === 'string' ? s.agent_profile : '',
+    format_guide: s.format_guide === 'on' || s.format_guide === 'off' ? s.format_guide : 'auto',
+    format_guide_text: typeof s.format_guide_text === 'string' ? s.format_guide_text : '',
   }
 }
 

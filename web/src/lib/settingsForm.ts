@@ -57,6 +57,12 @@ export interface ChatForm extends KeyFields {
   tokenizer_model: string
   /** The model's context size in tokens; '' leaves it unset (budgets use a default). */
   context_window: NumberInput
+  /** A .gguf file run on storyloom's own llama.cpp; '' calls base_url instead. */
+  local_path: string
+  local_context: NumberInput
+  local_threads: NumberInput
+  local_batch: NumberInput
+  local_gpu_layers: NumberInput
 }
 
 export interface EmbeddingForm extends KeyFields {
@@ -80,6 +86,11 @@ export const CHAT_FIELDS = [
   'tokenizer',
   'tokenizer_model',
   'context_window',
+  'local_path',
+  'local_context',
+  'local_threads',
+  'local_batch',
+  'local_gpu_layers',
 ] as const
 export const EMBEDDING_FIELDS = [
   'provider',
@@ -112,6 +123,11 @@ export function chatFormFromView(view: ChatEndpointView): ChatForm {
     tokenizer: view.tokenizer ?? 'auto',
     tokenizer_model: view.tokenizer_model ?? '',
     context_window: view.context_window ?? '',
+    local_path: view.local_model?.path ?? '',
+    local_context: view.local_model?.context_size ?? 4096,
+    local_threads: view.local_model?.threads ?? 1,
+    local_batch: view.local_model?.batch_size ?? 512,
+    local_gpu_layers: view.local_model?.gpu_layers ?? 0,
   }
 }
 
@@ -194,6 +210,11 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
   const maxTokens = collect(errors, 'max_tokens', parseNumber(form.max_tokens, { integer: true }))
   const contextWindow = collect(errors, 'context_window', positive(parseNumber(form.context_window, { integer: true })))
   const { timeout, retries } = collectRequestLimits(errors, form)
+  const localPath = form.local_path.trim()
+  const localContext = collect(errors, 'local_context', positive(parseNumber(form.local_context, { required: Boolean(localPath), integer: true })))
+  const localThreads = collect(errors, 'local_threads', positive(parseNumber(form.local_threads, { required: Boolean(localPath), integer: true })))
+  const localBatch = collect(errors, 'local_batch', positive(parseNumber(form.local_batch, { required: Boolean(localPath), integer: true })))
+  const localGpu = collect(errors, 'local_gpu_layers', parseNumber(form.local_gpu_layers, { required: Boolean(localPath), integer: true }))
   const { api_key_set: _keySet, ...rest } = base
   const update: ChatEndpointUpdate = {
     ...rest,
@@ -206,6 +227,15 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
     tokenizer: form.tokenizer,
     tokenizer_model: form.tokenizer_model.trim() || null,
     context_window: contextWindow,
+    local_model: localPath
+      ? {
+          path: localPath,
+          context_size: localContext ?? 4096,
+          threads: localThreads ?? 1,
+          batch_size: localBatch ?? 512,
+          gpu_layers: localGpu ?? 0,
+        }
+      : null,
     ...keyUpdate(form),
   }
   return { update, errors }
@@ -235,6 +265,11 @@ export function buildEmbeddingUpdate(
 const FIELD_ALIASES: Record<string, FormField> = {
   'parameters.temperature': 'temperature',
   'parameters.max_tokens': 'max_tokens',
+  'local_model.path': 'local_path',
+  'local_model.context_size': 'local_context',
+  'local_model.threads': 'local_threads',
+  'local_model.batch_size': 'local_batch',
+  'local_model.gpu_layers': 'local_gpu_layers',
 }
 
 export interface SplitProblems {

@@ -1,0 +1,227 @@
+"""A real model through storyloom vs straight to the same llama.cpp server, in one run.
+
+Starts the embedded model (SmolLM2-135M on xllamacpp, 2,048 context, one thread) once and
+measures, interleaved and repeated:
+
+1. **Client overhead.** The same request (temperature 0, fixed seed, 48 tokens), streamed
+   (a) with a bare ``httpx`` SSE loop and (b) with storyloom's ``ChatClient``: time to the
+   first token and tokens per second. ``ratio:`` is storyloom's time to first token over
+   the bare loop's.
+2. **The whole user path.** A storyloom server (its user model pointed at the same
+   llama.cpp) gets ``POST /api/chats/{id}/messages`` and the reply is polled until
+   complete, vs the bare loop sending that turn's exact messages (read back from the
+   prompt inspector). Both do the same model work, so the difference is what storyloom
+   adds: snapshot, lore scan, prompt building, budget, parsing, storage.
+3. **Filament compliance.** Scripted turns that call for a state update (picking things
+   up, moving, getting hurt), each in a chat with the format guide on and one with it off:
+   how many replies changed the chat's variables, and how many had a thought.
+
+    .venv/bin/python bench/real_model.py [--repeat 5] [--turns 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from storyloom.cli.serve import bind_socket
+from storyloom.core.settings import ChatEndpoint, LocalModelSettings
+from storyloom.llm.chat import ChatClient
+from storyloom.llm.local_model import LocalModelServer
+from storyloom.project.project_file import init_project
+from storyloom.server.app import create_app
+
+MESSAGES = [
+    {"role": "system", "content": "You are Maren, who keeps a lighthouse."},
+    {"role": "user", "content": "Tell me about the storm last night."},
+]
+SAMPLING = {"temperature": 0, "seed": 5, "max_tokens": 48}
+CARD = {
+    "name": "Maren",
+    "description": "Maren keeps the Lanternfall lighthouse. She tracks the traveller's "
+    "health, what they carry and where they are.",
+    "first_mes": "*Maren hands you a mug of tea.* You are safe now. What do you need?",
+}
+TURNS = (
+    "I pick up the brass key from the table.",
+    "I climb the stairs to the lamp room.",
+    "I cut my hand on the broken glass.",
+    "I put the key in my pocket and take the lantern.",
+    "I walk down to the cellar.",
+    "I drink the healing tonic you gave me.",
+    "I give you three silver coins.",
+    "I drop the lantern; it goes out.",
+    "I open the sea door and step onto the rocks.",
+    "I find a rope and tie it to my belt.",
+)
+
+
+def bare_stream(base: str, messages: list[dict[str, Any]]) -> tuple[float, int, float]:
+    """(seconds to the first token, tokens, seconds in all) with nothing but httpx."""
+    body = {"model": "m", "messages": messages, "stream": True, **SAMPLING}
+    start = time.perf_counter()
+    first = 0.0
+    tokens = 0
+    with (
+        httpx.Client(timeout=300) as client,
+        client.stream("POST", f"{base}/chat/completions", json=body) as response,
+    ):
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            choices = json.loads(line[6:]).get("choices") or [{}]
+            if (choices[0].get("delta") or {}).get("content"):
+                tokens += 1
+                first = first or time.perf_counter() - start
+    return first, tokens, time.perf_counter() - start
+
+
+async def storyloom_stream(endpoint: ChatEndpoint) -> tuple[float, int, float]:
+    start = time.perf_counter()
+    first = 0.0
+    tokens = 0
+    async with ChatClient(endpoint) as client, client.stream(MESSAGES) as stream:
+        async for _ in stream:
+            tokens += 1
+            first = first or time.perf_counter() - start
+    return first, tokens, time.perf_counter() - start
+
+
+def serve(home: Path) -> tuple[str, uvicorn.Server]:
+    app = create_app(home, environ={}, local_models=False)
+    sock = bind_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="websockets-sansio"))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", server
+
+
+def home_for(base: str, root: Path) -> Path:
+    home = root / "home"
+    home.mkdir()
+    endpoint = {"base_url": base, "model": "smollm2", "parameters": SAMPLING, "max_retries": 0}
+    (home / "settings.json").write_text(json.dumps({"user_llm": endpoint}))
+    project = home / "projects" / "default"
+    init_project(project)
+    characters = project / "presets" / "characters"
+    characters.mkdir(parents=True)
+    (characters / "maren.json").write_text(json.dumps(CARD))
+    return home
+
+
+def new_chat(api: httpx.Client, format_guide: str) -> str:
+    chat = api.post("/api/chats", json={"character_id": "maren"}).json()
+    patched = api.patch(
+        f"/api/chats/{chat['id']}",
+        json={"settings": {"format_guide": format_guide}, "expected_version": chat["version"]},
+    )
+    patched.raise_for_status()
+    return str(chat["id"])
+
+
+def turn(api: httpx.Client, chat_id: str, text: str) -> tuple[float, dict[str, Any]]:
+    """Send ``text``; (seconds until the reply is complete, the reply)."""
+    start = time.perf_counter()
+    api.post(f"/api/chats/{chat_id}/messages", json={"text": text}).raise_for_status()
+    while True:
+        view = api.get(f"/api/chats/{chat_id}").json()
+        if not view["running"]:
+            return time.perf_counter() - start, view["messages"][-1]
+        time.sleep(0.005)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=20)
+    args = parser.parse_args()
+
+    model = LocalModelServer(LocalModelSettings(context_size=2048))
+    started = time.perf_counter()
+    running = model.start()
+    print(f"embedded model ready in {time.perf_counter() - started:.2f} s at {running.url}")
+    endpoint = ChatEndpoint(
+        base_url=running.url, model=running.model, parameters=SAMPLING, max_retries=0
+    )
+    try:
+        bare_first, ours_first, bare_rate, ours_rate = [], [], [], []
+        bare_stream(running.url, MESSAGES)  # warm the slot and the prompt cache alike
+        for _ in range(args.repeat):
+            first, tokens, total = bare_stream(running.url, MESSAGES)
+            bare_first.append(first)
+            bare_rate.append(tokens / max(total - first, 1e-9))
+            first, tokens, total = asyncio.run(storyloom_stream(endpoint))
+            ours_first.append(first)
+            ours_rate.append(tokens / max(total - first, 1e-9))
+        med = statistics.median
+        print(
+            f"1. client  bare httpx: first token {med(bare_first) * 1000:.0f} ms, "
+            f"{med(bare_rate):.1f} tokens/s"
+        )
+        print(
+            f"   client  storyloom:  first token {med(ours_first) * 1000:.0f} ms, "
+            f"{med(ours_rate):.1f} tokens/s"
+        )
+        print(f"ratio: {med(ours_first) / med(bare_first):.3f} (first token, storyloom / bare)")
+
+        with tempfile.TemporaryDirectory() as folder:
+            base, server = serve(home_for(running.url, Path(folder)))
+            try:
+                with httpx.Client(base_url=base, timeout=300) as api:
+                    path_times, bare_times = [], []
+                    chat_id = new_chat(api, "on")
+                    for text in TURNS[: args.repeat]:
+                        seconds, reply = turn(api, chat_id, text)
+                        sent = api.get(
+                            f"/api/chats/{chat_id}/messages/{reply['id']}/prompt"
+                        ).json()["messages"]
+                        path_times.append(seconds)
+                        bare_times.append(bare_stream(running.url, sent)[2])
+                    print(
+                        f"2. a chat turn through REST: {med(path_times) * 1000:.0f} ms; the same "
+                        f"messages straight to llama.cpp: {med(bare_times) * 1000:.0f} ms"
+                    )
+                    print(
+                        f"ratio: {med(path_times) / med(bare_times):.3f} "
+                        "(whole turn, storyloom / bare)"
+                    )
+
+                    print(f"3. Filament compliance over {args.turns} turns:")
+                    for guide in ("on", "off"):
+                        chat_id = new_chat(api, guide)
+                        updated = thought = failed = 0
+                        for n in range(args.turns):
+                            _, reply = turn(api, chat_id, TURNS[n % len(TURNS)])
+                            if reply["status"] != "complete":
+                                failed += 1
+                                continue
+                            state = api.get(
+                                f"/api/chats/{chat_id}/messages/{reply['id']}/state"
+                            ).json()
+                            if any(op["path"].startswith("/variables") for op in state["delta"]):
+                                updated += 1
+                            if reply.get("thought"):
+                                thought += 1
+                        print(
+                            f"   format guide {guide:3}: {updated}/{args.turns} replies updated "
+                            f"the state, {thought} had a thought, {failed} failed"
+                        )
+            finally:
+                server.should_exit = True
+    finally:
+        model.stop()
+
+
+if __name__ == "__main__":
+    main()
