@@ -10,8 +10,9 @@ measures, interleaved and repeated:
 2. **The whole user path.** A storyloom server (its user model pointed at the same
    llama.cpp) gets ``POST /api/chats/{id}/messages`` and the reply is polled until
    complete, vs the bare loop sending that turn's exact messages (read back from the
-   prompt inspector). Both do the same model work, so the difference is what storyloom
-   adds: snapshot, lore scan, prompt building, budget, parsing, storage.
+   prompt inspector), both with llama.cpp's prompt cache off. Both do the same model work,
+   so the difference is what storyloom adds: snapshot, lore scan, prompt building,
+   budget, parsing, storage, and the polling that finds the reply done.
 3. **Filament compliance.** Scripted turns that call for a state update (picking things
    up, moving, getting hurt), each in a chat with the format guide on and one with it off:
    how many replies changed the chat's variables, and how many had a thought.
@@ -45,7 +46,9 @@ MESSAGES = [
     {"role": "system", "content": "You are Maren, who keeps a lighthouse."},
     {"role": "user", "content": "Tell me about the storm last night."},
 ]
-SAMPLING = {"temperature": 0, "seed": 5, "max_tokens": 48}
+SAMPLING = {"temperature": 0, "seed": 5, "max_tokens": 48, "cache_prompt": False}
+"""``cache_prompt`` off: the bare request re-sends what storyloom just sent, and llama.cpp's
+prompt cache would otherwise spare it the prompt's evaluation."""
 CARD = {
     "name": "Maren",
     "description": "Maren keeps the Lanternfall lighthouse. She tracks the traveller's "
