@@ -21,7 +21,14 @@ import typer
 from storyloom.cli.options import HomeOption
 from storyloom.core.errors import StoryloomError
 from storyloom.core.home import DataDirError, ensure_home, resolve_home
-from storyloom.core.settings import ROLES, ChatEndpoint, EmbeddingEndpoint, Settings, SettingsStore
+from storyloom.core.settings import (
+    CHAT_ROLES,
+    ChatEndpoint,
+    EmbeddingEndpoint,
+    Settings,
+    SettingsStore,
+)
+from storyloom.llm.local_model import LocalModels
 from storyloom.sandbox import sandbox_status
 from storyloom.store.database import Database, SqliteVecUnavailable
 
@@ -207,10 +214,12 @@ def run_checks(home: Path, environ: Mapping[str, str] | None = None) -> list[Che
         return checks
     settings_check, settings = check_settings(SettingsStore(home, env))
     checks += [settings_check, check_database(home), _embedding_check(settings.embedding)]
-    for role in ROLES:
-        if role != "embedding":
-            demo = not settings.user_llm.base_url  # as LocalModels decides
-            checks.append(_chat_check(role, getattr(settings, role), demo=demo))
+    local_models = LocalModels()
+    for role in CHAT_ROLES:
+        # The same decision the server makes: is it the embedded model that would answer?
+        local = local_models.local_of(settings, role)
+        demo = local is not None and not local.path
+        checks.append(_chat_check(role, getattr(settings, role), demo=demo))
     checks.append(check_sandbox())
     return checks
 

@@ -22,30 +22,17 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
-from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
+from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW, ChatEndpoint
+from storyloom.llm.tokenizers import api_key_of, bearer_headers, server_root
 
 PROBE_TIMEOUT_S = 3.0
 
 _SIZES: dict[tuple[str, str], int | None] = {}
 _LOCK = threading.Lock()
-
-
-class _Endpoint(Protocol):
-    base_url: str
-    model: str
-    context_window: int | None
-
-    @property
-    def api_key(self) -> Any: ...
-
-
-def _root(base_url: str) -> str:
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
 def _positive(value: Any) -> int | None:
@@ -113,15 +100,14 @@ def probe_context_size(
 ) -> int | None:
     """The context size the server at ``base_url`` says ``model`` has, or None when it
     does not say (an OpenAI-style API); once per (server, model) unless ``refresh``."""
-    root = _root(base_url)
+    root = server_root(base_url)
     key = (root, model)
     with _LOCK:
         if key in _SIZES and not refresh:
             return _SIZES[key]
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     found: int | None = None
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT_S, headers=headers) as client:
+        with httpx.Client(timeout=PROBE_TIMEOUT_S, headers=bearer_headers(api_key)) as client:
             found = _ask(client, root, model)
     except httpx.HTTPError:
         found = None
@@ -154,16 +140,14 @@ def _value(data: Any) -> Any:
     return data.get("value") if isinstance(data, dict) else None
 
 
-def served_context_size(endpoint: _Endpoint) -> int | None:
+def served_context_size(endpoint: ChatEndpoint) -> int | None:
     """What the endpoint's server says its context size is (None: it does not say)."""
     if not endpoint.base_url:
         return None
-    secret = endpoint.api_key
-    key = secret.get_secret_value() if hasattr(secret, "get_secret_value") else secret
-    return probe_context_size(endpoint.base_url, endpoint.model, key or None)
+    return probe_context_size(endpoint.base_url, endpoint.model, api_key_of(endpoint))
 
 
-def context_size_of(endpoint: _Endpoint, wanted: int | None = None) -> int:
+def context_size_of(endpoint: ChatEndpoint, wanted: int | None = None) -> int:
     """The context size a budget for ``endpoint`` works with (see the module docstring);
     ``wanted`` (a pipeline's or preset's own size) stands in for the endpoint's setting."""
     setting = wanted or endpoint.context_window

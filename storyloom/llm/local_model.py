@@ -244,12 +244,13 @@ class LocalModels:
         """The local models ``settings`` ask for (each once)."""
         out: list[LocalModelSettings] = []
         for role in CHAT_ROLES:
-            local = self._local_of(settings, role)
+            local = self.local_of(settings, role)
             if local is not None and local not in out:
                 out.append(local)
         return out
 
-    def _local_of(self, settings: Settings, role: str) -> LocalModelSettings | None:
+    def local_of(self, settings: Settings, role: str) -> LocalModelSettings | None:
+        """The local model that answers ``role`` (its ``path`` '' for the embedded one)."""
         endpoint: ChatEndpoint = getattr(settings, role)
         if endpoint.local_model is not None:
             return endpoint.local_model
@@ -295,12 +296,11 @@ class LocalModels:
         """``settings`` with each local-model role pointing at its running model."""
         updates: dict[str, ChatEndpoint] = {}
         for role in CHAT_ROLES:
-            local = self._local_of(settings, role)
+            local = self.local_of(settings, role)
             if local is None:
                 continue
             endpoint: ChatEndpoint = getattr(settings, role)
-            server = self._servers.get(local)
-            running = server.running if server is not None and server.alive else None
+            running = self._running(local)
             if running is None:
                 problem = self._problems.get(local, "it has not started (yet)")
                 updates[role] = endpoint.model_copy(
@@ -321,12 +321,15 @@ class LocalModels:
             )
         return settings.model_copy(update=updates) if updates else settings
 
+    def _running(self, local: LocalModelSettings) -> RunningModel | None:
+        server = self._servers.get(local)
+        return server.running if server is not None and server.alive else None
+
     def status(self, settings: Settings) -> list[LocalModelStatus]:
         """Each local model ``settings`` want: running where, or why not."""
         out: list[LocalModelStatus] = []
         for local in self.wanted(settings):
-            server = self._servers.get(local)
-            running = server.running if server is not None and server.alive else None
+            running = self._running(local)
             out.append(
                 LocalModelStatus(
                     path=local.path,

@@ -107,12 +107,13 @@ def _sentencepiece(path: str) -> SentencePieceCounter:
     return SentencePieceCounter(Path(path))
 
 
-def _server_root(base_url: str) -> str:
+def server_root(base_url: str) -> str:
+    """The server's root: the base URL without ``/v1`` (where its own routes are)."""
     root = base_url.rstrip("/")
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
+def bearer_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
@@ -153,14 +154,14 @@ def probe_tokenize_route(
 ) -> Route | None:
     """Which tokenize route the server at ``base_url`` answers, or None; once per
     (server, model) for the process unless ``refresh``."""
-    root = _server_root(base_url)
+    root = server_root(base_url)
     key = (root, model)
     with _PROBE_LOCK:
         if key in _PROBES and not refresh:
             return _PROBES[key]
     found: Route | None = None
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT_S, headers=_headers(api_key)) as client:
+        with httpx.Client(timeout=PROBE_TIMEOUT_S, headers=bearer_headers(api_key)) as client:
             # KoboldCpp first: its route is its own; llama.cpp and vLLM share /tokenize
             # and differ in the body they take.
             for route in ("koboldcpp", "llama.cpp", "vllm"):
@@ -227,7 +228,7 @@ class EndpointCounter(MessageCounting):
         if route is None:
             return self.fallback.count(text)
         try:
-            count = _ask(self._http(), _server_root(self.base_url), route, self.model, text)
+            count = _ask(self._http(), server_root(self.base_url), route, self.model, text)
         except (httpx.HTTPError, ValueError):
             # A server that stopped answering must not stop the chat: count this text the
             # fallback way, and ask again next time.
@@ -239,7 +240,9 @@ class EndpointCounter(MessageCounting):
 
     def _http(self) -> httpx.Client:
         if self._client is None:
-            self._client = httpx.Client(timeout=COUNT_TIMEOUT_S, headers=_headers(self._api_key))
+            self._client = httpx.Client(
+                timeout=COUNT_TIMEOUT_S, headers=bearer_headers(self._api_key)
+            )
         return self._client
 
 
@@ -264,10 +267,16 @@ _COUNTERS: dict[tuple[Any, ...], MessageCounting] = {}
 _COUNTERS_LOCK = threading.Lock()
 
 
+def api_key_of(endpoint: Any) -> str | None:
+    """The endpoint's API key in clear (None: it has none)."""
+    secret = endpoint.api_key
+    value = secret.get_secret_value() if hasattr(secret, "get_secret_value") else secret
+    return value or None
+
+
 def counter_for(endpoint: EndpointSettings) -> MessageCounting:
     """The counter budgets use for ``endpoint`` (cached while its settings are the same)."""
-    secret = endpoint.api_key
-    api_key = secret.get_secret_value() if hasattr(secret, "get_secret_value") else secret
+    api_key = api_key_of(endpoint)
     key = (
         endpoint.tokenizer,
         endpoint.base_url,
