@@ -107,15 +107,48 @@ class LocalModelSettings(BaseModel):
     )
 
 
+CompletionApi = Literal["chat", "text", "llamacpp", "koboldcpp"]
+"""How a connection asks for text. chat: OpenAI-compatible ``/v1/chat/completions``
+(messages); the others send one prompt string built with an instruct template. text:
+OpenAI-compatible ``/v1/completions`` (vLLM, TabbyAPI, text-generation-webui, KoboldCpp,
+llama.cpp); llamacpp: llama.cpp's native ``/completion``; koboldcpp: KoboldCpp's
+``/api/v1/generate`` (streamed through ``/api/extra/generate/stream``)."""
+COMPLETION_APIS: tuple[CompletionApi, ...] = ("chat", "text", "llamacpp", "koboldcpp")
+
+
 class _ChatEndpointFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    api: CompletionApi = Field(
+        default="chat",
+        description="chat: OpenAI-compatible chat completions (messages); text: "
+        "OpenAI-compatible /v1/completions; llamacpp: llama.cpp's /completion; koboldcpp: "
+        "KoboldCpp's /api/v1/generate. The last three send one prompt built with the "
+        "instruct template",
+    )
+    instruct_template: str = Field(
+        default="",
+        description="Text-completion APIs: the instruct template's name (built in, or "
+        "imported from SillyTavern's instruct/*.json); '' picks one from the model name, "
+        "else ChatML",
+    )
+    context_template: str = Field(
+        default="",
+        description="Text-completion APIs: the context template's name (story string, "
+        "example separator, chat start; SillyTavern's context/*.json); '' is SillyTavern's "
+        "Default",
+    )
 
     local_model: LocalModelSettings | None = Field(
         default=None,
         description="Run this GGUF file locally instead of calling base_url (storyloom "
         "fills base_url and model in while it runs)",
     )
-    base_url: str = Field(default="", description="OpenAI-compatible base URL, ending in /v1")
+    base_url: str = Field(
+        default="",
+        description="The server's base URL: ending in /v1 for the chat and text APIs, the "
+        "server root (or /v1, which is ignored) for llamacpp and koboldcpp",
+    )
     model: str = Field(default="", description="Model name as the endpoint knows it")
     parameters: ModelParameters = Field(
         default_factory=ModelParameters, description="Sampling parameters sent with each request"
