@@ -29,7 +29,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import openai
-from openai._response import async_to_streamed_response_wrapper
+from openai._constants import RAW_RESPONSE_HEADER
+from openai._response import AsyncResponseContextManager
 
 from storyloom.core.settings import ChatEndpoint, CompletionApi
 from storyloom.llm.answer_stream import AnswerStream, ChatResult
@@ -274,8 +275,15 @@ class TextStream(AnswerStream):
         if self._refusal is not None:
             raise self._refusal
         self._sent = True
-        post = async_to_streamed_response_wrapper(sdk.post)
-        return post(_STREAM_PATHS[self._api], cast_to=object, body=self._body)
+        # The SDK's own streamed-response wrapper, around its generic post: the SDK
+        # sends the request and raises status errors; the body is read by the caller.
+        request = sdk.post(
+            _STREAM_PATHS[self._api],
+            cast_to=object,
+            body=self._body,
+            options={"headers": {RAW_RESPONSE_HEADER: "stream"}},
+        )
+        return AsyncResponseContextManager(request)
 
     def _apply(self, event: Any) -> str | None:
         if not isinstance(event, dict):
