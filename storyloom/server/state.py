@@ -21,6 +21,7 @@ from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.catalog import KnowledgeCatalog
 from storyloom.knowledge.embedding_jobs import EmbeddingProgress
+from storyloom.llm.instruct import TemplateLibrary
 from storyloom.llm.local_model import LocalModels
 from storyloom.plugins import node_registry as fresh_node_registry
 from storyloom.project.knowledge_service import KnowledgeService
@@ -232,8 +233,10 @@ class ServerState:
     @property
     def settings(self) -> Settings:
         """The settings in force: the saved ones, with each role that runs a local model
-        pointing at it while it runs."""
-        return self.local_models.apply(self.loaded.effective)
+        pointing at it while it runs, and each text-completion role carrying its instruct
+        and context templates."""
+        effective = self.local_models.apply(self.loaded.effective)
+        return TemplateLibrary(self.home).resolve_settings(effective)
 
     @property
     def configured_settings(self) -> Settings:
