@@ -514,6 +514,7 @@ class WritingStudio:
                 persisted_at=o.persisted_at,
                 steps=dict(o.steps),
                 error=o.error,
+                reasons=dict(o.reasons),
             )
             for o in self.curator.outputs(book_id)
         ]
