@@ -16,8 +16,14 @@ measures, interleaved and repeated:
 3. **Filament compliance.** Scripted turns that call for a state update (picking things
    up, moving, getting hurt), each in a chat with the format guide on and one with it off:
    how many replies changed the chat's variables, and how many had a thought.
+4. **Agent JSON that validates.** Curation's extraction (its system prompt and pydantic
+   model) asked of short passages of public-domain prose, each request once with the
+   model's json_schema as ``response_format`` (llama.cpp's grammar) and once with the
+   prompt's words only, one answer each (no retry): how many validate. ``ratio:`` is the
+   valid answers with the schema over those without.
 
-    .venv/bin/python bench/real_model.py [--repeat 5] [--turns 20]
+    .venv/bin/python bench/real_model.py [--repeat 5] [--turns 20] [--json-requests 50]
+        [--only client|path|filament|json]
 """
 
 from __future__ import annotations
@@ -38,9 +44,12 @@ import uvicorn
 from storyloom.cli.serve import bind_socket
 from storyloom.core.settings import ChatEndpoint, LocalModelSettings
 from storyloom.llm.chat import ChatClient
+from storyloom.llm.errors import JsonAnswerError
 from storyloom.llm.local_model import LocalModelServer
+from storyloom.llm.structured_output import parse_json_answer, response_format
 from storyloom.project.project_file import init_project
 from storyloom.server.app import create_app
+from storyloom.writing.curation import EXTRACT_SYSTEM, AgentExtraction
 
 MESSAGES = [
     {"role": "system", "content": "You are Maren, who keeps a lighthouse."},
@@ -67,6 +76,71 @@ TURNS = (
     "I open the sea door and step onto the rocks.",
     "I find a rope and tie it to my belt.",
 )
+
+
+PASSAGES = (
+    # Public-domain prose: Melville, Austen, Stevenson, Dickens, Conan Doyle.
+    (
+        "Ishmael",
+        "Call me Ishmael. Having little or no money in my purse, and nothing "
+        "particular to interest me on shore, I thought I would sail about a little.",
+    ),
+    (
+        "Elizabeth",
+        "Elizabeth Bennet had been obliged, by the scarcity of gentlemen, to sit "
+        "down for two dances; and Mr. Darcy had been standing near enough for her to hear.",
+    ),
+    (
+        "Jim Hawkins",
+        "Jim Hawkins took the black spot from the dead captain's hand. On the "
+        "other side was written: You have till ten tonight.",
+    ),
+    (
+        "Pip",
+        "Pip's sister, Mrs. Joe Gargery, was more than twenty years older than he, and "
+        "had brought him up by hand. She was tall and bony and almost always wore an apron.",
+    ),
+    (
+        "Holmes",
+        "Sherlock Holmes sat silent for some minutes, with his long thin fingers "
+        "pressed together. Then he rose and went to the window of the room in Baker Street.",
+    ),
+)
+JSON_SAMPLING = {"temperature": 0.7, "max_tokens": 200, "frequency_penalty": 1,
+                 "cache_prompt": False}  # fmt: skip
+"""Sampled (a seed per request), so that each request is a new try at the same task; the
+frequency penalty keeps a model this small from repeating one fact to ``max_tokens``."""
+
+
+def extraction_prompt(chapter: int, name: str, text: str) -> str:
+    """What curation sends for a chapter of a book that knows one character."""
+    slug = name.lower().replace(" ", "-").replace(".", "")
+    return (
+        f"Chapter {chapter}. Known entities:\n- /entities/characters/{slug}: {name}\n"
+        f"Facts before this chapter:\n\nThe chapter:\n{text}"
+    )
+
+
+async def json_validity(endpoint: ChatEndpoint, requests: int) -> tuple[int, int]:
+    """(valid answers with the schema, valid answers without it) over ``requests`` each."""
+    schema = response_format(AgentExtraction)
+    valid = {True: 0, False: 0}
+    async with ChatClient(endpoint) as client:
+        for n in range(requests):
+            name, text = PASSAGES[n % len(PASSAGES)]
+            messages = [
+                {"role": "system", "content": EXTRACT_SYSTEM},
+                {"role": "user", "content": extraction_prompt(n + 1, name, text)},
+            ]
+            for with_schema in (True, False):
+                extra: dict[str, Any] = {"response_format": schema} if with_schema else {}
+                result = await client.complete(messages, seed=n, **extra)
+                try:
+                    parse_json_answer(result.text, AgentExtraction, what="extraction")
+                except JsonAnswerError:
+                    continue
+                valid[with_schema] += 1
+    return valid[True], valid[False]
 
 
 def bare_stream(base: str, messages: list[dict[str, Any]]) -> tuple[float, int, float]:
@@ -148,49 +222,80 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument(
+        "--json-requests", type=int, default=50, help="requests of section 4 (each way)"
+    )
+    parser.add_argument(
+        "--only", choices=("client", "path", "filament", "json"), help="run one section"
+    )
     args = parser.parse_args()
+    wanted = {args.only} if args.only else {"client", "path", "filament", "json"}
 
     model = LocalModelServer(LocalModelSettings(context_size=2048))
     started = time.perf_counter()
     running = model.start()
     print(f"embedded model ready in {time.perf_counter() - started:.2f} s at {running.url}")
-    endpoint = ChatEndpoint(
-        base_url=running.url, model=running.model, parameters=SAMPLING, max_retries=0
-    )
     try:
-        bare_first, ours_first, bare_rate, ours_rate = [], [], [], []
-        bare_stream(running.url, MESSAGES)  # warm the slot and the prompt cache alike
-        for _ in range(args.repeat):
-            first, tokens, total = bare_stream(running.url, MESSAGES)
-            bare_first.append(first)
-            bare_rate.append(tokens / max(total - first, 1e-9))
-            first, tokens, total = asyncio.run(storyloom_stream(endpoint))
-            ours_first.append(first)
-            ours_rate.append(tokens / max(total - first, 1e-9))
-        med = statistics.median
-        print(
-            f"1. client  bare httpx: first token {med(bare_first) * 1000:.0f} ms, "
-            f"{med(bare_rate):.1f} tokens/s"
-        )
-        print(
-            f"   client  storyloom:  first token {med(ours_first) * 1000:.0f} ms, "
-            f"{med(ours_rate):.1f} tokens/s"
-        )
-        print(f"ratio: {med(ours_first) / med(bare_first):.3f} (first token, storyloom / bare)")
+        if "client" in wanted:
+            client_overhead(running.url, running.model, args.repeat)
+        if wanted & {"path", "filament"}:
+            through_rest(running.url, args.repeat, args.turns, wanted)
+        if "json" in wanted:
+            agent = ChatEndpoint(
+                base_url=running.url, model=running.model, parameters=JSON_SAMPLING, max_retries=0
+            )
+            count = args.json_requests
+            with_schema, without = asyncio.run(json_validity(agent, count))
+            print(
+                f"4. agent JSON that validates on {count} requests: {with_schema}/{count} with "
+                f"json_schema, {without}/{count} without"
+            )
+            print(f"ratio: {with_schema / max(without, 1):.3f} (valid, with schema / without)")
+    finally:
+        model.stop()
 
-        with tempfile.TemporaryDirectory() as folder:
-            base, server = serve(home_for(running.url, Path(folder)))
-            try:
-                with httpx.Client(base_url=base, timeout=300) as api:
+
+def client_overhead(base_url: str, model: str, repeat: int) -> None:
+    """Section 1."""
+    med = statistics.median
+    endpoint = ChatEndpoint(base_url=base_url, model=model, parameters=SAMPLING, max_retries=0)
+    bare_first, ours_first, bare_rate, ours_rate = [], [], [], []
+    bare_stream(base_url, MESSAGES)  # warm the slot and the prompt cache alike
+    for _ in range(repeat):
+        first, tokens, total = bare_stream(base_url, MESSAGES)
+        bare_first.append(first)
+        bare_rate.append(tokens / max(total - first, 1e-9))
+        first, tokens, total = asyncio.run(storyloom_stream(endpoint))
+        ours_first.append(first)
+        ours_rate.append(tokens / max(total - first, 1e-9))
+    print(
+        f"1. client  bare httpx: first token {med(bare_first) * 1000:.0f} ms, "
+        f"{med(bare_rate):.1f} tokens/s"
+    )
+    print(
+        f"   client  storyloom:  first token {med(ours_first) * 1000:.0f} ms, "
+        f"{med(ours_rate):.1f} tokens/s"
+    )
+    print(f"ratio: {med(ours_first) / med(bare_first):.3f} (first token, storyloom / bare)")
+
+
+def through_rest(base_url: str, repeat: int, turns: int, wanted: set[str]) -> None:
+    """Sections 2 and 3, through a storyloom server whose user model is ``base_url``."""
+    med = statistics.median
+    with tempfile.TemporaryDirectory() as folder:
+        base, server = serve(home_for(base_url, Path(folder)))
+        try:
+            with httpx.Client(base_url=base, timeout=300) as api:
+                if "path" in wanted:
                     path_times, bare_times = [], []
                     chat_id = new_chat(api, "on")
-                    for text in TURNS[: args.repeat]:
+                    for text in TURNS[:repeat]:
                         seconds, reply = turn(api, chat_id, text)
                         sent = api.get(
                             f"/api/chats/{chat_id}/messages/{reply['id']}/prompt"
                         ).json()["messages"]
                         path_times.append(seconds)
-                        bare_times.append(bare_stream(running.url, sent)[2])
+                        bare_times.append(bare_stream(base_url, sent)[2])
                     print(
                         f"2. a chat turn through REST: {med(path_times) * 1000:.0f} ms; the same "
                         f"messages straight to llama.cpp: {med(bare_times) * 1000:.0f} ms"
@@ -199,31 +304,32 @@ def main() -> None:
                         f"ratio: {med(path_times) / med(bare_times):.3f} "
                         "(whole turn, storyloom / bare)"
                     )
+                if "filament" in wanted:
+                    filament_compliance(api, turns)
+        finally:
+            server.should_exit = True
 
-                    print(f"3. Filament compliance over {args.turns} turns:")
-                    for guide in ("on", "off"):
-                        chat_id = new_chat(api, guide)
-                        updated = thought = failed = 0
-                        for n in range(args.turns):
-                            _, reply = turn(api, chat_id, TURNS[n % len(TURNS)])
-                            if reply["status"] != "complete":
-                                failed += 1
-                                continue
-                            state = api.get(
-                                f"/api/chats/{chat_id}/messages/{reply['id']}/state"
-                            ).json()
-                            if any(op["path"].startswith("/variables") for op in state["delta"]):
-                                updated += 1
-                            if reply.get("thought"):
-                                thought += 1
-                        print(
-                            f"   format guide {guide:3}: {updated}/{args.turns} replies updated "
-                            f"the state, {thought} had a thought, {failed} failed"
-                        )
-            finally:
-                server.should_exit = True
-    finally:
-        model.stop()
+
+def filament_compliance(api: httpx.Client, turns: int) -> None:
+    """Section 3."""
+    print(f"3. Filament compliance over {turns} turns:")
+    for guide in ("on", "off"):
+        chat_id = new_chat(api, guide)
+        updated = thought = failed = 0
+        for n in range(turns):
+            _, reply = turn(api, chat_id, TURNS[n % len(TURNS)])
+            if reply["status"] != "complete":
+                failed += 1
+                continue
+            state = api.get(f"/api/chats/{chat_id}/messages/{reply['id']}/state").json()
+            if any(op["path"].startswith("/variables") for op in state["delta"]):
+                updated += 1
+            if reply.get("thought"):
+                thought += 1
+        print(
+            f"   format guide {guide:3}: {updated}/{turns} replies updated "
+            f"the state, {thought} had a thought, {failed} failed"
+        )
 
 
 if __name__ == "__main__":

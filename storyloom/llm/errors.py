@@ -21,13 +21,14 @@ import re
 import socket
 import ssl
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, get_args
 
 import httpx
 import httpx2
 import openai
 
-from storyloom.core.errors import StoryloomError, Unavailable
+from storyloom.core.errors import FieldProblem, InvalidInput, StoryloomError, Unavailable
 
 ErrorKind = Literal[
     "unreachable",
@@ -180,6 +181,18 @@ class NotConfigured(LLMError, Unavailable):
     """The endpoint lacks a base URL or model name."""
 
     default_kind = "not_configured"
+
+
+class JsonAnswerError(InvalidInput):
+    """The model answered, but not with the JSON that was asked for; ``problems`` names
+    each bad field (``""`` for the answer as a whole). ``what`` is what was asked for."""
+
+    def __init__(
+        self, what: str, problems: Sequence[FieldProblem], *, who: str = "the model"
+    ) -> None:
+        self.what = what
+        summary = "; ".join(str(p) for p in problems) or "unreadable"
+        super().__init__(f"{who}'s {what} is not valid: {summary}", problems)
 
 
 # -- mapping --------------------------------------------------------------------------

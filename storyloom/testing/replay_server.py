@@ -258,7 +258,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.rstrip("/")
         tokenize = self.server.owner.tokenize
         if path == "/v1/chat/completions":
-            if self._known_model(body):
+            if self._known_model(body) and self._format_taken(body):
                 self._chat(body, self.server.owner._next_reply())
         elif tokenize is not None and path == _TOKENIZE_ROUTES[tokenize]:
             self._tokenize(tokenize, body)
@@ -274,6 +274,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"success": "true", "done": "true"})
         else:
             self._send_error(404, f"Unknown path {self.path}")
+
+    def _format_taken(self, body: dict[str, Any]) -> bool:
+        """Refuse a json_schema ``response_format`` as servers without it do (400, before
+        any answer: no scripted reply is used)."""
+        asked = body.get("response_format")
+        if self.server.owner.json_schema or not isinstance(asked, dict):
+            return True
+        if asked.get("type") != "json_schema":
+            return True
+        self._send_error(400, "response_format type 'json_schema' is not supported (replay server)")
+        return False
 
     def _tokenize(self, kind: TokenizeRoute, body: dict[str, Any]) -> None:
         """The tokenize route of a local server, with :func:`fake_tokens` as its tokenizer."""
@@ -652,6 +663,9 @@ class ReplayLLMServer:
     KoboldCpp (``POST /api/extra/tokencount`` {prompt}), counting with :func:`fake_tokens`.
     ``context_length`` set: KoboldCpp's ``GET /api/extra/true_max_context_length`` and
     llama.cpp's ``GET /props`` report it.
+    Every body is recorded as sent (``response_format`` included); ``json_schema=False``
+    answers a chat request with a json_schema ``response_format`` 400, as a server without
+    structured outputs does (the scripted reply stays queued).
     """
 
     def __init__(
@@ -666,6 +680,7 @@ class ReplayLLMServer:
         honour_dimensions: bool = True,
         tokenize: TokenizeRoute | None = None,
         context_length: int | None = None,
+        json_schema: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -680,6 +695,7 @@ class ReplayLLMServer:
         self.honour_dimensions = honour_dimensions
         self.tokenize = tokenize
         self.context_length = context_length
+        self.json_schema = json_schema
         self._address = (host, port)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)

@@ -5,8 +5,10 @@ changes until the author accepts.
 given the node catalog and the current workflow, checks every node type against the
 registry and the merged workflow with the workflow validation (only problems the
 suggestion adds count: an unfinished workflow stays unfinished), and keeps the
-suggestion as ``pending`` in ``writing_suggestion``. A malformed answer is sent back to
-the model once with what was wrong; a second bad answer is :class:`BuilderError`.
+suggestion as ``pending`` in ``writing_suggestion``. The answer is asked for with its JSON
+schema where the endpoint takes one (:mod:`storyloom.llm.structured_output`); a malformed
+or unusable answer is sent back to the model once with what was wrong; a second bad
+answer is :class:`BuilderError`.
 ``accept`` applies the stored nodes and edges (ids that meanwhile clash are renamed) and
 saves the workflow; ``reject`` closes the suggestion. Each suggestion is decided once.
 """
@@ -30,13 +32,13 @@ from storyloom.core.errors import (
     problems_from_validation,
 )
 from storyloom.core.settings import ChatEndpoint
-from storyloom.llm.chat import ChatClient
+from storyloom.llm.errors import JsonAnswerError
+from storyloom.llm.structured_output import ask_json
 from storyloom.store.database import Database
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.validation import validate_workflow
 from storyloom.workflow.workflow_file import Position, Workflow, WorkflowEdge, WorkflowNode
 from storyloom.workflow.workflow_graph import WorkflowGraph
-from storyloom.writing.agent_json import AgentJsonError, parse_agent_json
 
 SuggestionState = Literal["pending", "accepted", "rejected"]
 
@@ -155,22 +157,20 @@ class Builder:
             {"role": "system", "content": BUILDER_SYSTEM},
             {"role": "user", "content": self._prompt(intent, workflow)},
         ]
-        async with ChatClient(endpoint) as client:
-            answer = (await client.complete(messages)).text
-            try:
-                suggestion = self._suggestion(answer, workflow, suggestion_id)
-            except BuilderError as first:
-                # One more chance, told exactly what was wrong.
-                messages += [
-                    {"role": "assistant", "content": answer},
-                    {
-                        "role": "user",
-                        "content": f"That cannot be used: {first}. Answer again with the "
-                        "JSON only, fixing these problems.",
-                    },
-                ]
-                answer = (await client.complete(messages)).text
-                suggestion = self._suggestion(answer, workflow, suggestion_id)
+
+        async def placed(answer: _Answer) -> Suggestion:
+            # Unknown node types, bad config and dangling edges are problems of the
+            # answer: the model hears them in the one retry, as it hears schema problems.
+            return self._suggestion(answer, workflow, suggestion_id)
+
+        try:
+            suggestion = await ask_json(
+                endpoint, messages, _Answer, what="workflow suggestion", accept=placed
+            )
+        except BuilderError:
+            raise
+        except JsonAnswerError as exc:
+            raise BuilderError(str(exc), exc.problems) from None
         stored = _Stored(suggestion=suggestion, new_workflow=new)
         with self.database.write_transaction() as tx:
             tx.execute(
@@ -231,11 +231,7 @@ class Builder:
 
     # -- checking a suggestion ------------------------------------------------------------
 
-    def _suggestion(self, answer: str, workflow: Workflow, suggestion_id: str) -> Suggestion:
-        try:
-            parsed = parse_agent_json(answer, _Answer, what="workflow suggestion")
-        except AgentJsonError as exc:
-            raise BuilderError(str(exc), exc.problems) from None
+    def _suggestion(self, parsed: _Answer, workflow: Workflow, suggestion_id: str) -> Suggestion:
         nodes, edges = self.place(workflow, parsed.nodes, parsed.edges)
         return Suggestion(
             suggestion_id=suggestion_id,

@@ -85,7 +85,10 @@ logger = logging.getLogger(__name__)
 
 StepName = Literal["summarize", "extract", "profiles", "index", "check"]
 STEPS: tuple[StepName, ...] = get_args(StepName)
-StepState = Literal["pending", "running", "done", "failed"]
+StepState = Literal["pending", "running", "done", "skipped", "failed"]
+"""``skipped``: the step's agent-model work did not run (there is none); what it could do
+without it is done, and its reason says what is missing and how to set it up."""
+FINISHED: frozenset[StepState] = frozenset({"done", "skipped"})
 EMBED_BATCH = 32
 
 
@@ -132,6 +135,8 @@ class OutputStatus(_Wire):
     steps: dict[str, StepState]
     error: str | None = None
     """The failed step's error, when one failed."""
+    reasons: dict[str, str] = Field(default_factory=dict)
+    """Why each skipped step was skipped (step → reason)."""
 
 
 class CurationProgress(_Wire):
@@ -143,6 +148,8 @@ class CurationProgress(_Wire):
     done: int
     total: int
     error: str | None = None
+    reason: str | None = None
+    """Why the step was skipped, when it was."""
 
 
 class ProfileRef(_Wire):
@@ -432,6 +439,7 @@ class Curator:
         out = self._output(output_id)
         steps = self._steps(output_id)
         error = next((e for _, state, e, _ in steps if state == "failed"), None)
+        reasons = {name: e for name, state, e, _ in steps if state == "skipped" and e}
         return OutputStatus(
             output_id=out.id,
             book_id=out.book_id,
@@ -442,6 +450,7 @@ class Curator:
             persisted_at=out.persisted_at,
             steps={name: state for name, state, _, _ in steps},
             error=error,
+            reasons=reasons,
         )
 
     def warnings(
@@ -477,13 +486,13 @@ class Curator:
         async with self._lock(out.book_id):
             steps = self._steps(output_id)
             total = len(steps)
-            done = sum(1 for _, state, _, _ in steps if state == "done")
+            done = sum(1 for _, state, _, _ in steps if state in FINISHED)
             for name, state, _, _ in steps:
-                if state != "done":
+                if state not in FINISHED:
                     await asyncio.to_thread(self._mark, output_id, name, "running")
                     self._progress(out, name, "running", done, total)
                     try:
-                        await self._run(out, name)
+                        skipped = await self._run(out, name)
                     except Exception as exc:
                         error = f"{name}: {_reason(exc)}"
                         if not isinstance(exc, StoryloomError):
@@ -492,7 +501,10 @@ class Curator:
                         self._progress(out, name, "failed", done, total, error)
                         return
                     done += 1
-                    self._progress(out, name, "done", done, total)
+                    if skipped is None:
+                        self._progress(out, name, "done", done, total)
+                    else:
+                        self._progress(out, name, "skipped", done, total, reason=skipped)
                 if name == until:
                     return
 
@@ -526,6 +538,8 @@ class Curator:
         done: int,
         total: int,
         error: str | None = None,
+        *,
+        reason: str | None = None,
     ) -> None:
         self._emit(
             CurationProgress(
@@ -536,6 +550,7 @@ class Curator:
                 done=done,
                 total=total,
                 error=error,
+                reason=reason,
             )
         )
 
@@ -570,15 +585,21 @@ class Curator:
             [*args, output_id, step],
         )
 
-    def _done(self, tx: apsw.Connection, out: _Output, step: str, result: Any) -> None:
-        self._set_state(tx, out.id, step, "done", result=result)
+    def _done(
+        self, tx: apsw.Connection, out: _Output, step: str, result: Any, skipped: str | None = None
+    ) -> None:
+        """Mark ``step`` finished: done, or skipped for the reason ``skipped`` (kept in the
+        error column, which says why a step did not do its whole job)."""
+        state: StepState = "done" if skipped is None else "skipped"
+        self._set_state(tx, out.id, step, state, error=skipped, result=result)
 
-    async def _run(self, out: _Output, step: str) -> None:
+    async def _run(self, out: _Output, step: str) -> str | None:
+        """Run one step; the reason when it was skipped, None when done."""
         if step == "summarize":
-            await self._summarize(out)
-        elif step == "extract":
-            await self._extract(out)
-        elif step == "profiles":
+            return await self._summarize(out)
+        if step == "extract":
+            return await self._extract(out)
+        if step == "profiles":
             profiles = await asyncio.to_thread(self._profiles, out)
             self._emit(ProfileUpdated(book_id=out.book_id, profiles=profiles))
         elif step == "index":
@@ -587,16 +608,26 @@ class Curator:
             self._emit(await asyncio.to_thread(self._check, out))
         else:  # pragma: no cover - the table only holds STEPS
             raise StepFailed(f"unknown step {step!r}")
+        return None
 
     def _agent(self) -> ChatEndpoint | None:
         endpoint = self._agent_endpoint()
         return endpoint if endpoint is not None and endpoint.configured else None
 
+    def _no_agent(self) -> str:
+        """Why there is no agent model to ask, and where to set one."""
+        endpoint = self._agent_endpoint()
+        problem = endpoint.local_problem if endpoint is not None else None
+        if problem is not None:
+            return f"the agent model does not run ({problem}). Fix it under Settings → Agent LLM"
+        return "no agent model is set up. Set one under Settings → Agent LLM"
+
     # -- summarize -----------------------------------------------------------------------
 
-    async def _summarize(self, out: _Output) -> None:
+    async def _summarize(self, out: _Output) -> str | None:
         chapter = self.store.chapter(out.book_id, out.chapter)
         endpoint = self._agent()
+        skipped: str | None = None
         if endpoint is not None:
             answer = await ask_agent_json(
                 endpoint,
@@ -611,6 +642,10 @@ class Curator:
             l0 = chapter_l0(chapter.title, out.text)
             l1 = chapter_l1(chapter.title, out.text, names)
             source = f"curation:{out.id}"
+            skipped = (
+                f"{self._no_agent()}: without one the summary is the chapter's opening and "
+                "closing lines"
+            )
 
         def write() -> None:
             with self.store.database.write_transaction() as tx:
@@ -621,9 +656,10 @@ class Curator:
                         LevelWrite(chapter.path, "L1", l1, out.chapter, source),
                     ],
                 )
-                self._done(tx, out, "summarize", {"source": source, "l0": l0})
+                self._done(tx, out, "summarize", {"source": source, "l0": l0}, skipped)
 
         await asyncio.to_thread(write)
+        return skipped
 
     def _mention_titles(self, out: _Output) -> list[str]:
         lexicon = Lexicon.build(self.store, out.book_id)
@@ -632,25 +668,38 @@ class Curator:
 
     # -- extract -------------------------------------------------------------------------
 
-    async def _extract(self, out: _Output) -> None:
+    async def _extract(self, out: _Output) -> str | None:
         endpoint = self._agent()
+        skipped: str | None = None
         if endpoint is not None:
-            answer = await ask_agent_json(
+
+            async def resolved(answer: AgentExtraction) -> Extraction:
+                # Names the book does not know are problems of the answer too: the model
+                # hears them in the one retry, as it hears schema problems.
+                return await asyncio.to_thread(self._from_agent, out, answer)
+
+            extraction = await ask_agent_json(
                 endpoint,
                 EXTRACT_SYSTEM,
                 self._extract_prompt(out),
                 AgentExtraction,
                 what="extraction",
+                accept=resolved,
             )
-            extraction = await asyncio.to_thread(self._from_agent, out, answer)
         else:
             extraction = await asyncio.to_thread(self._lexical, out)
+            skipped = (
+                f"{self._no_agent()}: without one no facts, new characters, relations or "
+                "plot threads are taken from the chapter, only the names it mentions and "
+                "changes to what the book already records"
+            )
 
         def write() -> None:
             with self.store.database.write_transaction() as tx:
-                self._done(tx, out, "extract", extraction.to_json())
+                self._done(tx, out, "extract", extraction.to_json(), skipped)
 
         await asyncio.to_thread(write)
+        return skipped
 
     def _extract_prompt(self, out: _Output) -> str:
         entities = self.store.entities(out.book_id)

@@ -166,8 +166,9 @@ class WritingStudio:
     # -- services -------------------------------------------------------------------------
 
     def agent_endpoint(self) -> ChatEndpoint | None:
-        endpoint = self._settings().agent_llm
-        return endpoint if endpoint.configured else None
+        """The agent role's endpoint in force, set up or not: an unconfigured one still
+        says why (a local model that does not run), which curation tells the author."""
+        return self._settings().agent_llm
 
     def _embeddings(self) -> EmbeddingProvider | None:
         if self._knowledge is None:
@@ -513,6 +514,7 @@ class WritingStudio:
                 persisted_at=o.persisted_at,
                 steps=dict(o.steps),
                 error=o.error,
+                reasons=dict(o.reasons),
             )
             for o in self.curator.outputs(book_id)
         ]

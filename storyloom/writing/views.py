@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from storyloom.writing.book_store import LEVELS, Level
+from storyloom.writing.curation import StepState
 
 SceneType = Literal["any", "dialogue", "action", "emotional", "exposition"]
-StepState = Literal["pending", "running", "done", "failed"]
 ExportFormat = Literal["markdown", "docx", "epub"]
 
 MAX_CHAPTER = 1_000_000
@@ -270,6 +270,8 @@ class OutputView(_View):
     persisted_at: str
     steps: dict[str, StepState]
     error: str | None = None
+    reasons: dict[str, str] = Field(default_factory=dict)
+    """Why each skipped step was skipped (no agent model, and where to set one)."""
 
 
 class RetryAccepted(_View):

@@ -97,7 +97,7 @@ async def test_summarise_asks_the_agent_for_a_json_array_and_numbers_the_points(
     assert result == points("Ash asked Mira for a crossing.", "Mira agreed, grudgingly.")
     [request] = llm.chat_requests
     system, user = request["messages"]
-    assert "JSON array of strings" in system["content"]
+    assert '{"points": [' in system["content"]
     assert "Ash: message number 0" in user["content"]
     assert "Mira: message number 1" in user["content"]
 

@@ -149,7 +149,7 @@ async def test_malformed_json_is_sent_back_once_then_refused(
     assert isinstance(caught.value, InvalidInput)
     assert "not valid" in str(caught.value)
     _first, second = agent.chat_requests
-    assert "That cannot be used" in second["messages"][-1]["content"]
+    assert "That answer cannot be used" in second["messages"][-1]["content"]
     row = db.connection().execute("SELECT count(*) FROM writing_suggestion").fetchone()
     assert row is not None and row[0] == 0
 

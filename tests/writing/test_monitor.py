@@ -219,7 +219,9 @@ async def test_malformed_agent_claims_raise_naming_the_problem(
     store: BookStore, llm: ReplayLLMServer
 ) -> None:
     book = book_with_chapters(store, 2)
-    llm.script(Reply(text='{"claims": [{"subject": "Lin Feng"}]}'), Reply(text="no json here"))
+    # Each is told back to the model once; the same answer again is the error.
+    missing_fields = Reply(text='{"claims": [{"subject": "Lin Feng"}]}')
+    llm.script(missing_fields, missing_fields, Reply(text="no json here"), Reply(text="none"))
     with pytest.raises(MonitorError) as missing:
         await claims_by_agent(agent(llm), store, book, "text", 2)
     assert "claims[0].attribute" in str(missing.value)

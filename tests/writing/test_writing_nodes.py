@@ -301,12 +301,13 @@ async def test_an_unusable_agent_answer_falls_back_to_the_offline_reader(
     db: Database, store: BookStore, llm: ReplayLLMServer, agent: ReplayLLMServer
 ) -> None:
     llm.script(CONTRADICTION)
-    agent.script("I cannot tell who is in it.", "I think it is fine.")
+    # Intent and claims: each unusable answer is told back once, then given up on.
+    agent.script("I cannot tell who is in it.", "Still cannot.", "It is fine.", "Fine.")
     result, events = await run_answering(
         runner_for(db, llm, agent), draft(max_retries=0), [HumanDecision(decision="approve")]
     )
     assert result.status == "completed", result.errors
-    assert len(agent.chat_requests) == 2
+    assert len(agent.chat_requests) == 4
     assert completed(events).evaluation is not None
     assert result.outputs["node"]["evaluation"]["decision"] == "flag-human"
 

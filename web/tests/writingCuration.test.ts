@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { WarningView } from '../src/api/writing'
-import { applyProgress, curationFailed, curationFinished, curationFromStatus, newCuration } from '../src/lib/writingCuration'
+import { applyProgress, curationFailed, curationFinished, curationFromStatus, curationSkipped, newCuration } from '../src/lib/writingCuration'
 import { intentionalCount, visibleWarnings } from '../src/lib/writingWarnings'
 
 describe('curation progress', () => {
@@ -43,6 +43,29 @@ describe('curation progress', () => {
     })
     expect(view.steps.find((s) => s.step === 'extract')).toEqual({ step: 'extract', state: 'failed', error: 'extract: malformed JSON' })
     expect(view.steps.find((s) => s.step === 'summarize')!.error).toBe('')
+  })
+
+  it('says why a step was skipped, live and after a reload, and never reads as fully done', () => {
+    const why = 'no agent model is set up. Set one under Settings → Agent LLM: without one ...'
+    const live = newCuration('o1', 4)
+    for (const step of ['summarize', 'extract']) applyProgress(live, { outputId: 'o1', step, state: 'skipped', reason: why })
+    for (const step of ['profiles', 'index', 'check']) applyProgress(live, { outputId: 'o1', step, state: 'done' })
+    expect(live.steps[1]).toEqual({ step: 'extract', state: 'skipped', error: why })
+    expect(curationFinished(live)).toBe(true)
+    expect(curationSkipped(live)).toBe(true)
+    expect(curationFailed(live)).toBe(false)
+
+    const reloaded = curationFromStatus({
+      outputId: 'o1',
+      chapter: 4,
+      runId: null,
+      nodeId: null,
+      persistedAt: '',
+      steps: { summarize: 'skipped', extract: 'skipped', profiles: 'done', index: 'done', check: 'done' },
+      reasons: { summarize: why, extract: why },
+    })
+    expect(reloaded.steps.map((s) => s.error)).toEqual([why, why, '', '', ''])
+    expect(curationSkipped(reloaded)).toBe(true)
   })
 })
 

@@ -1,7 +1,9 @@
 """Summarise and continue (seed 004): plot-point summaries, their index, and new chats.
 
-"Summarise" asks the agent model for the conversation's plot points as a JSON array of
-strings (answers in code fences or as a numbered list are read too). The points become a
+"Summarise" asks the agent model for the conversation's plot points as JSON
+(``{"points": [...]}``, held to that schema where the endpoint takes one, see
+:mod:`storyloom.llm.structured_output`; a bare array, one in a code fence or a numbered
+list is read too). The points become a
 summary preset (:mod:`storyloom.chat.personalab.library`) and are indexed in SQLite with their
 embeddings (:class:`SummaryIndex`), so retrieval can bring old events back into the
 prompt, scoped by conversation (``rag_scope``: ``self_only`` searches just the
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel
 
 from storyloom.chat.personalab.export import SUMMARY_TYPE, is_summary, number_turns
 from storyloom.chat.personalab.library import SummaryPoint, SummaryPreset
@@ -30,6 +33,7 @@ from storyloom.core.settings import ChatEndpoint
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.context_size import context_size_of
 from storyloom.llm.embeddings import EmbeddingProvider
+from storyloom.llm.structured_output import ask_json
 from storyloom.llm.tokens import TokenCounter, token_counter
 from storyloom.store.database import Database
 
@@ -44,8 +48,19 @@ SUMMARY_SYSTEM_PROMPT = (
     "Each plot point is one event or development: who did what, what was learned, "
     "promised or decided, how a relationship changed. Write each in one or two "
     "sentences, in the past tense, in the language of the conversation, keeping names. "
-    "Answer with a JSON array of strings only, in story order, without commentary."
+    'Answer only JSON: {"points": ["<plot point>", ...]}, the points in story order, '
+    "without commentary."
 )
+
+
+class PlotPoints(BaseModel):
+    """What the agent model answers to "summarise"."""
+
+    points: list[str]
+
+
+def _plot_points_json(text: str) -> dict[str, list[str]]:
+    return {"points": parse_plot_points(text)}
 
 
 # -- transcripts ----------------------------------------------------------------------
@@ -201,15 +216,19 @@ async def summarise(
             part = f" (part {number} of {len(chunks)})" if len(chunks) > 1 else ""
             prompt = (
                 f"Conversation between {user_name} and {character_name}{part}:\n\n{chunk}\n\n"
-                "Return the JSON array of plot points."
+                "Return the JSON with the plot points."
             )
-            result = await client.complete(
+            answer = await ask_json(
+                client,
                 [
                     {"role": "system", "content": SUMMARY_SYSTEM_PROMPT},
                     {"role": "user", "content": prompt},
-                ]
+                ],
+                PlotPoints,
+                what="plot points",
+                parse=_plot_points_json,
             )
-            texts.extend(parse_plot_points(result.text))
+            texts.extend(t for t in (p.strip() for p in answer.points) if t)
     if not texts:
         raise ChatError("the agent model returned no plot points; try again or another model")
     return [SummaryPoint(index=i, content=t) for i, t in enumerate(texts, start=1)]

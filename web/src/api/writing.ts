@@ -2,6 +2,7 @@
 // the camelCase JSON of storyloom/server/writing_api.py, written by hand from the issue's
 // contract until the OpenAPI schema is regenerated.
 import { type Fetch, postForm, requestJson } from './client'
+import type { components } from './schema'
 
 export type Level = 'L0' | 'L1' | 'L2'
 export const LEVELS: readonly Level[] = ['L0', 'L1', 'L2']
@@ -153,17 +154,9 @@ export interface ContextSourceRef {
   reason?: string
 }
 
-export type StepState = 'pending' | 'running' | 'done' | 'failed'
-
-export interface OutputStatus {
-  outputId: string
-  chapter: number
-  runId: string | null
-  nodeId: string | null
-  persistedAt: string
-  steps: Record<string, StepState>
-  error?: string | null
-}
+// Generated from the server's model: a new curation state or field reaches the page as is.
+export type OutputStatus = components['schemas']['OutputView']
+export type StepState = OutputStatus['steps'][string]
 
 export interface WarningView {
   id: number

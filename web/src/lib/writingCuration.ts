@@ -7,6 +7,7 @@ export const CURATION_STEPS = ['summarize', 'extract', 'profiles', 'index', 'che
 export interface StepView {
   step: string
   state: StepState
+  /** Why it failed, or why it was skipped (no agent model, and where to set one). */
   error: string
 }
 
@@ -16,7 +17,7 @@ export interface CurationView {
   steps: StepView[]
 }
 
-const STATES = new Set<StepState>(['pending', 'running', 'done', 'failed'])
+const STATES = new Set<StepState>(['pending', 'running', 'done', 'skipped', 'failed'])
 
 function asState(value: unknown): StepState {
   return typeof value === 'string' && STATES.has(value as StepState) ? (value as StepState) : 'pending'
@@ -32,28 +33,42 @@ function stepOf(view: CurationView, step: string): StepView {
   return found
 }
 
-/** Apply one `curation:progress {outputId, step, state, error}`; others' outputs are ignored. */
+function said(value: unknown): string {
+  return typeof value === 'string' ? value : ''
+}
+
+/** Apply one `curation:progress {outputId, step, state, error, reason}`; others' outputs are
+ * ignored. A failed step shows its error, a skipped one its reason. */
 export function applyProgress(view: CurationView, message: Record<string, unknown>): boolean {
   if (message.outputId !== view.outputId || typeof message.step !== 'string') return false
   const step = stepOf(view, message.step)
   step.state = asState(message.state)
-  step.error = step.state === 'failed' && typeof message.error === 'string' ? message.error : ''
+  step.error =
+    step.state === 'failed' ? said(message.error) : step.state === 'skipped' ? said(message.reason) : ''
   return true
 }
 
-/** The view of an output from `GET /outputs` (its steps' states, the error on the failed one). */
+/** The view of an output from `GET /outputs` (its steps' states, the error on the failed
+ * one, the reasons of the skipped ones). */
 export function curationFromStatus(status: OutputStatus): CurationView {
   const view = newCuration(status.outputId, status.chapter)
   for (const [step, state] of Object.entries(status.steps)) {
     const s = stepOf(view, step)
     s.state = asState(state)
     if (s.state === 'failed') s.error = status.error ?? ''
+    if (s.state === 'skipped') s.error = status.reasons?.[step] ?? ''
   }
   return view
 }
 
+/** Every step has run (a skipped one did what it could without the agent model). */
 export function curationFinished(view: CurationView): boolean {
-  return view.steps.every((s) => s.state === 'done')
+  return view.steps.every((s) => s.state === 'done' || s.state === 'skipped')
+}
+
+/** Some step ran without the agent model: the memory is thinner than it could be. */
+export function curationSkipped(view: CurationView): boolean {
+  return view.steps.some((s) => s.state === 'skipped')
 }
 
 export function curationFailed(view: CurationView): boolean {
