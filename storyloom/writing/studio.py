@@ -74,6 +74,7 @@ from storyloom.writing.views import (
 )
 from storyloom.writing.warnings import ConsistencyWarning
 from storyloom.writing.word_count import count_words
+from storyloom.writing.writing_connections import writing_endpoint
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class WritingStudio:
     # -- services -------------------------------------------------------------------------
 
     def agent_endpoint(self) -> ChatEndpoint | None:
-        endpoint = self._settings().agent_llm
+        endpoint = writing_endpoint("agent", self._settings())
         return endpoint if endpoint.configured else None
 
     def _embeddings(self) -> EmbeddingProvider | None:

@@ -41,7 +41,7 @@ from storyloom.workflow.node_type import (
     Suggestions,
     WorkflowServices,
 )
-from storyloom.workflow.nodes.llm_nodes import LlmRole, endpoint_for_role
+from storyloom.workflow.nodes.llm_nodes import LlmRole
 from storyloom.workflow.slot_types import ARRAY, INTEGER, OBJECT, STRING
 from storyloom.writing.book_store import BookStore
 from storyloom.writing.context_assembly import (
@@ -62,6 +62,7 @@ from storyloom.writing.monitor import (
     findings_as_feedback,
 )
 from storyloom.writing.uris import invalid
+from storyloom.writing.writing_connections import writing_endpoint
 
 CATEGORY = "Writing"
 
@@ -268,7 +269,7 @@ async def role_a(
     ``contextSource`` of the node. With ``intent`` and an agent model set, the agent
     names the scene's entities and kind first (seed 002's intent analysis); the scene
     type set on the node wins over the agent's."""
-    agent = ctx.services.require_settings().agent_llm
+    agent = writing_endpoint("agent", ctx.services.require_settings())
     if intent and agent.configured:
         found = await analyse_intent(
             agent, store, request.book_id, request.chapter, request.prompt, request.outline
@@ -328,12 +329,12 @@ def three_layer_prompt(context: str, system: str, user: str) -> list[dict[str, s
 
 def llm_book_mark(config: _LlmFields, services: WorkflowServices) -> str:
     """The cache-key part of an LLM writing node: its model and the book's state."""
-    endpoint = endpoint_for_role(config.role, services)
+    endpoint = writing_endpoint(config.role, services.require_settings())
     return f"{_endpoint_mark(endpoint)}|{book_state_mark(services, config.book)}"
 
 
 def llm_endpoint(config: _LlmFields, services: WorkflowServices) -> ChatEndpoint:
-    endpoint = endpoint_for_role(config.role, services)
+    endpoint = writing_endpoint(config.role, services.require_settings())
     if not endpoint.configured:
         which = "agent" if config.role == "agent" else "user"
         raise Unavailable(f"the {which} model is not set: set it in Settings")
@@ -394,7 +395,7 @@ async def role_c(
     flaky agent never costs the author a draft), checked against the facts as of
     ``chapter``."""
     claims: list[Claim] | None = None
-    agent = ctx.services.require_settings().agent_llm
+    agent = writing_endpoint("agent", ctx.services.require_settings())
     if with_agent and agent.configured:
         try:
             claims = await claims_by_agent(agent, store, book, text, chapter)
@@ -437,7 +438,7 @@ class ContextNode(NodeType[ContextConfig]):
 
     def fingerprint(self, config: ContextConfig, services: WorkflowServices) -> str | None:
         mark = book_state_mark(services, config.book)
-        agent = services.require_settings().agent_llm
+        agent = writing_endpoint("agent", services.require_settings())
         if config.intent_with_agent and agent.configured:
             return f"{_endpoint_mark(agent)}|{mark}"
         return mark
@@ -531,7 +532,7 @@ class DraftNode(NodeType[DraftConfig]):
 
     def fingerprint(self, config: DraftConfig, services: WorkflowServices) -> str | None:
         mark = llm_book_mark(config, services)
-        agent = services.require_settings().agent_llm
+        agent = writing_endpoint("agent", services.require_settings())
         if (config.check_with_agent or config.intent_with_agent) and agent.configured:
             return f"{_endpoint_mark(agent)}|{mark}"
         return mark
@@ -698,7 +699,7 @@ class CheckNode(NodeType[CheckConfig]):
     def fingerprint(self, config: CheckConfig, services: WorkflowServices) -> str | None:
         mark = book_state_mark(services, config.book)
         if config.check_with_agent:
-            agent = services.require_settings().agent_llm
+            agent = writing_endpoint("agent", services.require_settings())
             if agent.configured:
                 mark = f"{_endpoint_mark(agent)}|{mark}"
         return mark
