@@ -27,7 +27,7 @@ from pydantic import Field
 
 from storyloom.core.errors import InvalidInput, NotFound, StoryloomError, Unavailable
 from storyloom.core.plugin_markers import hookimpl
-from storyloom.core.settings import ChatEndpoint
+from storyloom.core.settings import ChatEndpoint, ConnectionNotFound
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.errors import LLMError
 from storyloom.workflow.node_type import (
@@ -230,6 +230,16 @@ def _endpoint_mark(endpoint: ChatEndpoint) -> str:
     return endpoint.model_dump_json(include={"base_url", "model", "parameters"})
 
 
+def _role_mark(role: str, services: WorkflowServices) -> str | None:
+    """The cache-key mark of writing role ``role``'s endpoint (None: not set up). A
+    connection that is gone marks its name: the run itself fails naming it."""
+    try:
+        endpoint = writing_endpoint(role, services.require_settings())
+    except ConnectionNotFound as exc:
+        return f"missing connection {exc.name!r}"
+    return _endpoint_mark(endpoint) if endpoint.configured else None
+
+
 def resolve_book(
     store: BookStore, inputs: Mapping[str, Any], config: BookConfig
 ) -> tuple[str, int]:
@@ -329,8 +339,7 @@ def three_layer_prompt(context: str, system: str, user: str) -> list[dict[str, s
 
 def llm_book_mark(config: _LlmFields, services: WorkflowServices) -> str:
     """The cache-key part of an LLM writing node: its model and the book's state."""
-    endpoint = writing_endpoint(config.role, services.require_settings())
-    return f"{_endpoint_mark(endpoint)}|{book_state_mark(services, config.book)}"
+    return f"{_role_mark(config.role, services)}|{book_state_mark(services, config.book)}"
 
 
 def llm_endpoint(config: _LlmFields, services: WorkflowServices) -> ChatEndpoint:
@@ -438,9 +447,9 @@ class ContextNode(NodeType[ContextConfig]):
 
     def fingerprint(self, config: ContextConfig, services: WorkflowServices) -> str | None:
         mark = book_state_mark(services, config.book)
-        agent = writing_endpoint("agent", services.require_settings())
-        if config.intent_with_agent and agent.configured:
-            return f"{_endpoint_mark(agent)}|{mark}"
+        agent = _role_mark("agent", services)
+        if config.intent_with_agent and agent is not None:
+            return f"{agent}|{mark}"
         return mark
 
     async def run(
@@ -532,9 +541,9 @@ class DraftNode(NodeType[DraftConfig]):
 
     def fingerprint(self, config: DraftConfig, services: WorkflowServices) -> str | None:
         mark = llm_book_mark(config, services)
-        agent = writing_endpoint("agent", services.require_settings())
-        if (config.check_with_agent or config.intent_with_agent) and agent.configured:
-            return f"{_endpoint_mark(agent)}|{mark}"
+        agent = _role_mark("agent", services)
+        if (config.check_with_agent or config.intent_with_agent) and agent is not None:
+            return f"{agent}|{mark}"
         return mark
 
     async def run(
@@ -699,9 +708,9 @@ class CheckNode(NodeType[CheckConfig]):
     def fingerprint(self, config: CheckConfig, services: WorkflowServices) -> str | None:
         mark = book_state_mark(services, config.book)
         if config.check_with_agent:
-            agent = writing_endpoint("agent", services.require_settings())
-            if agent.configured:
-                mark = f"{_endpoint_mark(agent)}|{mark}"
+            agent = _role_mark("agent", services)
+            if agent is not None:
+                mark = f"{agent}|{mark}"
         return mark
 
     async def run(
