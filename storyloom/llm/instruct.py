@@ -1170,16 +1170,17 @@ class TemplateLibrary:
         return endpoint.with_prompt_templates(self.templates_for(endpoint))
 
     def resolve_settings(self, settings: Settings) -> Settings:
-        """``settings`` with both chat roles' templates attached. A role whose templates
-        cannot be loaded carries the reason instead, raised (as ``not_configured``) when
-        that role is asked for text, so one broken file never stops the server."""
-        updates: dict[str, ChatEndpoint] = {}
-        for role in CHAT_ROLES:
-            endpoint: ChatEndpoint = getattr(settings, role)
+        """``settings`` with the templates of every text-completion endpoint (both chat
+        roles and each connection) attached. One whose templates cannot be loaded carries
+        the reason instead, raised (as ``not_configured``) when it is asked for text, so
+        one broken file never stops the server."""
+
+        def attach(_key: str, endpoint: ChatEndpoint) -> ChatEndpoint:
             if endpoint.api == "chat":
-                continue
+                return endpoint
             try:
-                updates[role] = self.resolve(endpoint)
+                return self.resolve(endpoint)
             except StoryloomError as error:
-                updates[role] = endpoint.with_prompt_templates(error)
-        return settings.model_copy(update=updates) if updates else settings
+                return endpoint.with_prompt_templates(error)
+
+        return settings.with_chat_endpoints(attach)

@@ -241,10 +241,17 @@ class LocalModels:
         self._lock = threading.Lock()
 
     def wanted(self, settings: Settings) -> list[LocalModelSettings]:
-        """The local models ``settings`` ask for (each once)."""
+        """The local models ``settings`` ask for (each once): the roles' and the
+        connections'. A connection's model starts with the server, like a role's, so a
+        chat that picks it answers at once; connections naming the same file with the
+        same settings share one process (memory is spent once per distinct file)."""
         out: list[LocalModelSettings] = []
         for role in CHAT_ROLES:
             local = self.local_of(settings, role)
+            if local is not None and local not in out:
+                out.append(local)
+        for endpoint in settings.connections.values():
+            local = endpoint.local_model
             if local is not None and local not in out:
                 out.append(local)
         return out
@@ -293,33 +300,34 @@ class LocalModels:
         return self.log_dir / "local-model.log"
 
     def apply(self, settings: Settings) -> Settings:
-        """``settings`` with each local-model role pointing at its running model."""
-        updates: dict[str, ChatEndpoint] = {}
-        for role in CHAT_ROLES:
-            local = self.local_of(settings, role)
-            if local is None:
-                continue
-            endpoint: ChatEndpoint = getattr(settings, role)
-            running = self._running(local)
-            if running is None:
-                problem = self._problems.get(local, "it has not started (yet)")
-                updates[role] = endpoint.model_copy(
-                    update={"local_model": local, "base_url": "", "model": ""}
-                ).with_local_problem(problem)
-                continue
-            window = endpoint.context_window
-            updates[role] = endpoint.model_copy(
-                update={
-                    "local_model": local,
-                    "base_url": running.url,
-                    "model": running.model,
-                    "context_window": min(window, running.context_size)
-                    if window
-                    else running.context_size,
-                    "tokenizer": "endpoint",
-                }
-            )
-        return settings.model_copy(update=updates) if updates else settings
+        """``settings`` with each local-model role and connection pointing at its running
+        model."""
+
+        def point(key: str, endpoint: ChatEndpoint) -> ChatEndpoint:
+            local = self.local_of(settings, key) if key in CHAT_ROLES else endpoint.local_model
+            return endpoint if local is None else self._pointed(endpoint, local)
+
+        return settings.with_chat_endpoints(point)
+
+    def _pointed(self, endpoint: ChatEndpoint, local: LocalModelSettings) -> ChatEndpoint:
+        running = self._running(local)
+        if running is None:
+            problem = self._problems.get(local, "it has not started (yet)")
+            return endpoint.model_copy(
+                update={"local_model": local, "base_url": "", "model": ""}
+            ).with_local_problem(problem)
+        window = endpoint.context_window
+        return endpoint.model_copy(
+            update={
+                "local_model": local,
+                "base_url": running.url,
+                "model": running.model,
+                "context_window": min(window, running.context_size)
+                if window
+                else running.context_size,
+                "tokenizer": "endpoint",
+            }
+        )
 
     def _running(self, local: LocalModelSettings) -> RunningModel | None:
         server = self._servers.get(local)

@@ -15,6 +15,7 @@ from storyloom.server import (
     character_api,
     chat_api,
     config_api,
+    connections_api,
     group_api,
     health,
     knowledge_api,
@@ -108,6 +109,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(settings_api.router)
+    app.include_router(connections_api.router)
     app.include_router(knowledge_api.router)
     app.include_router(workflow_api.router)
     app.include_router(chat_api.router)

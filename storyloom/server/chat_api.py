@@ -45,6 +45,7 @@ from storyloom.chat.store.st_chat import export_st_chat, import_st_chat
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import ChatError, ConversationSummary, TreeNode, TurnTree
 from storyloom.core.errors import InvalidInput, NotFound
+from storyloom.core.settings import ConnectionNotFound
 from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.llm.tokenizers import counter_for
 from storyloom.server.api_errors import error_responses, field_errors, upload_errors
@@ -433,12 +434,16 @@ class TokenCounts(BaseModel):
 
 @router.post("/{conversation_id}/token-counts", response_model=TokenCounts, responses=_ERRORS)
 def token_counts(request: Request, conversation_id: str, body: TokenCountBody) -> TokenCounts:
-    """How many tokens each message's text is, counted for the user model (unknown ids,
+    """How many tokens each message's text is, counted for the model that writes the
+    chat's replies (its connection, else the user model; unknown ids,
     and messages of other conversations, are left out)."""
     state = server_state(request)
     tree = state.turn_tree
-    tree.conversation(conversation_id)
-    endpoint = state.settings.user_llm
+    choice = state.chat.connection_choice(tree.conversation(conversation_id))
+    try:
+        endpoint = state.settings.endpoint_for("user", choice.name, chosen_in=choice.chosen_in)
+    except ConnectionNotFound:
+        endpoint = state.settings.user_llm  # the turn itself reports the missing connection
     counter = counter_for(endpoint)
     counts: dict[str, int] = {}
     for message_id in dict.fromkeys(body.message_ids):

@@ -74,6 +74,12 @@ class AgentProfile(BaseModel):
     model_role: Literal["user", "agent"] = Field(
         "agent", description="Which configured model answers: the user's or the agent's"
     )
+    connection: str | None = Field(
+        None,
+        max_length=80,
+        description="A named connection (Settings → Connections) that answers instead of "
+        "model_role's model; None: that model (or, on the user model, the chat's connection)",
+    )
     protocol: AgentProtocol = Field(
         "auto",
         description="tam: tool calls in the text; native: the endpoint's tools/tool_calls; "

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from storyloom.core.errors import NotFound, StoryloomError
+from storyloom.core.settings import ChatEndpoint
 from storyloom.tools.agent_loop import AgentLoop, CallProtocol, LoopSetup
 from storyloom.tools.agent_profile import AgentLibrary, AgentProfile
 from storyloom.tools.approvals import ApprovalBroker
@@ -30,8 +31,7 @@ from storyloom.tools.tool_docs import render_tool_docs
 from storyloom.tools.tool_manager import ToolCaller, ToolManager
 from storyloom.tools.tool_policy import ToolPolicy
 from storyloom.workflow.agent_host import AgentOutcome, AgentTurnRequest, ApprovalDecision
-from storyloom.workflow.node_type import NodeContext
-from storyloom.workflow.nodes.llm_nodes import endpoint_for_role
+from storyloom.workflow.node_type import NodeContext, WorkflowServices
 
 
 class AgentToolHost(Protocol):
@@ -80,7 +80,7 @@ class AgentService:
 
     async def run_turn(self, ctx: NodeContext, request: AgentTurnRequest) -> AgentOutcome:
         profile = self.profile(request.profile_id)
-        endpoint = endpoint_for_role(profile.model_role, ctx.services)
+        endpoint = profile_endpoint(profile, request, ctx.services)
         key = (endpoint.base_url, str(request.overrides.get("model") or endpoint.model))
         protocol: CallProtocol = "tam" if profile.protocol == "tam" else "native"
         if profile.protocol == "auto" and key in self._no_native:
@@ -121,3 +121,22 @@ class AgentService:
             run_workflow=ctx.run_workflow,
         )
         return await AgentLoop(ctx, request, setup).run()
+
+
+def profile_endpoint(
+    profile: AgentProfile, request: AgentTurnRequest, services: WorkflowServices
+) -> ChatEndpoint:
+    """The endpoint an agent turn talks to: the profile's own connection, else (for a
+    profile on the user model) the connection the chat picked, else its role's model."""
+    settings = services.require_settings()
+    if profile.connection:
+        return settings.endpoint_for(
+            profile.model_role,
+            profile.connection,
+            chosen_in=f"the agent profile {profile.id!r}",
+        )
+    if profile.model_role == "user" and request.connection:
+        return settings.endpoint_for(
+            "user", request.connection, chosen_in=request.connection_chosen_in
+        )
+    return settings.endpoint_for(profile.model_role)

@@ -75,6 +75,10 @@ class AgentTurnRequest:
     on_text: Callable[[str], Awaitable[None]] | None = None
     """Visible text as it streams (tool blocks held back)."""
     on_step: Callable[[ToolStep], Awaitable[None]] | None = None
+    connection: str | None = None
+    """The connection the chat picked (used when the profile runs on the user model and
+    names no connection of its own)."""
+    connection_chosen_in: str = ""
 
 
 @dataclass

@@ -74,6 +74,7 @@ from storyloom.writing.views import (
 )
 from storyloom.writing.warnings import ConsistencyWarning
 from storyloom.writing.word_count import count_words
+from storyloom.writing.writing_connections import writing_endpoint
 
 logger = logging.getLogger(__name__)
 
@@ -166,9 +167,10 @@ class WritingStudio:
     # -- services -------------------------------------------------------------------------
 
     def agent_endpoint(self) -> ChatEndpoint | None:
-        """The agent role's endpoint in force, set up or not: an unconfigured one still
-        says why (a local model that does not run), which curation tells the author."""
-        return self._settings().agent_llm
+        """The agent role's endpoint in force (its writing connection, else the agent
+        model), set up or not: an unconfigured one still says why (a local model that does
+        not run), which curation tells the author."""
+        return writing_endpoint("agent", self._settings())
 
     def _embeddings(self) -> EmbeddingProvider | None:
         if self._knowledge is None:

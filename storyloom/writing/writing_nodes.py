@@ -27,7 +27,7 @@ from pydantic import Field
 
 from storyloom.core.errors import InvalidInput, NotFound, StoryloomError, Unavailable
 from storyloom.core.plugin_markers import hookimpl
-from storyloom.core.settings import ChatEndpoint
+from storyloom.core.settings import ChatEndpoint, ConnectionNotFound
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.errors import LLMError
 from storyloom.workflow.node_type import (
@@ -41,7 +41,7 @@ from storyloom.workflow.node_type import (
     Suggestions,
     WorkflowServices,
 )
-from storyloom.workflow.nodes.llm_nodes import LlmRole, endpoint_for_role
+from storyloom.workflow.nodes.llm_nodes import LlmRole
 from storyloom.workflow.slot_types import ARRAY, INTEGER, OBJECT, STRING
 from storyloom.writing.book_store import BookStore
 from storyloom.writing.context_assembly import (
@@ -62,6 +62,7 @@ from storyloom.writing.monitor import (
     findings_as_feedback,
 )
 from storyloom.writing.uris import invalid
+from storyloom.writing.writing_connections import writing_endpoint
 
 CATEGORY = "Writing"
 
@@ -229,6 +230,16 @@ def _endpoint_mark(endpoint: ChatEndpoint) -> str:
     return endpoint.model_dump_json(include={"base_url", "model", "parameters"})
 
 
+def _role_mark(role: str, services: WorkflowServices) -> str | None:
+    """The cache-key mark of writing role ``role``'s endpoint (None: not set up). A
+    connection that is gone marks its name: the run itself fails naming it."""
+    try:
+        endpoint = writing_endpoint(role, services.require_settings())
+    except ConnectionNotFound as exc:
+        return f"missing connection {exc.name!r}"
+    return _endpoint_mark(endpoint) if endpoint.configured else None
+
+
 def resolve_book(
     store: BookStore, inputs: Mapping[str, Any], config: BookConfig
 ) -> tuple[str, int]:
@@ -268,7 +279,7 @@ async def role_a(
     ``contextSource`` of the node. With ``intent`` and an agent model set, the agent
     names the scene's entities and kind first (seed 002's intent analysis); the scene
     type set on the node wins over the agent's."""
-    agent = ctx.services.require_settings().agent_llm
+    agent = writing_endpoint("agent", ctx.services.require_settings())
     if intent and agent.configured:
         found = await analyse_intent(
             agent, store, request.book_id, request.chapter, request.prompt, request.outline
@@ -328,12 +339,11 @@ def three_layer_prompt(context: str, system: str, user: str) -> list[dict[str, s
 
 def llm_book_mark(config: _LlmFields, services: WorkflowServices) -> str:
     """The cache-key part of an LLM writing node: its model and the book's state."""
-    endpoint = endpoint_for_role(config.role, services)
-    return f"{_endpoint_mark(endpoint)}|{book_state_mark(services, config.book)}"
+    return f"{_role_mark(config.role, services)}|{book_state_mark(services, config.book)}"
 
 
 def llm_endpoint(config: _LlmFields, services: WorkflowServices) -> ChatEndpoint:
-    endpoint = endpoint_for_role(config.role, services)
+    endpoint = writing_endpoint(config.role, services.require_settings())
     if not endpoint.configured:
         which = "agent" if config.role == "agent" else "user"
         raise Unavailable(f"the {which} model is not set: set it in Settings")
@@ -394,7 +404,7 @@ async def role_c(
     flaky agent never costs the author a draft), checked against the facts as of
     ``chapter``."""
     claims: list[Claim] | None = None
-    agent = ctx.services.require_settings().agent_llm
+    agent = writing_endpoint("agent", ctx.services.require_settings())
     if with_agent and agent.configured:
         try:
             claims = await claims_by_agent(agent, store, book, text, chapter)
@@ -437,9 +447,9 @@ class ContextNode(NodeType[ContextConfig]):
 
     def fingerprint(self, config: ContextConfig, services: WorkflowServices) -> str | None:
         mark = book_state_mark(services, config.book)
-        agent = services.require_settings().agent_llm
-        if config.intent_with_agent and agent.configured:
-            return f"{_endpoint_mark(agent)}|{mark}"
+        agent = _role_mark("agent", services)
+        if config.intent_with_agent and agent is not None:
+            return f"{agent}|{mark}"
         return mark
 
     async def run(
@@ -531,9 +541,9 @@ class DraftNode(NodeType[DraftConfig]):
 
     def fingerprint(self, config: DraftConfig, services: WorkflowServices) -> str | None:
         mark = llm_book_mark(config, services)
-        agent = services.require_settings().agent_llm
-        if (config.check_with_agent or config.intent_with_agent) and agent.configured:
-            return f"{_endpoint_mark(agent)}|{mark}"
+        agent = _role_mark("agent", services)
+        if (config.check_with_agent or config.intent_with_agent) and agent is not None:
+            return f"{agent}|{mark}"
         return mark
 
     async def run(
@@ -698,9 +708,9 @@ class CheckNode(NodeType[CheckConfig]):
     def fingerprint(self, config: CheckConfig, services: WorkflowServices) -> str | None:
         mark = book_state_mark(services, config.book)
         if config.check_with_agent:
-            agent = services.require_settings().agent_llm
-            if agent.configured:
-                mark = f"{_endpoint_mark(agent)}|{mark}"
+            agent = _role_mark("agent", services)
+            if agent is not None:
+                mark = f"{agent}|{mark}"
         return mark
 
     async def run(

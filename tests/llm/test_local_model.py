@@ -148,3 +148,38 @@ def test_a_local_model_that_fails_leaves_the_role_unset_with_the_reason(tmp_path
     assert missing in applied.user_llm.local_problem
     (status,) = models.status(settings)
     assert not status.running and status.problem is not None and "no such file" in status.problem
+
+
+def test_a_connection_s_gguf_file_runs_and_the_connection_points_at_it() -> None:
+    """A named connection with a local model: started with the others (once per distinct
+    file), and the settings in force point that connection, not the roles, at it."""
+    local = LocalModelSettings(context_size=1024)
+    user = ChatEndpoint(base_url="http://127.0.0.1:9/v1", model="m")
+    settings = Settings(
+        user_llm=user,
+        connections={
+            "Tiny": ChatEndpoint(local_model=local),
+            "Tiny again": ChatEndpoint(local_model=local, context_window=512),
+        },
+    )
+    models = LocalModels(embedded=False)
+    try:
+        assert models.wanted(settings) == [local]
+        models.sync(settings)
+        applied = models.apply(settings)
+        assert applied.user_llm == user
+        tiny = applied.endpoint_for("user", "Tiny")
+        again = applied.endpoint_for("user", "Tiny again")
+        assert tiny.configured and tiny.base_url == again.base_url
+        assert (tiny.context_tokens, again.context_tokens) == (1024, 512)
+
+        async def ask() -> str:
+            async with ChatClient(tiny) as client:
+                result = await client.complete(
+                    [{"role": "user", "content": "Say hi."}], max_tokens=4, temperature=0
+                )
+                return result.text
+
+        assert asyncio.run(ask()).strip()
+    finally:
+        models.close()

@@ -303,7 +303,10 @@ schema = schemathesis.openapi.from_dict(API_DOCUMENT, config=_campaign_config())
 def test_no_operation_answers_a_server_error_or_off_schema(
     case: Case[Any], fuzz_server: FuzzServer
 ) -> None:
-    is_settings = case.path in ("/api/settings", "/api/settings/test")
+    # A connection is an endpoint too: saved, tested or listed for its models, it calls out.
+    is_settings = case.path in ("/api/settings", "/api/settings/test") or case.path.startswith(
+        "/api/connections/"
+    )
     if is_settings:
         _confine_settings(fuzz_server, case.body)
     if case.path.startswith("/api/mcp/servers/"):

@@ -430,3 +430,40 @@ async def test_a_missing_book_fails_with_not_found(
     )
     assert result.status == "failed"
     assert "bk_none" in result.errors["node"]
+
+
+async def test_the_writing_settings_connections_write_and_check_instead_of_the_roles(
+    db: Database, store: BookStore, llm: ReplayLLMServer, agent: ReplayLLMServer
+) -> None:
+    """Settings → Writing picks a connection per role: the draft goes to the user
+    connection and Role C's reading to the agent connection; the roles' models (here
+    servers that refuse every model) are not asked."""
+    with ReplayLLMServer(models=["nobody"]) as unused:
+        settings = Settings.model_validate(
+            {
+                "user_llm": {"base_url": unused.url, "model": "x", "max_retries": 0},
+                "agent_llm": {"base_url": unused.url, "model": "x", "max_retries": 0},
+                "connections": {
+                    "Writer": {"base_url": llm.url, "model": "user-model", "max_retries": 0},
+                    "Editor": {"base_url": agent.url, "model": "agent-model", "max_retries": 0},
+                },
+                "writing": {"user_connection": "Writer", "agent_connection": "Editor"},
+            }
+        )
+        runner = WorkflowRunner(REGISTRY, WorkflowServices(settings=lambda: settings, database=db))
+        llm.script(CLEAN)
+        agent.script(INTENT, '{"claims": []}')
+        result, _ = await run_answering(runner, draft(max_retries=0))
+        assert result.status == "completed", result.errors
+        assert result.outputs["node"]["text"] == CLEAN
+        assert len(llm.chat_requests) == 1 and len(agent.chat_requests) == 2
+        assert not unused.chat_requests
+
+        gone = settings.model_copy(
+            update={"writing": settings.writing.model_copy(update={"user_connection": "Gone"})}
+        )
+        runner = WorkflowRunner(REGISTRY, WorkflowServices(settings=lambda: gone, database=db))
+        result, _ = await run_answering(runner, draft(max_retries=0))
+        assert result.status == "failed"
+        message = str(result.errors)
+        assert "'Gone'" in message and "Settings → Writing (user connection)" in message

@@ -2,6 +2,9 @@ import type { ChatEndpointView, EmbeddingEndpointView, SettingsView } from '../s
 
 export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView {
   return {
+    api: 'chat',
+    instruct_template: '',
+    context_template: '',
     base_url: 'http://127.0.0.1:11434/v1',
     model: 'qwen2.5:7b',
     parameters: {
@@ -51,6 +54,7 @@ export function settingsView(over: Partial<SettingsView> = {}): SettingsView {
     agent_llm: chatView({ base_url: '', model: '' }),
     embedding: embeddingView(),
     knowledge: { global_folders: [], reference_depth_limit: 5 },
+    writing: {},
     plugins: { enabled: [], granted: {} },
     tool_policy: { rules: [], default: 'ask' },
     ...over,

@@ -48,7 +48,7 @@ from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.state_chain import state_delta
 from storyloom.core.errors import StoryloomError, field_path
 from storyloom.core.plugin_markers import hookimpl
-from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
+from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW, ChatEndpoint
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.context_size import context_size_of
@@ -67,7 +67,7 @@ from storyloom.workflow.node_type import (
     Suggestions,
     WorkflowServices,
 )
-from storyloom.workflow.nodes.llm_nodes import LlmRole, endpoint_for_role
+from storyloom.workflow.nodes.llm_nodes import LlmRole
 from storyloom.workflow.slot_types import ARRAY, BOOLEAN, OBJECT, STRING
 
 CATEGORY = "Chat"
@@ -407,17 +407,23 @@ class TokenBudget(NodeType[TokenBudgetConfig]):
     )
 
     def fingerprint(self, config: TokenBudgetConfig, services: WorkflowServices) -> str | None:
-        llm = services.require_settings().user_llm
-        return (
+        # The turn's connection is not in the skein: every endpoint it may pick is here.
+        settings = services.require_settings()
+        endpoints = [
+            settings.user_llm,
+            *(settings.connections[n] for n in sorted(settings.connections)),
+        ]
+        return "||".join(
             f"{llm.model}|{llm.token_encoding}|{llm.context_window}|{llm.tokenizer}|"
             f"{llm.tokenizer_model}|{llm.base_url}"
+            for llm in endpoints
         )
 
     async def run(
         self, ctx: NodeContext, inputs: dict[str, Any], config: TokenBudgetConfig
     ) -> dict[str, Any]:
         skein = skein_input(inputs)
-        llm = ctx.services.require_settings().user_llm
+        llm = turn_endpoint(ctx, inputs, "user")
         # The server's own size caps what the pipeline or the setting asks for.
         context = await ctx.run_blocking(context_size_of, llm, config.max_context_tokens or None)
         # The reply must fit too: the longest one the settings ask for, at least.
@@ -562,7 +568,7 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
         snapshot = _agent_snapshot(ctx, inputs)
         if snapshot is not None and snapshot.agent_profile is not None:
             return await _agent_turn(ctx, snapshot, snapshot.agent_profile, request, overrides)
-        endpoint = endpoint_for_role(config.role, ctx.services)
+        endpoint = turn_endpoint(ctx, inputs, config.role)
         # An LLMError propagates as is: the chat turn keeps its partial_text.
         async with ChatClient(endpoint) as client, client.stream(request, **overrides) as stream:
             async for delta in stream:
@@ -573,6 +579,26 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
                 "steps": [],
                 "variables": [],
             }
+
+
+def turn_endpoint(ctx: NodeContext, inputs: Mapping[str, Any], role: str) -> ChatEndpoint:
+    """The endpoint a chat turn's ``role`` asks: for the user role, the connection the
+    turn's snapshot names (the group member's, the chat's or the character's), else the
+    role's model. The snapshot is the node's input, else the run's."""
+    raw = inputs.get("snapshot")
+    if raw is None:
+        raw = ctx.interface_inputs.get("snapshot")
+    name: Any = None
+    chosen_in: Any = ""
+    if role == "user" and isinstance(raw, ContextSnapshot):
+        name, chosen_in = raw.connection, raw.connection_chosen_in
+    elif role == "user" and isinstance(raw, dict):
+        name, chosen_in = raw.get("connection"), raw.get("connection_chosen_in", "")
+    return ctx.services.require_settings().endpoint_for(
+        role,
+        name if isinstance(name, str) else None,
+        chosen_in=chosen_in if isinstance(chosen_in, str) else "",
+    )
 
 
 def _agent_snapshot(ctx: NodeContext, inputs: Mapping[str, Any]) -> ContextSnapshot | None:
@@ -620,6 +646,8 @@ async def _agent_turn(
         conversation_id=snapshot.conversation_id,
         variables=variables,
         on_text=ctx.emit,
+        connection=snapshot.connection,
+        connection_chosen_in=snapshot.connection_chosen_in,
     )
     # An LLMError propagates as is, with the text shown so far as its partial_text.
     outcome = await agents.run_turn(ctx, request)

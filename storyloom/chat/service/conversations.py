@@ -41,6 +41,7 @@ from storyloom.chat.prompt.regex_scripts import (
 )
 from storyloom.chat.reply.mvu import STAT_DATA, initial_variables
 from storyloom.chat.service.group_chat import (
+    VIEW_KEY,
     answer_order,
     choose_speaker,
     new_group,
@@ -63,6 +64,7 @@ from storyloom.chat.service.reply_run import (
     TurnKind,
     TurnSetup,
 )
+from storyloom.chat.store.connection_choice import ConnectionChoice, choose_connection
 from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
     CharacterSnapshot,
@@ -815,8 +817,12 @@ class ChatService:
         turn_key: str = "",
     ) -> ContextSnapshot:
         """The snapshot of the reply ``turn``; its history fills ``context_tokens``
-        (None: the model's context window from the settings)."""
-        endpoint = self.services.require_settings().user_llm
+        (None: the context window of the model that answers: the chosen connection's,
+        else the user model's)."""
+        choice = self.connection_choice(conversation)
+        endpoint = self.services.require_settings().endpoint_for(
+            "user", choice.name, chosen_in=choice.chosen_in
+        )
         counter = counter_for(endpoint)
         # The first count may probe the endpoint's tokenize route: do that off the loop.
         await asyncio.to_thread(lambda: counter.name)
@@ -836,7 +842,30 @@ class ChatService:
             count_tokens=counter.count,
             confirmed_agents=self.confirmed_agents(),
         )
-        return snapshot.model_copy(update={"global_variables": self.load_globals()})
+        return snapshot.model_copy(
+            update={
+                "global_variables": self.load_globals(),
+                "connection": choice.name,
+                "connection_chosen_in": choice.chosen_in,
+            }
+        )
+
+    def connection_choice(self, conversation: Conversation) -> ConnectionChoice:
+        """The named connection that writes ``conversation``'s next reply (see
+        :mod:`~storyloom.chat.store.connection_choice`): the character's card as it is
+        now on the character page, else the chat's copy of it."""
+        character = conversation.character
+        card: Mapping[str, Any] = character.card
+        if self.presets is not None and character.source_preset:
+            try:
+                live = self.presets.character(character.source_preset)
+                card = {**card, "extensions": live.model_dump(mode="json").get("extensions")}
+            except (StoryloomError, OSError):
+                pass  # the character is gone or broken: the chat's copy of the card
+        speaker = conversation.metadata.get(VIEW_KEY)
+        return choose_connection(
+            conversation.settings, card, speaker=speaker if isinstance(speaker, str) else None
+        )
 
     def confirmed_agents(self) -> dict[str, str]:
         """The agent profile the user confirmed per character; none (and a warning) when

@@ -85,8 +85,8 @@ def new_group(
         )
     snapshots = {cid: character_snapshot(cid, presets.character(cid), now) for cid in ids}
     settings = (group or GroupSettings()).model_copy(deep=True)
-    muted = {m.character_id for m in settings.members if m.muted}
-    settings.members = [GroupMember(character_id=cid, muted=cid in muted) for cid in ids]
+    given = {m.character_id: m for m in settings.members}
+    settings.members = [given.get(cid) or GroupMember(character_id=cid) for cid in ids]
     return settings, snapshots
 
 

@@ -111,6 +111,12 @@ class ConversationSettings(BaseModel):
         "and all; None: the one the user confirmed for the character on its page (a card's "
         "extensions.storyloom.agent_profile is only a suggestion); '': no agent at all",
     )
+    connection: str | None = Field(
+        default=None,
+        description="The named connection (settings.json connections) that writes this "
+        "chat's replies, over the character's (its card's extensions.storyloom.connection); "
+        "None: the character's, else the user model",
+    )
 
 
 class Conversation(BaseModel):

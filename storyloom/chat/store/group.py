@@ -33,6 +33,11 @@ class GroupMember(BaseModel):
     muted: bool = Field(
         default=False, description="Never picked to speak (SillyTavern's disabled_members)"
     )
+    connection: str | None = Field(
+        default=None,
+        description="The named connection this member's replies are written with, over "
+        "the chat's and the character's; None: those",
+    )
 
 
 class GroupSettings(BaseModel):

@@ -164,6 +164,14 @@ class ContextSnapshot(BaseModel):
         description="The agent profile the reply is written with (the conversation's "
         "setting, else the one the user confirmed for the character); None: a plain reply",
     )
+    connection: str | None = Field(
+        default=None,
+        description="The named connection that writes the reply (the group member's, "
+        "else the chat's, else the character card's); None: the user model",
+    )
+    connection_chosen_in: str = Field(
+        default="", description="Where the connection was picked (for the error when it is gone)"
+    )
     turn_key: str = Field(
         default="",
         description="Seeds the turn's tool calls that must replay (chat:RollDice): the same "

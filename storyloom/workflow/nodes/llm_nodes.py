@@ -131,9 +131,9 @@ class Chat(NodeType[ChatConfig]):
 
 
 def endpoint_for_role(role: str, services: WorkflowServices) -> ChatEndpoint:
-    """The endpoint a node's ``role`` config names (see :data:`LlmRole`)."""
-    settings = services.require_settings()
-    return settings.agent_llm if role == "agent" else settings.user_llm
+    """The endpoint a node's ``role`` config names (see :data:`LlmRole`); a node that
+    knows of a chosen connection asks ``Settings.endpoint_for`` instead."""
+    return services.require_settings().endpoint_for(role)
 
 
 @hookimpl

@@ -23,6 +23,8 @@ export interface AgentProfile {
   /** A deliberation workflow's id, instead of the built-in loop's prompt. */
   workflow: string | null
   model_role: ModelRole
+  /** A named connection (Settings → Connections) that answers instead of model_role's. */
+  connection?: string | null
   protocol: AgentProtocol
   max_steps: number
   policy: ToolPolicy
@@ -42,6 +44,7 @@ export function newAgentProfile(id = '', defaultAction: PolicyAction = 'allow'):
     prompt: '',
     workflow: null,
     model_role: 'agent',
+    connection: null,
     protocol: 'auto',
     max_steps: 8,
     policy: { rules: [], default: defaultAction },

@@ -12,6 +12,8 @@ export const GENERATION_MODES: readonly GenerationMode[] = ['swap', 'append', 'a
 export interface GroupMember {
   character_id: string
   muted: boolean
+  /** The named connection that writes this member's replies (null: the chat's). */
+  connection?: string | null
   [extra: string]: unknown
 }
 
