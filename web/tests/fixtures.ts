@@ -2,6 +2,9 @@ import type { ChatEndpointView, EmbeddingEndpointView, SettingsView } from '../s
 
 export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView {
   return {
+    api: 'chat',
+    instruct_template: '',
+    context_template: '',
     base_url: 'http://127.0.0.1:11434/v1',
     model: 'qwen2.5:7b',
     parameters: {
