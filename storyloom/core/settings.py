@@ -210,6 +210,10 @@ class ChatEndpoint(_ChatEndpointFields):
         default=None, description="Sent as a bearer token; never shown to the browser"
     )
     _local_problem: str | None = PrivateAttr(default=None)
+    # The instruct and context templates a text-completion api formats prompts with,
+    # resolved from the names above by llm/instruct.py's TemplateLibrary (core cannot
+    # name the llm layer's types, so this holds an opaque object that layer checks).
+    _prompt_templates: object | None = PrivateAttr(default=None)
 
     @property
     def configured(self) -> bool:
@@ -224,6 +228,17 @@ class ChatEndpoint(_ChatEndpointFields):
         """This endpoint, unset, remembering why its local model does not run."""
         self._local_problem = problem
         return self
+
+    @property
+    def prompt_templates(self) -> object | None:
+        """What ``with_prompt_templates`` attached (None: nothing resolved yet)."""
+        return self._prompt_templates
+
+    def with_prompt_templates(self, templates: object) -> ChatEndpoint:
+        """A copy of this endpoint carrying its resolved prompt templates."""
+        copy = self.model_copy()
+        copy._prompt_templates = templates
+        return copy
 
     @property
     def context_tokens(self) -> int:
