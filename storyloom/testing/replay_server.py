@@ -9,8 +9,11 @@ Tests and benchmarks talk to it over real sockets, so everything above the HTTP 
         assert llm.chat_requests[-1]["messages"][0]["content"] == "hi"
 
 It serves ``GET /v1/models``, ``POST /v1/chat/completions`` (SSE streaming in the OpenAI
-chunk format, and non-streaming) and ``POST /v1/embeddings`` (deterministic vectors).
-Each chat request takes the next scripted :class:`Reply`; embeddings requests take
+chunk format, and non-streaming) and ``POST /v1/embeddings`` (deterministic vectors),
+and the text-completion routes: OpenAI's ``POST /v1/completions``, llama.cpp's
+``POST /completion`` and KoboldCpp's ``POST /api/v1/generate``,
+``POST /api/extra/generate/stream`` and ``POST /api/extra/abort``. Each chat or text
+completion request takes the next scripted :class:`Reply`; embeddings requests take
 theirs from :meth:`ReplayLLMServer.script_embeddings`. An empty queue answers the default
 reply. It also runs on its own for manual testing::
 
@@ -137,6 +140,14 @@ _TOKENIZE_ROUTES: dict[str, str] = {
     "vllm": "/tokenize",
     "koboldcpp": "/api/extra/tokencount",
 }
+# Text-completion routes and the wire format each answers in.
+Wire = Literal["text", "llamacpp", "koboldcpp"]
+_TEXT_ROUTES: dict[str, tuple[Wire, bool | None]] = {
+    "/v1/completions": ("text", None),
+    "/completion": ("llamacpp", None),
+    "/api/v1/generate": ("koboldcpp", False),
+    "/api/extra/generate/stream": ("koboldcpp", True),
+}
 _FAKE_TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -227,6 +238,10 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": m, "object": "model", "created": 0, "owned_by": "replay"} for m in listed
             ]
             self._send_json(200, {"object": "list", "data": data})
+        elif self.path == "/api/extra/true_max_context_length" and owner.context_length:
+            self._send_json(200, {"value": owner.context_length})
+        elif self.path == "/props" and owner.context_length:
+            self._send_json(200, {"default_generation_settings": {"n_ctx": owner.context_length}})
         else:
             self._send_error(404, f"Unknown path {self.path}")
 
@@ -250,6 +265,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/v1/embeddings":
             if self._known_model(body):
                 self._embeddings(body, self.server.owner._next_embedding_reply())
+        elif path in _TEXT_ROUTES:
+            wire, streams = _TEXT_ROUTES[path]
+            if wire != "text" or self._known_model(body):
+                stream = bool(body.get("stream")) if streams is None else streams
+                self._text(body, self.server.owner._next_reply(), wire, stream)
+        elif path == "/api/extra/abort":
+            self._send_json(200, {"success": "true", "done": "true"})
         else:
             self._send_error(404, f"Unknown path {self.path}")
 
@@ -366,6 +388,47 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(b"data: " + _compact(usage) + b"\n\n", flush=flush_each)
         self._write_chunk(b"data: [DONE]\n\n", flush=False)
         self._write_chunk(b"", flush=flush_each)
+
+    # -- text completions -------------------------------------------------------------
+
+    def _text(self, body: dict[str, Any], reply: Reply, wire: Wire, stream: bool) -> None:
+        if self._delay_or_error(reply):
+            return
+        model = reply.model or str(body.get("model") or "replay")
+        if not stream:
+            self._send_json(200, _text_completion(reply, model, wire))
+            return
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._unsent = []
+        flush = not reply.burst
+        for index, piece in enumerate(reply.pieces()):
+            if index == reply.cut_after_chunks:
+                self._drop_connection()
+                return
+            if index == reply.error_after_chunks:
+                error = _error_body(500, reply.error_message, reply.error_code)
+                self._write_chunk(b"data: " + _compact(error) + b"\n\n", flush=False)
+                self._write_chunk(b"")
+                return
+            if index == reply.hold_after_chunks:
+                self._hold_until_client_leaves()
+                return
+            self._write_chunk(_text_event(wire, model, piece, None), flush=flush)
+            if reply.chunk_delay_s and not self._wait(reply.chunk_delay_s):
+                return
+        self._write_chunk(_text_event(wire, model, "", reply), flush=flush)
+        if wire == "text":
+            if include_usage:
+                usage = {"id": "cmpl-replay", "object": "text_completion", "model": model,
+                         "choices": [], "usage": _usage(reply)}  # fmt: skip
+                self._write_chunk(b"data: " + _compact(usage) + b"\n\n", flush=flush)
+            self._write_chunk(b"data: [DONE]\n\n", flush=False)
+        self._write_chunk(b"")
 
     def _drop_connection(self) -> None:
         """Close the socket mid-body: the client sees an incomplete chunked message."""
@@ -489,6 +552,60 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
     }
 
 
+def _llamacpp_end(reply: Reply, model: str) -> dict[str, Any]:
+    finish = _finish_reason(reply)
+    usage = _usage(reply)
+    return {
+        "stop": True,
+        "stop_type": "limit" if finish == "length" else "eos",
+        "stopping_word": "",
+        "model": model,
+        "tokens_predicted": usage["completion_tokens"],
+        "tokens_evaluated": usage["prompt_tokens"],
+        "timings": {"predicted_n": usage["completion_tokens"]},
+    }
+
+
+def _text_event(wire: Wire, model: str, piece: str, end: Reply | None) -> bytes:
+    """One SSE event of a streamed text completion; ``end`` set: the closing one."""
+    finish = None if end is None else _finish_reason(end)
+    if wire == "koboldcpp":
+        return (
+            b"event: message\ndata: "
+            + _compact({"token": piece, "finish_reason": finish})
+            + b"\n\n"
+        )
+    if wire == "llamacpp":
+        payload: dict[str, Any] = {"content": piece, "stop": False, "index": 0}
+        if end is not None:
+            payload.update(_llamacpp_end(end, model))
+        return b"data: " + _compact(payload) + b"\n\n"
+    choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": finish}
+    head = {"id": "cmpl-replay", "object": "text_completion", "created": int(time.time()),
+            "model": model}  # fmt: skip
+    return b"data: " + _compact({**head, "choices": [choice]}) + b"\n\n"
+
+
+def _text_completion(reply: Reply, model: str, wire: Wire) -> dict[str, Any]:
+    """A whole text completion in ``wire``'s format."""
+    usage = _usage(reply)
+    finish = _finish_reason(reply)
+    if wire == "koboldcpp":
+        return {"results": [{"text": reply.text, "finish_reason": finish, "logprobs": None,
+                             "prompt_tokens": usage["prompt_tokens"],
+                             "completion_tokens": usage["completion_tokens"]}]}  # fmt: skip
+    if wire == "llamacpp":
+        return {"content": reply.text, "index": 0, **_llamacpp_end(reply, model)}
+    return {
+        "id": "cmpl-replay",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"text": reply.text, "index": 0, "logprobs": None, "finish_reason": finish}],
+        "usage": usage,
+    }
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: ReplayLLMServer
@@ -533,6 +650,8 @@ class ReplayLLMServer:
     embedding size, as many local servers do. ``tokenize`` serves the tokenize route of
     llama.cpp (``POST /tokenize`` {content}), vLLM (``POST /tokenize`` {model, prompt}) or
     KoboldCpp (``POST /api/extra/tokencount`` {prompt}), counting with :func:`fake_tokens`.
+    ``context_length`` set: KoboldCpp's ``GET /api/extra/true_max_context_length`` and
+    llama.cpp's ``GET /props`` report it.
     """
 
     def __init__(
@@ -546,6 +665,7 @@ class ReplayLLMServer:
         listed_models: Sequence[str] | None = None,
         honour_dimensions: bool = True,
         tokenize: TokenizeRoute | None = None,
+        context_length: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -559,6 +679,7 @@ class ReplayLLMServer:
         self.listed_models = None if listed_models is None else list(listed_models)
         self.honour_dimensions = honour_dimensions
         self.tokenize = tokenize
+        self.context_length = context_length
         self._address = (host, port)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -660,6 +781,12 @@ class ReplayLLMServer:
     def chat_requests(self) -> list[RecordedRequest]:
         """Only the ``POST /v1/chat/completions`` requests."""
         return [r for r in self.requests if r.path.rstrip("/").endswith("/chat/completions")]
+
+    @property
+    def completion_requests(self) -> list[RecordedRequest]:
+        """Only the text-completion requests (``/v1/completions``, llama.cpp's
+        ``/completion``, KoboldCpp's generate routes)."""
+        return [r for r in self.requests if r.path.rstrip("/") in _TEXT_ROUTES]
 
     @property
     def embedding_requests(self) -> list[RecordedRequest]:
