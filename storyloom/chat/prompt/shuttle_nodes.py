@@ -51,7 +51,8 @@ from storyloom.core.errors import StoryloomError, field_path
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW, ChatEndpoint
 from storyloom.knowledge.timed_effects import TimedEffectsState
-from storyloom.llm.chat import ChatClient, ChatStream
+from storyloom.llm.answer_stream import AnswerStream
+from storyloom.llm.chat import ChatClient
 from storyloom.llm.context_size import context_size_of
 from storyloom.llm.instruct import ResolvedTemplates, TemplateLibrary, TextPrompt
 from storyloom.llm.tokenizers import counter_for
@@ -700,15 +701,16 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
         prompt = prompt_input(inputs) if endpoint.api != "chat" else None
         # An LLMError propagates as is: the chat turn keeps its partial_text.
         async with ChatClient(endpoint) as client:
-            if prompt is not None:
-                stream = client.stream_prompt(prompt, **overrides)
-            else:
-                stream = client.stream(request, **overrides)
+            stream: AnswerStream = (
+                client.stream_prompt(prompt, **overrides)
+                if prompt is not None
+                else client.stream(request, **overrides)
+            )
             async with stream:
                 return await _streamed(ctx, stream)
 
 
-async def _streamed(ctx: NodeContext, stream: ChatStream) -> dict[str, Any]:
+async def _streamed(ctx: NodeContext, stream: AnswerStream) -> dict[str, Any]:
     async for delta in stream:
         await ctx.emit(delta)
     return {"text": stream.text, "reasoning": stream.reasoning_text, "steps": [], "variables": []}

@@ -229,7 +229,8 @@ def _inject(items: list[_Item], injections: list[tuple[int, SkeinBlock]]) -> lis
                 if joined:
                     content = "\n".join(b.content.strip() for b in joined)
                     ids = tuple(b.id for b in joined)
-                    messages.append(_Item({"role": role, "content": content}, anchor, block_ids=ids))
+                    message = {"role": role, "content": content}
+                    messages.append(_Item(message, anchor, block_ids=ids))
         at = min(depth + inserted, len(newest_first))
         newest_first[at:at] = messages
         inserted += len(messages)
