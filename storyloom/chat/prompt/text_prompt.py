@@ -322,4 +322,3 @@ def template_cost(templates: ResolvedTemplates, count: Callable[[str], int]) -> 
         + [size([], [[PromptTurn(role="user", content=filler)]]) - bare - unit]
     )
     return MessageCost(per_message=max(0, per_message), fixed=max(0, bare - unit * len(story)))
-
