@@ -211,7 +211,8 @@ async def test_an_agent_profile_on_a_text_completion_connection_is_a_clear_error
     settings = store.load().effective
     text = settings.user_llm.model_copy(update={"api": "llamacpp"})
     store.save(settings.model_copy(update={"user_llm": text}))
-    chat.world.host.settings.reload()
+    host = chat.world.host
+    host.save_policy(host.policy())  # the host reads settings.json again after its writes
     conversation_id = chat.new_chat()
     reply = await chat.send(conversation_id, "I try the door.")
     assert reply.status == "error"

@@ -149,13 +149,17 @@ async def test_chatml_prompt_is_exact_and_every_piece_maps_back_to_its_block(
     assert prompt["text"] == CHATML
     (request,) = llm.completion_requests
     assert request.path == "/completion" and request["prompt"] == CHATML
-    assert request["stop"] == prompt["stop"] == [
-        "<|im_end|>",
-        "<|im_start|>user",
-        "<|im_start|>assistant",
-        "<|im_start|>system",
-        "\nFinn:",
-    ]
+    assert (
+        request["stop"]
+        == prompt["stop"]
+        == [
+            "<|im_end|>",
+            "<|im_start|>user",
+            "<|im_start|>assistant",
+            "<|im_start|>system",
+            "\nFinn:",
+        ]
+    )
     assert (prompt["instruct"], prompt["context"]) == ("ChatML", "ChatML")
     # The pieces cover the text, in order, each from its block or the template.
     assert [(p["start"], p["end"]) for p in prompt["pieces"]] == list(
@@ -252,9 +256,7 @@ async def test_the_nodes_own_templates_win_and_an_imported_one_can_skip_examples
     # No system sequence: system turns are bare lines.
     assert text.endswith("### User:\nHere you are.\nReply in under 50 words.\n### Mara:\n")
     bad = default_pipeline()
-    next(n for n in bad.nodes if n.type == "chat:TextPrompt").config = {
-        "instruct_template": "Nope"
-    }
+    next(n for n in bad.nodes if n.type == "chat:TextPrompt").config = {"instruct_template": "Nope"}
     failed = await WorkflowRunner(REGISTRY, services(llm, library, api="llamacpp")).run(
         bad, inputs={"snapshot": snapshot().model_dump(mode="json")}
     )
@@ -291,7 +293,8 @@ async def test_on_a_text_api_the_budget_counts_the_templates_wrapping(
     """Prompt plus reply must fit the context: the budget's count of the Skein is at
     least what the formatted text really takes."""
     count = bundled_llama_counter().count
-    result = await run_turn(llm, services(llm, api="llamacpp", instruct_template="Llama 3 Instruct"))
+    endpoint = services(llm, api="llamacpp", instruct_template="Llama 3 Instruct")
+    result = await run_turn(llm, endpoint)
     out = result.interface_outputs
     skein = measure(Skein.model_validate(out["skein"]), count)
     templates = TemplateLibrary(None).templates_for(
