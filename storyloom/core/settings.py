@@ -135,7 +135,8 @@ class _ChatEndpointFields(BaseModel):
     context_template: str = Field(
         default="",
         description="Text-completion APIs: the context template's name (story string, "
-        "example separator, chat start; SillyTavern's context/*.json); '' is SillyTavern's "
+        "example separator, chat start; SillyTavern's context/*.json); '' is the one named "
+        "like the instruct template (SillyTavern's bind to context), else SillyTavern's "
         "Default",
     )
 

@@ -36,6 +36,9 @@ _WHERE = {
     "ServerError": "errors",
     "StreamCut": "errors",
     "RetryPolicy": "retry",
+    "TemplateLibrary": "instruct",
+    "TextCompletionClient": "text_completion",
+    "TextStream": "text_completion",
     "TokenCounter": "tokens",
     "token_counter": "tokens",
 }

@@ -36,9 +36,11 @@ from storyloom.core.errors import (
     FileFormatError,
     InvalidInput,
     NotFound,
+    StoryloomError,
     problems_from_validation,
 )
-from storyloom.core.settings import ChatEndpoint
+from storyloom.core.settings import CHAT_ROLES, ChatEndpoint, Settings
+from storyloom.llm.errors import LLMError
 
 __all__ = [
     "ContextTemplate",
@@ -722,7 +724,19 @@ def templates_of(endpoint: ChatEndpoint) -> ResolvedTemplates:
     attached = endpoint.prompt_templates
     if isinstance(attached, ResolvedTemplates):
         return attached
-    return TemplateLibrary(None).templates_for(endpoint)
+    if isinstance(attached, StoryloomError):
+        raise LLMError(
+            f"The prompt templates of this connection cannot be used: {attached}. Pick "
+            "others under Settings, or fix the file.",
+            kind="not_configured",
+        )
+    try:
+        return TemplateLibrary(None).templates_for(endpoint)
+    except StoryloomError as error:
+        raise LLMError(
+            f"The prompt templates of this connection cannot be used: {error}.",
+            kind="not_configured",
+        ) from error
 
 
 # -- built-in templates ---------------------------------------------------------------
@@ -1149,7 +1163,23 @@ class TemplateLibrary:
 
     def resolve(self, endpoint: ChatEndpoint) -> ChatEndpoint:
         """``endpoint`` with its templates attached (for the text-completion apis; a chat
-        api endpoint is returned as it is)."""
+        api endpoint is returned as it is). Raises NotFound or FileFormatError when a
+        named template is missing or its file is broken."""
         if endpoint.api == "chat":
             return endpoint
         return endpoint.with_prompt_templates(self.templates_for(endpoint))
+
+    def resolve_settings(self, settings: Settings) -> Settings:
+        """``settings`` with both chat roles' templates attached. A role whose templates
+        cannot be loaded carries the reason instead, raised (as ``not_configured``) when
+        that role is asked for text, so one broken file never stops the server."""
+        updates: dict[str, ChatEndpoint] = {}
+        for role in CHAT_ROLES:
+            endpoint: ChatEndpoint = getattr(settings, role)
+            if endpoint.api == "chat":
+                continue
+            try:
+                updates[role] = self.resolve(endpoint)
+            except StoryloomError as error:
+                updates[role] = endpoint.with_prompt_templates(error)
+        return settings.model_copy(update=updates) if updates else settings

@@ -36,7 +36,6 @@ from storyloom.core.settings import ChatEndpoint, CompletionApi
 from storyloom.llm.answer_stream import AnswerStream, ChatResult
 from storyloom.llm.endpoint_client import EndpointClient
 from storyloom.llm.errors import LLMError
-from storyloom.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from storyloom.llm.think_split import split_think
 from storyloom.llm.tokenizers import server_root
 
@@ -168,11 +167,6 @@ class TextCompletionClient(EndpointClient):
     """A text-completion client for one endpoint whose ``api`` is ``text``, ``llamacpp``
     or ``koboldcpp``. Built freely; an unconfigured endpoint raises ``not_configured``
     on first use. One client belongs to one event loop."""
-
-    def __init__(
-        self, endpoint: ChatEndpoint, *, retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY
-    ) -> None:
-        super().__init__(endpoint, retry_policy=retry_policy)
 
     def _sdk_base_url(self) -> str:
         base = self.endpoint.base_url

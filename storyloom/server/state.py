@@ -235,8 +235,10 @@ class ServerState:
     @property
     def settings(self) -> Settings:
         """The settings in force: the saved ones, with each role that runs a local model
-        pointing at it while it runs."""
-        return self.local_models.apply(self.loaded.effective)
+        pointing at it while it runs, and each text-completion role carrying its instruct
+        and context templates."""
+        effective = self.local_models.apply(self.loaded.effective)
+        return TemplateLibrary(self.home).resolve_settings(effective)
 
     @property
     def configured_settings(self) -> Settings:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from storyloom.core.errors import Conflict, FileFormatError, NotFound
-from storyloom.core.settings import ChatEndpoint
+from storyloom.core.settings import ChatEndpoint, Settings
+from storyloom.llm.errors import LLMError
 from storyloom.llm.instruct import (
     ContextTemplate,
     InstructTemplate,
@@ -378,3 +379,18 @@ def test_resolve_attaches_the_named_or_picked_templates(tmp_path: Path) -> None:
     )
     chat = ChatEndpoint(api="chat", model="llama-3")
     assert library.resolve(chat) is chat
+
+
+def test_settings_resolve_both_roles_and_a_missing_template_fails_only_on_use(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(
+        user_llm=ChatEndpoint(api="llamacpp", base_url="http://127.0.0.1:9", model="gemma-2"),
+        agent_llm=ChatEndpoint(api="text", model="x", instruct_template="Gone"),
+    )
+    resolved = TemplateLibrary(tmp_path).resolve_settings(settings)
+    assert templates_of(resolved.user_llm).instruct.name == "Gemma 2"
+    with pytest.raises(LLMError) as caught:
+        messages_prompt([{"role": "user", "content": "hi"}], resolved.agent_llm)
+    assert caught.value.kind == "not_configured"
+    assert "'Gone'" in caught.value.message
