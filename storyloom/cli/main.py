@@ -23,6 +23,7 @@ from storyloom.cli.project import project_app
 from storyloom.cli.sandbox import sandbox_app
 from storyloom.cli.schemas import openapi, schema
 from storyloom.cli.serve import serve
+from storyloom.cli.template import template_app
 from storyloom.cli.tools import tools_app
 from storyloom.cli.workflow import workflow_app
 from storyloom.core.errors import StoryloomError
@@ -51,6 +52,7 @@ app.add_typer(plugin_app, name="plugin")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(project_app, name="project")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(template_app, name="template")
 app.add_typer(tools_app, name="tools")
 app.add_typer(workflow_app, name="workflow")
 

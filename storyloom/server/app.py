@@ -25,6 +25,7 @@ from storyloom.server import (
     plugin_api,
     scripts_api,
     settings_api,
+    template_api,
     tools_api,
     workflow_api,
     writing_api,
@@ -110,6 +111,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(settings_api.router)
     app.include_router(connections_api.router)
+    app.include_router(template_api.router)
     app.include_router(knowledge_api.router)
     app.include_router(workflow_api.router)
     app.include_router(chat_api.router)

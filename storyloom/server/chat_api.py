@@ -519,6 +519,28 @@ class InspectorBlock(BaseModel):
     edited_by: list[str] = Field(default_factory=list, description="Scripts that changed it")
 
 
+class TextPromptPiece(BaseModel):
+    """Where ``text[start:end]`` of a text-completion prompt came from."""
+
+    start: int
+    end: int
+    kind: str = Field(description="story_string, sequence, separator, name, example or message")
+    source: str = Field(description="Words for a person: 'Card: description', 'input sequence'")
+    block: str | None = Field(
+        default=None, description="The Skein block it is; null: the template's own text"
+    )
+
+
+class TextPromptView(BaseModel):
+    """The one string a text-completion API got, with where each part came from."""
+
+    text: str
+    stop: list[str] = Field(default_factory=list, description="Stop strings sent with it")
+    pieces: list[TextPromptPiece] = Field(default_factory=list)
+    instruct: str | None = Field(default=None, description="The instruct template's name")
+    context: str | None = Field(default=None, description="The context template's name")
+
+
 class PromptInspector(BaseModel):
     """A reply's prompt as it was sent: blocks in prompt order, lore with reasons, what
     the budget cut, the budget, and the chat messages the model got."""
@@ -532,6 +554,10 @@ class PromptInspector(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     scripts: list[ScriptRun] = Field(default_factory=list, description="What each script did")
     messages: list[dict[str, Any]] = Field(description="[{role, content, name?}] as sent")
+    text_prompt: TextPromptView | None = Field(
+        default=None,
+        description="On a text-completion API: the exact text sent, its pieces' sources",
+    )
 
 
 @router.get(

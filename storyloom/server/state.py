@@ -125,6 +125,8 @@ class ServerState:
         self.workflows.services.hooks = plugins.hook
         # The enabled plugins' scripts/ folders, for chat:Script and /api/scripts.
         self.workflows.services.script_folders = plugins.enabled_folders
+        # Text-completion prompts use the templates imported into the data directory too.
+        self.workflows.services.prompt_templates = TemplateLibrary(self.home)
         self.workflow_runs = RunManager(self.workflows, self.hub)
         self.turn_tree = TurnTree(self.database)
         # A reply cut off by a killed server is kept as it was flushed, marked partial.

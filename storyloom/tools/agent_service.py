@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from storyloom.core.errors import NotFound, StoryloomError
+from storyloom.core.errors import ConfigurationError, NotFound, StoryloomError
 from storyloom.core.settings import ChatEndpoint
 from storyloom.tools.agent_loop import AgentLoop, CallProtocol, LoopSetup
 from storyloom.tools.agent_profile import AgentLibrary, AgentProfile
@@ -81,6 +81,13 @@ class AgentService:
     async def run_turn(self, ctx: NodeContext, request: AgentTurnRequest) -> AgentOutcome:
         profile = self.profile(request.profile_id)
         endpoint = profile_endpoint(profile, request, ctx.services)
+        if endpoint.api != "chat":
+            # Tool calls need a chat API: a prompt string has no tools to call.
+            raise ConfigurationError(
+                f"agent profile {profile.id!r} calls tools, which needs a chat-completion "
+                f"API; the connection it answers on uses {endpoint.api!r}: pick the chat API "
+                "for it in Settings, or no agent profile in the chat's settings"
+            )
         key = (endpoint.base_url, str(request.overrides.get("model") or endpoint.model))
         protocol: CallProtocol = "tam" if profile.protocol == "tam" else "native"
         if profile.protocol == "auto" and key in self._no_native:

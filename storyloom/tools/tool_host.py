@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from storyloom.core.settings import Settings, SettingsStore, ToolPolicySettings
+from storyloom.llm.instruct import TemplateLibrary
 from storyloom.tools import builtin_tools
 from storyloom.tools.agent_service import AgentService
 from storyloom.tools.approvals import ApprovalBroker
@@ -178,6 +179,7 @@ def open_tool_host(
         workflows=library.load if library is not None else None,
         hooks=plugins.hook,
         script_folders=plugins.enabled_folders,
+        prompt_templates=TemplateLibrary(home),
     )
     runner = WorkflowRunner(node_registry, services, history=NodeHistory(database))
     host = ToolHost(

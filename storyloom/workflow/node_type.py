@@ -35,6 +35,7 @@ from storyloom.workflow.workflow_file import Workflow, WorkflowNode
 
 if TYPE_CHECKING:
     from storyloom.core.settings import Settings
+    from storyloom.llm.instruct import TemplateLibrary
     from storyloom.project.knowledge_service import KnowledgeService
     from storyloom.store.database import Database
     from storyloom.workflow.agent_host import AgentHost
@@ -239,6 +240,9 @@ class WorkflowServices:
     """The enabled plugins' folders by plugin name, whose ``scripts/`` a ``chat:Script``
     node may run (``<plugin>:<file>``); set by whoever knows the plugins (the tools
     layer, the server). None: only the project's scripts."""
+    prompt_templates: TemplateLibrary | None = None
+    """The instruct and context templates (built in, and those imported into the data
+    directory) that text-completion prompts are formatted with. None: the built-ins."""
 
     def require_settings(self) -> Settings:
         if self.settings is None:

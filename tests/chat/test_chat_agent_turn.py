@@ -18,6 +18,7 @@ from storyloom.chat.service.reply_run import ChatEvent, StreamDelta, ToolStepAdd
 from storyloom.chat.store.conversation import ConversationSettings
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
+from storyloom.core.settings import SettingsStore
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.chat.conftest import write_characters
 from tests.tools.agent_support import AgentWorld, agent_world, tam_call
@@ -201,3 +202,21 @@ async def test_a_chat_naming_a_missing_agent_profile_fails_the_turn_and_says_why
     assert chat.llm.chat_requests == []
     assert reply.parent_id is not None
     assert chat.tree.message(reply.parent_id).content == "Roll for me."
+
+
+async def test_an_agent_profile_on_a_text_completion_connection_is_a_clear_error(
+    chat: Chat,
+) -> None:
+    store = SettingsStore(chat.world.home)
+    settings = store.load().effective
+    text = settings.user_llm.model_copy(update={"api": "llamacpp"})
+    store.save(settings.model_copy(update={"user_llm": text}))
+    host = chat.world.host
+    host.save_policy(host.policy())  # the host reads settings.json again after its writes
+    conversation_id = chat.new_chat()
+    reply = await chat.send(conversation_id, "I try the door.")
+    assert reply.status == "error"
+    assert reply.error is not None
+    assert "agent profile 'dm' calls tools" in reply.error
+    assert "uses 'llamacpp'" in reply.error
+    assert not chat.llm.completion_requests and not chat.llm.chat_requests

@@ -160,3 +160,47 @@ describe('the prompt inspector and chat scripts', () => {
     expect(zh.findAll(q('chat-prompt-source'))[1]!.text()).toBe('脚本：mood.lua')
   })
 })
+
+describe('the prompt inspector on a text-completion API', () => {
+  const text = '<|im_start|>system\nMira.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n'
+  const at = (part: string) => text.indexOf(part)
+  const inspection: PromptInspection = {
+    blocks: [{ id: 'msg:a', kind: 'history', role: 'user', content: 'Hi', tokens: 2, source: { kind: 'message', label: 'Message 1 (Ann)' } }],
+    lore: [],
+    cut: [],
+    budget: 100,
+    messages: [{ role: 'user', content: 'Hi' }],
+    text_prompt: {
+      text,
+      stop: ['<|im_end|>'],
+      instruct: 'ChatML',
+      context: 'ChatML',
+      pieces: [
+        { start: 0, end: 19, kind: 'sequence', source: 'story string prefix', block: null },
+        { start: 19, end: 24, kind: 'story_string', source: 'Card: description', block: 'charDescription' },
+        // 24..52 is left to no piece: it still shows, as one plain span.
+        { start: at('Hi'), end: at('Hi') + 2, kind: 'message', source: 'Message 1 (Ann)', block: 'msg:a' },
+      ],
+    },
+  }
+
+  it('shows the exact text sent, each block-made part labelled with its source', async () => {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => new Response(JSON.stringify(inspection), { status: 200, headers: { 'Content-Type': 'application/json' } })),
+    )
+    const w = mount(PromptInspector, { props: { conversationId: 'c1', messageId: 'm1' }, global: { plugins: [makeI18n('en')] } })
+    await flushPromises()
+    expect(w.find(q('chat-prompt-text-body')).text()).toBe(text.trim())
+    const pieces = w.findAll(q('chat-prompt-text-piece'))
+    expect(pieces.map((p) => p.element.textContent).join('')).toBe(text)
+    const labelled = pieces.filter((p) => p.attributes('data-block'))
+    expect(labelled.map((p) => [p.text(), p.attributes('title')])).toEqual([
+      ['Mira.', 'Card: description'],
+      ['Hi', 'Message 1 (Ann)'],
+    ])
+    expect(pieces[0]!.classes()).toContain('chat-text-template')
+    expect(w.find(q('chat-prompt-text')).text()).toContain('instruct: ChatML')
+    expect(w.find(q('chat-prompt-stop')).text()).toContain('"<|im_end|>"')
+  })
+})

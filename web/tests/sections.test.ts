@@ -6,8 +6,17 @@ import { makeI18n } from '../src/i18n'
 import { useFakeFetch } from './fakeFetch'
 import { chatView, embeddingView, settingsView } from './fixtures'
 
-// The model field asks for the endpoint's list on its own: not one of the calls checked here.
-const server = useFakeFetch((url) => (url === '/api/settings/models' ? { status: 200, body: { models: [] } } : undefined))
+// The model field asks for the endpoint's list on its own, and a text API's section for the
+// templates: not among the calls checked here.
+const TEMPLATES = {
+  instruct: [{ name: 'ChatML', builtin: true }, { name: 'Llama 3 Instruct', builtin: true }, { name: 'Mine', builtin: false }],
+  context: [{ name: 'Default', builtin: true }],
+}
+const server = useFakeFetch((url) => {
+  if (url === '/api/settings/models') return { status: 200, body: { models: [] } }
+  if (url === '/api/templates') return { status: 200, body: TEMPLATES }
+  return undefined
+})
 
 function mountChat(view = chatView(), role: 'user_llm' | 'agent_llm' = 'user_llm') {
   return mount(ChatSection, {
@@ -100,6 +109,26 @@ describe('ChatSection', () => {
     expect(w.get(q('settings-user_llm-result')).text()).toContain('Saved.')
     expect(w.html()).not.toContain('sk-secret-123')
     expect(w.emitted('saved')).toHaveLength(1)
+  })
+
+  it('shows the template selects for a text API and saves the API with the templates', async () => {
+    server.respond = (call) => {
+      const sent = (call.body as { user_llm: Record<string, unknown> }).user_llm
+      return { status: 200, body: settingsView({ user_llm: { ...chatView(), ...sent, api_key_set: false } }) }
+    }
+    const w = mountChat()
+    expect(w.find(q('settings-user_llm-templates')).exists()).toBe(false)
+    await w.get(q('settings-user_llm-api')).setValue('llamacpp')
+    await flushPromises()
+    const instruct = w.get(q('settings-user_llm-instruct_template'))
+    expect(instruct.findAll('option').map((o) => o.text())).toEqual(['auto', 'ChatML', 'Llama 3 Instruct', 'Mine'])
+    expect(w.get(q('settings-user_llm-context_template')).findAll('option').map((o) => o.text())).toEqual(['auto', 'Default'])
+    expect(w.find(q('settings-user_llm-template-import')).exists()).toBe(true)
+    await instruct.setValue('Mine')
+    await w.get('form').trigger('submit')
+    await flushPromises()
+    const sent = (server.calls[0]!.body as { user_llm: Record<string, unknown> }).user_llm
+    expect([sent.api, sent.instruct_template, sent.context_template]).toEqual(['llamacpp', 'Mine', ''])
   })
 
   it('picks the tokenizer that counts budgets, explains the choice and saves it with its file', async () => {

@@ -9,6 +9,8 @@ import {
   keyUpdate,
   parseNumber,
   splitProblems,
+  templateChoices,
+  usesTemplates,
 } from '../src/lib/settingsForm'
 import { chatView, embeddingView } from './fixtures'
 
@@ -125,6 +127,35 @@ describe('buildChatUpdate', () => {
       max_retries: 'settings.errors.integer',
       max_tokens: 'settings.errors.number',
     })
+  })
+})
+
+describe('the API and its templates', () => {
+  it('sends the chosen API and template names, and keeps them through a round trip', () => {
+    const view = chatView({ api: 'llamacpp', instruct_template: 'Llama 3 Instruct', context_template: '' })
+    const form = chatFormFromView(view)
+    expect([form.api, form.instruct_template, form.context_template]).toEqual(['llamacpp', 'Llama 3 Instruct', ''])
+    const { update, errors } = buildChatUpdate(view, { ...form, api: 'koboldcpp', context_template: 'ChatML' })
+    expect(errors).toEqual({})
+    expect(update.api).toBe('koboldcpp')
+    expect(update.instruct_template).toBe('Llama 3 Instruct')
+    expect(update.context_template).toBe('ChatML')
+  })
+
+  it('shows the template selects only for the text-completion APIs', () => {
+    expect(usesTemplates('chat')).toBe(false)
+    expect(['text', 'llamacpp', 'koboldcpp'].every((a) => usesTemplates(a as 'text'))).toBe(true)
+  })
+
+  it('offers auto first, then the library, and keeps a saved name the library lacks', () => {
+    expect(templateChoices(['ChatML', 'Mistral'], '')).toEqual(['', 'ChatML', 'Mistral'])
+    expect(templateChoices(['ChatML'], 'ChatML')).toEqual(['', 'ChatML'])
+    expect(templateChoices(['ChatML'], 'Gone')).toEqual(['', 'ChatML', 'Gone'])
+  })
+
+  it('places a template problem next to its select', () => {
+    const out = splitProblems([{ field: 'user_llm.instruct_template', reason: 'no such template' }], 'user_llm', CHAT_FIELDS)
+    expect(out.fields).toEqual({ instruct_template: 'no such template' })
   })
 })
 

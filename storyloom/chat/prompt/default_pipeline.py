@@ -1,16 +1,19 @@
 """The chat turn as a workflow: the built-in pipeline, and finding a conversation's own.
 
 ``chat-default`` chains the shuttle nodes (seed 001 §5): GroupInput → Skein Builder →
-Prompt AST → Regex Cleaner → Script → Token Budget → Weaver → LLM Invoker → Filament
-Parser → State Updater → GroupOutput. It is an ordinary workflow: a user opens it in the
-canvas, changes it and saves it under the same id (their copy wins) or another one (and
-points a conversation's ``settings.pipeline`` at it). A SillyTavern preset imports as
+Prompt AST → Regex Cleaner → Script → Token Budget → Weaver → Text Prompt → LLM
+Invoker → Filament Parser → State Updater → GroupOutput. The Weaver's messages go to a
+chat API, the Text Prompt's one string (empty for a chat API) to a text-completion one.
+It is an ordinary workflow: a user opens it in the canvas, changes it and saves it under
+the same id (their copy wins) or another one (and points a conversation's
+``settings.pipeline`` at it). A SillyTavern preset imports as
 the same graph with its prompts and sampling in the nodes' config
 (:mod:`storyloom.chat.prompt.preset_pipeline`).
 
 Interface: input ``snapshot`` (the :class:`~storyloom.chat.store.snapshot.ContextSnapshot`
 as JSON); outputs ``reply``, ``thought``, ``state``, ``delta``, ``skein`` (as trimmed,
-for the inspector), ``messages`` (as sent), ``problems``, ``raw`` (the model's text) and
+for the inspector), ``messages`` (as sent to a chat API), ``prompt`` (the text sent to a
+text-completion API, with its pieces' sources), ``problems``, ``raw`` (the model's text) and
 ``steps`` (an agent turn's tool calls; the invoker runs the snapshot's agent profile).
 The LLM Invoker streams; its node id is :data:`INVOKER_NODE` in this graph, and a
 caller looking at another pipeline finds it by its type, :data:`INVOKER_TYPE`.
@@ -45,6 +48,7 @@ _CHAIN: tuple[tuple[str, str, str], ...] = (
     ("script", "chat:Script", "Script"),
     ("budget", "chat:TokenBudget", "Token Budget"),
     ("weaver", "chat:Weaver", "Weaver"),
+    ("textprompt", "chat:TextPrompt", "Text Prompt"),
     (INVOKER_NODE, INVOKER_TYPE, "LLM Invoker"),
     ("parser", "chat:FilamentParser", "Filament Parser"),
     ("updater", "chat:StateUpdater", "State Updater"),
@@ -63,6 +67,8 @@ _EDGES: tuple[str, ...] = (
     "script.skein -> budget.skein",
     "budget.skein -> weaver.skein",
     f"weaver.messages -> {INVOKER_NODE}.messages",
+    "budget.skein -> textprompt.skein",
+    f"textprompt.prompt -> {INVOKER_NODE}.prompt",
     f"input.snapshot -> {INVOKER_NODE}.snapshot",
     f"{INVOKER_NODE}.text -> parser.text",
     f"{INVOKER_NODE}.reasoning -> parser.reasoning",
@@ -77,6 +83,7 @@ _EDGES: tuple[str, ...] = (
     "updater.delta -> output.delta",
     "budget.skein -> output.skein",
     "weaver.messages -> output.messages",
+    "textprompt.prompt -> output.prompt",
     "updater.problems -> output.problems",
     f"{INVOKER_NODE}.text -> output.raw",
     f"{INVOKER_NODE}.steps -> output.steps",
@@ -89,6 +96,10 @@ _OUTPUTS: dict[str, tuple[str, str]] = {
     "delta": ("ARRAY", "RFC 6902 operations from the state before the turn"),
     "skein": ("SKEIN", "The prompt's blocks with sources, tokens and what was cut"),
     "messages": ("MESSAGES", "The messages sent to the model"),
+    "prompt": (
+        "OBJECT",
+        "A text-completion API's prompt as sent: text, stop strings, pieces with sources",
+    ),
     "problems": ("ARRAY", "Malformed updates and other problems of the turn"),
     "raw": ("STRING", "The model's answer as it came"),
     "steps": ("ARRAY", "An agent turn's tool calls and their results (else empty)"),

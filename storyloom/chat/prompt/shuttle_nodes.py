@@ -38,7 +38,8 @@ from storyloom.chat.prompt.skein_builder import (
     SkeinOptions,
     build_skein,
 )
-from storyloom.chat.prompt.token_budget import apply_budget
+from storyloom.chat.prompt.text_prompt import skein_text_prompt, template_cost
+from storyloom.chat.prompt.token_budget import CHAT_COST, apply_budget
 from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, NamesBehavior, weave
 from storyloom.chat.reply.filament import FilamentTags, parse_filament
 from storyloom.chat.reply.state_ops import StateOp, apply_ops, ops_from_json, ops_to_json
@@ -50,8 +51,10 @@ from storyloom.core.errors import StoryloomError, field_path
 from storyloom.core.plugin_markers import hookimpl
 from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW, ChatEndpoint
 from storyloom.knowledge.timed_effects import TimedEffectsState
+from storyloom.llm.answer_stream import AnswerStream
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.context_size import context_size_of
+from storyloom.llm.instruct import ResolvedTemplates, TemplateLibrary, TextPrompt
 from storyloom.llm.tokenizers import counter_for
 from storyloom.project.scripts import ScriptLibrary
 from storyloom.sandbox.script_host import ScriptLimits
@@ -415,7 +418,7 @@ class TokenBudget(NodeType[TokenBudgetConfig]):
         ]
         return "||".join(
             f"{llm.model}|{llm.token_encoding}|{llm.context_window}|{llm.tokenizer}|"
-            f"{llm.tokenizer_model}|{llm.base_url}"
+            f"{llm.tokenizer_model}|{llm.base_url}|{templates_fingerprint(services, llm)}"
             for llm in endpoints
         )
 
@@ -430,7 +433,12 @@ class TokenBudget(NodeType[TokenBudgetConfig]):
         reserve = max(config.reserve_tokens, llm.parameters.max_tokens or 0)
         budget = max(0, context - reserve)
         counter = counter_for(llm)
-        trimmed = await ctx.run_blocking(apply_budget, skein, budget, counter.count)
+        cost = CHAT_COST
+        if llm.api != "chat":
+            # The instruct template's sequences around every message count as well.
+            templates = prompt_templates(ctx.services, llm)
+            cost = await ctx.run_blocking(template_cost, templates, counter.count)
+        trimmed = await ctx.run_blocking(apply_budget, skein, budget, counter.count, cost)
         # Read off the loop: the name may probe the endpoint's tokenize route.
         trimmed.tokenizer = await ctx.run_blocking(lambda: counter.name)
         return {"skein": trimmed.as_json()}
@@ -482,6 +490,125 @@ class Weaver(NodeType[WeaverConfig]):
         return {"messages": messages}
 
 
+# -- the prompt as one string (text-completion APIs) -----------------------------------------
+
+TEXT_PROMPT = OBJECT
+"""A text-completion prompt as JSON: ``text``, ``stop``, ``pieces``, template names."""
+
+
+def prompt_templates(
+    services: WorkflowServices, endpoint: ChatEndpoint, instruct: str = "", context: str = ""
+) -> ResolvedTemplates:
+    """The templates a text-completion prompt for ``endpoint`` is formatted with: those
+    named by ``instruct`` / ``context``, else the connection's (see
+    :meth:`TemplateLibrary.templates_for`)."""
+    library = services.prompt_templates or TemplateLibrary(None)
+    named = endpoint.model_copy(
+        update={
+            "instruct_template": instruct or endpoint.instruct_template,
+            "context_template": context or endpoint.context_template,
+        }
+    )
+    try:
+        return library.templates_for(named)
+    except StoryloomError as exc:
+        where = "config" if instruct or context else "the connection's templates (Settings)"
+        raise ShuttleError(f"{where}: {exc}") from None
+
+
+def templates_fingerprint(
+    services: WorkflowServices, endpoint: ChatEndpoint, instruct: str = "", context: str = ""
+) -> str:
+    """What of the templates decides a prompt: an edited template file formats anew."""
+    if endpoint.api == "chat":
+        return "chat"
+    try:
+        templates = prompt_templates(services, endpoint, instruct, context)
+    except ShuttleError as exc:
+        return f"error: {exc}"  # the run reports it
+    return (
+        f"{endpoint.api}|{templates.instruct.model_dump_json()}|"
+        f"{templates.context.model_dump_json()}"
+    )
+
+
+class TextPromptConfig(NodeConfig):
+    role: LlmRole = Field(
+        "user", description="Whose connection's API and templates: the LLM Invoker's role"
+    )
+    instruct_template: str = Field(
+        "", description="An instruct template's name; empty: the connection's"
+    )
+    context_template: str = Field(
+        "", description="A context template's name; empty: the connection's"
+    )
+
+
+class TextPromptNode(NodeType[TextPromptConfig]):
+    type: ClassVar[str] = "chat:TextPrompt"
+    display_name: ClassVar[str] = "Text Prompt"
+    category: ClassVar[str] = CATEGORY
+    description: ClassVar[str] = (
+        "For a text-completion API (OpenAI /v1/completions, llama.cpp, KoboldCpp): the "
+        "Skein as one prompt string, laid out as SillyTavern's instruct mode: the card, "
+        "persona and lore in the context template's story string, the examples, the chat "
+        "start, every message in the instruct template's sequences, in-chat blocks at "
+        "their depth; each part labelled with its block. A chat API: an empty prompt."
+    )
+    inputs: ClassVar[tuple[Slot, ...]] = (SKEIN_IN,)
+    outputs: ClassVar[tuple[Slot, ...]] = (
+        Slot(
+            name="prompt",
+            type=TEXT_PROMPT,
+            description="{text, stop, pieces: [{start, end, kind, source, block}], instruct, "
+            "context}; text empty for a chat API",
+        ),
+    )
+
+    def fingerprint(self, config: TextPromptConfig, services: WorkflowServices) -> str | None:
+        # The turn's connection is not in the skein: every endpoint it may pick is here.
+        settings = services.require_settings()
+        endpoints = [
+            endpoint_for_role(config.role, services),
+            *(settings.connections[n] for n in sorted(settings.connections)),
+        ]
+        return "||".join(
+            templates_fingerprint(
+                services, endpoint, config.instruct_template, config.context_template
+            )
+            for endpoint in endpoints
+        )
+
+    async def run(
+        self, ctx: NodeContext, inputs: dict[str, Any], config: TextPromptConfig
+    ) -> dict[str, Any]:
+        endpoint = turn_endpoint(ctx, inputs, config.role)
+        if endpoint.api == "chat":
+            return {"prompt": {"text": "", "stop": [], "pieces": []}}
+        templates = prompt_templates(
+            ctx.services, endpoint, config.instruct_template, config.context_template
+        )
+        skein = skein_input(inputs)
+        return {"prompt": await ctx.run_blocking(skein_text_prompt, skein, templates)}
+
+
+def prompt_input(inputs: Mapping[str, Any], name: str = "prompt") -> TextPrompt | None:
+    """A wired text prompt with text, else None (unwired, or a chat API's empty one)."""
+    value = inputs.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ShuttleError(f"input {name}: expected a text prompt object, got {value!r}")
+    if not value.get("text"):
+        return None
+    try:
+        return TextPrompt.model_validate(
+            {"text": value["text"], "stop": value.get("stop") or [], "pieces": []}
+        )
+    except ValidationError as exc:
+        raise ShuttleError(_problem(exc, f"input {name}")) from None
+
+
 # -- the model ------------------------------------------------------------------------------
 
 
@@ -531,6 +658,14 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
     inputs: ClassVar[tuple[Slot, ...]] = (
         Slot(name="messages", type=MESSAGES, description="The prompt as chat messages"),
         Slot(
+            name="prompt",
+            type=TEXT_PROMPT,
+            required=False,
+            description="The prompt as one string (the Text Prompt node's): sent as it is "
+            "on a text-completion API; unwired there, the messages are formatted with the "
+            "connection's templates",
+        ),
+        Slot(
             name="snapshot",
             type=OBJECT,
             required=False,
@@ -566,19 +701,25 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
         overrides = sampling_overrides(config)
         request = [dict(m) for m in messages]
         snapshot = _agent_snapshot(ctx, inputs)
+        endpoint = turn_endpoint(ctx, inputs, config.role)
         if snapshot is not None and snapshot.agent_profile is not None:
             return await _agent_turn(ctx, snapshot, snapshot.agent_profile, request, overrides)
-        endpoint = turn_endpoint(ctx, inputs, config.role)
+        prompt = prompt_input(inputs) if endpoint.api != "chat" else None
         # An LLMError propagates as is: the chat turn keeps its partial_text.
-        async with ChatClient(endpoint) as client, client.stream(request, **overrides) as stream:
-            async for delta in stream:
-                await ctx.emit(delta)
-            return {
-                "text": stream.text,
-                "reasoning": stream.reasoning_text,
-                "steps": [],
-                "variables": [],
-            }
+        async with ChatClient(endpoint) as client:
+            stream: AnswerStream = (
+                client.stream_prompt(prompt, **overrides)
+                if prompt is not None
+                else client.stream(request, **overrides)
+            )
+            async with stream:
+                return await _streamed(ctx, stream)
+
+
+async def _streamed(ctx: NodeContext, stream: AnswerStream) -> dict[str, Any]:
+    async for delta in stream:
+        await ctx.emit(delta)
+    return {"text": stream.text, "reasoning": stream.reasoning_text, "steps": [], "variables": []}
 
 
 def turn_endpoint(ctx: NodeContext, inputs: Mapping[str, Any], role: str) -> ChatEndpoint:
@@ -844,6 +985,7 @@ NODE_TYPES: tuple[type[NodeType], ...] = (
     Script,
     TokenBudget,
     Weaver,
+    TextPromptNode,
     LLMInvoker,
     FilamentParser,
     StateUpdater,

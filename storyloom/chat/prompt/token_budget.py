@@ -10,6 +10,13 @@ prompt, the card, the newest user message...) are never cut; if they alone do no
 the Skein says so in ``warnings`` and the prompt goes out over budget rather than
 without them.
 
+On a text-completion API the prompt is one string, and the instruct template's
+sequences around each message (and the story string's prefix, suffix and labels, the
+chat start, the open reply) take the place of the chat format's few tokens: the budget
+then counts a :class:`MessageCost` measured by formatting with the connection's
+templates (:func:`~storyloom.chat.prompt.text_prompt.template_cost`), so prompt plus
+the longest reply still fit the context.
+
 Every cut is recorded (:class:`~storyloom.chat.prompt.skein.CutBlock`, with its tokens and why),
 and a cut lore entry also gets a ``token_budget`` reason in the lore report, so the
 inspector shows what the model did not see.
@@ -18,6 +25,7 @@ inspector shows what the model did not see.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from storyloom.chat.prompt.skein import BlockKind, CutBlock, Skein
 from storyloom.llm.tokens import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMER
@@ -33,22 +41,33 @@ def measure(skein: Skein, count: Callable[[str], int]) -> Skein:
     return out
 
 
-def _cost(tokens: int) -> int:
-    return tokens + TOKENS_PER_MESSAGE
+@dataclass(frozen=True)
+class MessageCost:
+    """Tokens the format adds: around each message, and once per prompt."""
+
+    per_message: int = TOKENS_PER_MESSAGE
+    fixed: int = TOKENS_REPLY_PRIMER
 
 
-def prompt_tokens(skein: Skein) -> int:
+CHAT_COST = MessageCost()
+"""A chat-completion API's: the chat template's tokens per message and the reply primer."""
+
+
+def prompt_tokens(skein: Skein, cost: MessageCost = CHAT_COST) -> int:
     """The prompt's size, counting each non-empty enabled block as a message of its own
     (an upper bound: blocks the Weaver joins share one message's overhead)."""
     used = [b.tokens or 0 for b in skein.blocks if b.enabled and b.content]
-    return sum(_cost(t) for t in used) + (TOKENS_REPLY_PRIMER if used else 0)
+    return sum(t + cost.per_message for t in used) + (cost.fixed if used else 0)
 
 
-def apply_budget(skein: Skein, budget: int, count: Callable[[str], int]) -> Skein:
-    """``skein`` measured and cut to ``budget`` tokens (see the module docstring)."""
+def apply_budget(
+    skein: Skein, budget: int, count: Callable[[str], int], cost: MessageCost = CHAT_COST
+) -> Skein:
+    """``skein`` measured and cut to ``budget`` tokens (see the module docstring), each
+    message costing ``cost`` on top of its text."""
     out = measure(skein, count)
     out.budget = budget
-    total = prompt_tokens(out)
+    total = prompt_tokens(out, cost)
     if total <= budget:
         return out
     order = sorted(
@@ -64,7 +83,7 @@ def apply_budget(skein: Skein, budget: int, count: Callable[[str], int]) -> Skei
             break
         block = out.blocks[index]
         tokens = block.tokens or 0
-        total -= _cost(tokens)
+        total -= tokens + cost.per_message
         gone.add(index)
         out.cut.append(
             CutBlock(

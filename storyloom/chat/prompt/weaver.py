@@ -49,6 +49,16 @@ class _Item:
     block_index: int
     history: bool = False
     squash: bool = True
+    block_ids: tuple[str, ...] = ()
+    """The blocks whose text the message holds, in order (a group, a depth's injections)."""
+
+
+@dataclass(frozen=True)
+class WovenMessage:
+    """A chat message and the ids of the blocks it was made of."""
+
+    message: dict[str, Any]
+    block_ids: tuple[str, ...]
 
 
 def _extra(block: SkeinBlock, key: str, default: Any = None) -> Any:
@@ -64,6 +74,15 @@ def weave(
     skein: Skein, *, names_behavior: NamesBehavior = "none", squash_system: bool = False
 ) -> list[dict[str, Any]]:
     """The chat messages ``[{role, content, name?}]`` of ``skein``."""
+    woven = weave_sources(skein, names_behavior=names_behavior, squash_system=squash_system)
+    return [item.message for item in woven]
+
+
+def weave_sources(
+    skein: Skein, *, names_behavior: NamesBehavior = "none", squash_system: bool = False
+) -> list[WovenMessage]:
+    """:func:`weave`, each message with the blocks it came from (the text-completion
+    prompt labels every stretch of its text with them)."""
     extra = skein.model_extra or {}
     char = str(extra.get("char_name") or "")
     user = str(extra.get("user_name") or "")
@@ -86,19 +105,19 @@ def weave(
                 end += 1
             template = str(_extra(block, "group_format") or "{0}")
             content = template.replace("{0}", "\n".join(parts))
-            items.append(_Item({"role": block.role, "content": content}, index))
+            ids = tuple(b.id for b in blocks[index:end])
+            items.append(_Item({"role": block.role, "content": content}, index, block_ids=ids))
             index = end
             continue
         if block.kind is BlockKind.EXAMPLES:
             items.extend(_example_items(block, index, user, char))
         elif block.kind is BlockKind.HISTORY:
             message = _history_message(block, names_behavior, char, user)
-            items.append(_Item(message, index, history=True))
+            items.append(_Item(message, index, history=True, block_ids=(block.id,)))
         else:
             squash = bool(_extra(block, "squash", True))
-            items.append(
-                _Item({"role": block.role, "content": block.content}, index, squash=squash)
-            )
+            message = {"role": block.role, "content": block.content}
+            items.append(_Item(message, index, squash=squash, block_ids=(block.id,)))
         index += 1
 
     injections = [(i, b) for i, b in enumerate(blocks) if b.depth is not None]
@@ -106,7 +125,7 @@ def weave(
         items = _inject(items, injections)
     if squash_system:
         items = _squash(items)
-    return [item.message for item in items]
+    return [WovenMessage(item.message, item.block_ids) for item in items]
 
 
 def _history_message(
@@ -166,28 +185,31 @@ def _example_items(block: SkeinBlock, index: int, user: str, char: str) -> list[
     user = str(speakers.get("user") or user)
     char = str(speakers.get("char") or char)
     items: list[_Item] = []
+    ids = (block.id,)
     header = str(_extra(block, "header") or "")
     if header:
-        items.append(_Item({"role": "system", "content": header}, index, squash=False))
+        message = {"role": "system", "content": header}
+        items.append(_Item(message, index, squash=False, block_ids=ids))
     turns = parse_example(block.content, user, char)
     if not turns:
-        items.append(_Item({"role": "system", "content": block.content}, index))
+        items.append(_Item({"role": "system", "content": block.content}, index, block_ids=ids))
         return items
     for who, content in turns:
         name = "example_user" if who == "user" else "example_assistant"
-        items.append(_Item({"role": "system", "content": content, "name": name}, index))
+        message = {"role": "system", "content": content, "name": name}
+        items.append(_Item(message, index, block_ids=ids))
     return items
 
 
 def _inject(items: list[_Item], injections: list[tuple[int, SkeinBlock]]) -> list[_Item]:
     """``items`` with the in-chat blocks woven into the history (SillyTavern's order)."""
-    by_depth: dict[int, dict[int, dict[str, list[str]]]] = {}
+    by_depth: dict[int, dict[int, dict[str, list[SkeinBlock]]]] = {}
     for _, block in injections:
         depth = max(0, block.depth or 0)
         order = _extra(block, "injection_order", DEFAULT_INJECTION_ORDER)
         order = order if isinstance(order, int) else DEFAULT_INJECTION_ORDER
-        texts = by_depth.setdefault(depth, {}).setdefault(order, {}).setdefault(block.role, [])
-        texts.append(block.content.strip())
+        found = by_depth.setdefault(depth, {}).setdefault(order, {}).setdefault(block.role, [])
+        found.append(block)
 
     history = [n for n, item in enumerate(items) if item.history]
     if history:
@@ -203,9 +225,12 @@ def _inject(items: list[_Item], injections: list[tuple[int, SkeinBlock]]) -> lis
         messages: list[_Item] = []
         for order in sorted(by_depth[depth], reverse=True):
             for role in _ROLES:
-                found = by_depth[depth][order].get(role)
-                if found:
-                    messages.append(_Item({"role": role, "content": "\n".join(found)}, anchor))
+                joined = by_depth[depth][order].get(role)
+                if joined:
+                    content = "\n".join(b.content.strip() for b in joined)
+                    ids = tuple(b.id for b in joined)
+                    message = {"role": role, "content": content}
+                    messages.append(_Item(message, anchor, block_ids=ids))
         at = min(depth + inserted, len(newest_first))
         newest_first[at:at] = messages
         inserted += len(messages)
@@ -224,7 +249,8 @@ def _squash(items: list[_Item]) -> list[_Item]:
                     **last.message,
                     "content": f"{last.message['content']}\n{message['content']}",
                 }
-                out[-1] = _Item(merged, last.block_index, last.history, last.squash)
+                ids = (*last.block_ids, *item.block_ids)
+                out[-1] = _Item(merged, last.block_index, last.history, last.squash, ids)
                 continue
         out.append(item)
     return out

@@ -111,13 +111,15 @@ def inspector_record(
     skein: Mapping[str, Any] | None,
     messages: Sequence[Mapping[str, Any]] | None,
     snapshot: ContextSnapshot,
+    text_prompt: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What ``extra.prompt`` keeps of a turn's prompt: the Skein's blocks with sources and
-    tokens, the lore report, what the budget cut, the budget, and the messages sent.
+    tokens, the lore report, what the budget cut, the budget, the messages sent, and on a
+    text-completion API the text sent (``text_prompt``: its pieces with their sources).
 
-    A history block (or a prompt message) whose text is its message's stored text keeps
-    only a reference to that message: every reply would otherwise store the whole history
-    again. :func:`inspector_view` puts the text back.
+    A history block (or a prompt message, or a stretch of the text) whose text is its
+    message's stored text keeps only a reference to that message: every reply would
+    otherwise store the whole history again. :func:`inspector_view` puts the text back.
     """
     skein = skein or {}
     stored = {m.id: m.content for m in snapshot.history}
@@ -146,7 +148,7 @@ def inspector_record(
             item["message_id"] = ref
         sent.append(item)
     lore = skein.get("lore") or [r.model_dump(mode="json") for r in snapshot.lore_report]
-    return {
+    record: dict[str, Any] = {
         "blocks": blocks,
         "lore": lore,
         # Compact rows: the inspector builds their records when it is opened.
@@ -157,6 +159,48 @@ def inspector_record(
         "scripts": skein.get("scripts") or [],
         "messages": sent,
     }
+    if text_prompt and isinstance(text_prompt.get("text"), str) and text_prompt["text"]:
+        record["text_prompt"] = _compact_text(text_prompt, stored)
+    return record
+
+
+_MESSAGE_BLOCK = "msg:"
+
+
+def _compact_text(prompt: Mapping[str, Any], stored: Mapping[str, str]) -> dict[str, Any]:
+    """The text prompt with each history message's stored text as ``{"message_id"}``:
+    ``parts`` joined give the text again."""
+    text: str = prompt["text"]
+    parts: list[str | dict[str, str]] = []
+    position = 0
+    for piece in prompt.get("pieces") or []:
+        block = piece.get("block") if isinstance(piece, Mapping) else None
+        if not isinstance(block, str) or not block.startswith(_MESSAGE_BLOCK):
+            continue
+        message_id = block[len(_MESSAGE_BLOCK) :]
+        start, end = piece.get("start"), piece.get("end")
+        if not isinstance(start, int) or not isinstance(end, int) or start < position:
+            continue
+        if stored.get(message_id) != text[start:end] or start == end:
+            continue
+        if start > position:
+            parts.append(text[position:start])
+        parts.append({"message_id": message_id})
+        position = end
+    if position < len(text):
+        parts.append(text[position:])
+    return {
+        **{k: v for k, v in prompt.items() if k != "text"},
+        "parts": parts,
+    }
+
+
+def _text_of(parts: Sequence[Any], texts: Mapping[str, str]) -> str:
+    return "".join(
+        part if isinstance(part, str) else texts.get(str(part.get("message_id") or ""), "")
+        for part in parts
+        if isinstance(part, str | Mapping)
+    )
 
 
 def inspector_view(record: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
@@ -174,6 +218,10 @@ def inspector_view(record: Mapping[str, Any], texts: Mapping[str, str]) -> dict[
             item["content"] = texts.get(item.pop("message_id", "") or "", "")
         messages.append(item)
     view = {**record, "blocks": blocks, "messages": messages}
+    compact = record.get("text_prompt")
+    if isinstance(compact, Mapping):
+        prompt = {k: v for k, v in compact.items() if k != "parts"}
+        view["text_prompt"] = {**prompt, "text": _text_of(compact.get("parts") or [], texts)}
     # A record stored before compact rows holds its dropped entries in "lore" already.
     rows = view.pop("lore_dropped", None) or []
     view["lore"] = [*(record.get("lore") or []), *(dropped_lore_record(row) for row in rows)]
@@ -184,6 +232,9 @@ def message_ids(record: Mapping[str, Any]) -> set[str]:
     """The messages an inspector record refers to."""
     ids = {b.get("message_id") for b in record.get("blocks") or [] if "content" not in b}
     ids |= {m.get("message_id") for m in record.get("messages") or [] if "content" not in m}
+    compact = record.get("text_prompt")
+    if isinstance(compact, Mapping):
+        ids |= {p.get("message_id") for p in compact.get("parts") or [] if isinstance(p, Mapping)}
     return {i for i in ids if isinstance(i, str)}
 
 
@@ -491,10 +542,12 @@ class ChatTurn:
         tool_steps = self._tool_steps(outputs)
         if tool_steps:
             extra["tool_steps"] = tool_steps
+        text_prompt = outputs.get("prompt")
         prompt = inspector_record(
             skein if isinstance(skein, Mapping) else None,
             messages if isinstance(messages, list) else None,
             self.snapshot,
+            text_prompt if isinstance(text_prompt, Mapping) else None,
         )
         # Only the new text: a continued reply's start was rewritten when it was saved.
         cleaned = self._joined(self.setup.clean_reply(reply))

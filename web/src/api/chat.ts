@@ -7,6 +7,7 @@
 // Every write that changes a conversation sends `expected_version`; the server answers 409
 // when another tab (or a turn) changed it first: `isConflict()` tells the page to reload.
 import { ApiError, type Fetch, fetchJson, errorFromBody, postForm, requestJson } from './client'
+import type { TextPromptView } from './types'
 import type { components } from './schema'
 import { listWorkflows } from './workflows'
 
@@ -226,6 +227,8 @@ export interface PromptInspection {
   messages: PromptMessage[]
   /** The chat:Script runs that shaped this prompt, in order. */
   scripts?: ScriptRunRecord[]
+  /** On a text-completion API: the one string sent, each piece with its source. */
+  text_prompt?: TextPromptView | null
   [extra: string]: unknown
 }
 

@@ -16,6 +16,12 @@ export type ErrorBody = Schemas['ErrorBody']
 export type ErrorDetail = Schemas['ErrorDetail']
 export type Problem = Schemas['Problem']
 export type SettingsTestRequest = Schemas['SettingsTestRequest']
+export type TemplateList = Schemas['TemplateList']
+export type TemplateEntry = Schemas['TemplateEntry']
+export type TemplateImported = Schemas['TemplateImported']
+export type TemplateKind = TemplateImported['kind']
+export type TextPromptView = Schemas['TextPromptView']
+export type TextPromptPiece = Schemas['TextPromptPiece']
 
 export type Role = SettingsTestRequest['role']
 export type ChatRole = Exclude<Role, 'embedding'>

@@ -67,3 +67,29 @@ export function loreSections(lore: readonly LoreRecord[], cut: readonly CutBlock
 export function loreCutCount(sections: LoreSections): number {
   return sections.dropped.reduce((n, g) => n + g.entries.filter((e) => e.cutByBudget).length, 0)
 }
+
+/** One stretch of a text-completion prompt, as the inspector shows it. */
+export interface TextSpan {
+  text: string
+  /** Where it came from: a block's label ('Card: description') or the template's part. */
+  source: string
+  /** The Skein block it is; null: the template's own text (sequences, chat start...). */
+  block: string | null
+  kind: string
+}
+
+/** The prompt's text cut at its pieces; what no piece covers (an older record) is one
+ * span of its own, so the spans always join to the text. */
+export function textPromptSpans(prompt: { text: string; pieces?: { start: number; end: number; kind: string; source: string; block?: string | null }[] }): TextSpan[] {
+  const spans: TextSpan[] = []
+  let at = 0
+  const pieces = [...(prompt.pieces ?? [])].sort((a, b) => a.start - b.start)
+  for (const p of pieces) {
+    if (p.start < at || p.end <= p.start || p.end > prompt.text.length) continue
+    if (p.start > at) spans.push({ text: prompt.text.slice(at, p.start), source: '', block: null, kind: 'unknown' })
+    spans.push({ text: prompt.text.slice(p.start, p.end), source: p.source, block: p.block ?? null, kind: p.kind })
+    at = p.end
+  }
+  if (at < prompt.text.length) spans.push({ text: prompt.text.slice(at), source: '', block: null, kind: 'unknown' })
+  return spans
+}

@@ -21,6 +21,23 @@ export const TOKEN_ENCODING_CHOICES = ['cl100k_base', 'o200k_base'] as const
 /** How budgets count tokens (the server's `tokenizer` setting). */
 export const TOKENIZER_CHOICES = ['auto', 'llama', 'openai', 'endpoint'] as const
 export type TokenizerChoice = (typeof TOKENIZER_CHOICES)[number]
+/** How a connection asks for text (the server's `api` setting): chat messages, or one
+ * prompt string built with an instruct template for the three text-completion APIs. */
+export const API_CHOICES = ['chat', 'text', 'llamacpp', 'koboldcpp'] as const
+export type ApiChoice = (typeof API_CHOICES)[number]
+
+/** Whether `api` sends one prompt string, so the instruct and context templates apply. */
+export function usesTemplates(api: ApiChoice): boolean {
+  return api !== 'chat'
+}
+
+/** The names a template select offers: '' (auto) first, then the library's names, and the
+ * saved name even when the library no longer has it (so saving again keeps it as it is). */
+export function templateChoices(names: readonly string[], current: string): string[] {
+  const list = ['', ...names.filter((n) => n !== '')]
+  if (current && !list.includes(current)) list.push(current)
+  return list
+}
 
 export interface BaseUrlPreset {
   id: string
@@ -44,6 +61,11 @@ interface KeyFields {
 }
 
 export interface ChatForm extends KeyFields {
+  api: ApiChoice
+  /** The instruct template's name; '' is auto (from the model name, else ChatML). */
+  instruct_template: string
+  /** The context template's name; '' is SillyTavern's Default. */
+  context_template: string
   base_url: string
   model: string
   temperature: NumberInput
@@ -75,6 +97,9 @@ export interface EmbeddingForm extends KeyFields {
 }
 
 export const CHAT_FIELDS = [
+  'api',
+  'instruct_template',
+  'context_template',
   'base_url',
   'model',
   'api_key',
@@ -111,6 +136,9 @@ export type ClientErrors = Partial<Record<FormField, string>>
 export function chatFormFromView(view: ChatEndpointView): ChatForm {
   const p = view.parameters ?? {}
   return {
+    api: view.api ?? 'chat',
+    instruct_template: view.instruct_template ?? '',
+    context_template: view.context_template ?? '',
     base_url: view.base_url,
     model: view.model,
     api_key: '',
@@ -218,6 +246,11 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
   const { api_key_set: _keySet, ...rest } = base
   const update: ChatEndpointUpdate = {
     ...rest,
+    api: form.api,
+    // A chat connection has no use for templates: what was chosen stays saved for when
+    // the connection is switched back to a text API.
+    instruct_template: form.instruct_template,
+    context_template: form.context_template,
     base_url: form.base_url.trim(),
     model: form.model.trim(),
     parameters: { ...(base.parameters ?? {}), temperature, max_tokens: maxTokens },
