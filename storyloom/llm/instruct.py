@@ -39,7 +39,7 @@ from storyloom.core.errors import (
     StoryloomError,
     problems_from_validation,
 )
-from storyloom.core.settings import CHAT_ROLES, ChatEndpoint, Settings
+from storyloom.core.settings import ChatEndpoint, Settings
 from storyloom.llm.errors import LLMError
 
 __all__ = [

@@ -25,9 +25,6 @@ export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView
     tokenizer_model: null,
     context_window: 32768,
     local_model: null,
-    api: 'chat',
-    instruct_template: '',
-    context_template: '',
     api_key_set: false,
     ...over,
   }

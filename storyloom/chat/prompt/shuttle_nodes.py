@@ -569,7 +569,7 @@ class TextPromptNode(NodeType[TextPromptConfig]):
         # The turn's connection is not in the skein: every endpoint it may pick is here.
         settings = services.require_settings()
         endpoints = [
-            endpoint_for_role(config.role, services),
+            settings.endpoint_for(config.role),
             *(settings.connections[n] for n in sorted(settings.connections)),
         ]
         return "||".join(
