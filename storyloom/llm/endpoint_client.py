@@ -59,7 +59,9 @@ class EndpointClient:
                 kind="not_configured",
             )
         if not endpoint.configured:
-            fields = (("base URL", endpoint.base_url), ("model", endpoint.model))
+            fields = [("base URL", endpoint.base_url)]
+            if endpoint.needs_model:
+                fields.append(("model", endpoint.model))
             missing = [name for name, value in fields if not value]
             verb = "are" if len(missing) > 1 else "is"
             raise LLMError(
