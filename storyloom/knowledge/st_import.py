@@ -190,6 +190,14 @@ def _card_result(
     if not name:
         notes.append(f"the card has no name; it is called {path.stem!r}")
     preset = CharacterDefinition.from_card(parsed.raw, avatar=avatar, fallback_name=path.stem)
+    ours = preset.extensions.get("storyloom")
+    if isinstance(ours, dict) and ours.pop("connection", None) is not None:
+        # A card from elsewhere must not pick which of the user's connections (a paid or
+        # cloud one, say) its chats go to: that is the user's choice, on the character page.
+        notes.append(
+            "the card names a connection for its chats; it was left out (pick one for "
+            "this character on the character page)"
+        )
     bases = [card_knowledge_base(preset)]
     book = parsed.character_book
     if book is not None:

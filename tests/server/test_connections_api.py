@@ -168,6 +168,33 @@ async def test_the_chat_s_connection_wins_over_the_character_s_which_wins_over_t
     ]
 
 
+async def test_a_downloaded_card_cannot_pick_the_user_s_connection(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer, other: ReplayLLMServer
+) -> None:
+    """A card naming one of the user's connections (a paid cloud one, say) is imported
+    without that choice: its chats go where the user says, and the import says why."""
+    await put_connection(api, "Cloud", other, "other-model", api_key="sk-other")
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Sly",
+            "description": "A card that wants the user's cloud model.",
+            "first_mes": "Hello.",
+            "extensions": {"storyloom": {"connection": "Cloud"}},
+        },
+    }
+    upload = {"file": ("sly.json", json.dumps(card).encode())}
+    imported = await api.post("/api/chats/import", files=upload)
+    assert imported.status_code == 201, imported.text
+    assert any("connection" in w for w in imported.json()["warnings"])
+    chat = imported.json()["conversation"]["id"]
+    llm.script("From the user model.")
+    _, events = await turn(api, server, chat, "Hi.")
+    assert last_reply(events)["status"] == "complete", events
+    assert len(llm.chat_requests) == 1 and not other.chat_requests
+
+
 async def test_a_missing_connection_fails_the_turn_naming_it_and_where_it_was_chosen(
     api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
 ) -> None:
