@@ -4,9 +4,9 @@ error mapping and retries (chat completions in :mod:`.chat`, text completions in
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import openai
 
@@ -99,3 +99,25 @@ class EndpointClient:
             max_retries=self.endpoint.max_retries,
             policy=self.retry_policy,
         )
+
+
+def request_parameters(
+    endpoint: ChatEndpoint, overrides: Mapping[str, Any], reserved: Collection[str]
+) -> dict[str, Any]:
+    """The endpoint's parameters with ``overrides`` applied (``None`` removes one); the
+    ``reserved`` fields the client sets itself are never taken from either (a stray
+    "stream" in the settings' extra keys must not break the protocol), and an empty
+    ``stop`` is not sent."""
+    parameters: dict[str, Any] = endpoint.parameters.model_dump(exclude_none=True)
+    for name in reserved:
+        parameters.pop(name, None)
+    for name, value in overrides.items():
+        if name in reserved:
+            continue
+        if value is None:
+            parameters.pop(name, None)
+        else:
+            parameters[name] = value
+    if not parameters.get("stop"):
+        parameters.pop("stop", None)
+    return parameters

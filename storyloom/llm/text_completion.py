@@ -34,7 +34,7 @@ from openai._response import AsyncResponseContextManager
 
 from storyloom.core.settings import ChatEndpoint, CompletionApi
 from storyloom.llm.answer_stream import AnswerStream, ChatResult
-from storyloom.llm.endpoint_client import EndpointClient
+from storyloom.llm.endpoint_client import EndpointClient, request_parameters
 from storyloom.llm.errors import LLMError
 from storyloom.llm.think_split import split_think
 from storyloom.llm.tokenizers import server_root
@@ -102,20 +102,9 @@ def text_request_body(
     """The JSON body for ``endpoint.api``: the prompt and the endpoint's parameters with
     ``overrides`` (``None`` removes one), named as that backend names them."""
     api = endpoint.api
-    parameters: dict[str, Any] = endpoint.parameters.model_dump(exclude_none=True)
-    for name in _RESERVED:
-        parameters.pop(name, None)
-    for name, value in overrides.items():
-        if name in _RESERVED:
-            continue
-        if value is None:
-            parameters.pop(name, None)
-        else:
-            parameters[name] = value
+    parameters = request_parameters(endpoint, overrides, _RESERVED)
     for name in _CHAT_ONLY:
         parameters.pop(name, None)
-    if not parameters.get("stop"):
-        parameters.pop("stop", None)
     body: dict[str, Any] = {"prompt": prompt}
     match api:
         case "text" | "chat":

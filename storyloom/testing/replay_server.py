@@ -36,7 +36,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -375,21 +375,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(event({"role": "assistant", "content": ""}), flush=flush_each)
         if reply.reasoning:
             self._write_chunk(event({"reasoning_content": reply.reasoning}), flush=flush_each)
-        for index, piece in enumerate(reply.pieces()):
-            if index == reply.cut_after_chunks:
-                self._drop_connection()
-                return
-            if index == reply.error_after_chunks:
-                error = _error_body(500, reply.error_message, reply.error_code)
-                self._write_chunk(b"data: " + _compact(error) + b"\n\n", flush=False)
-                self._write_chunk(b"")
-                return
-            if index == reply.hold_after_chunks:
-                self._hold_until_client_leaves()
-                return
-            self._write_chunk(event({"content": piece}), flush=flush_each)
-            if reply.chunk_delay_s and not self._wait(reply.chunk_delay_s):
-                return
+        if not self._write_pieces(
+            reply, lambda piece: self._write_chunk(event({"content": piece}), flush=flush_each)
+        ):
+            return
         for index, call in enumerate(reply.tool_calls):
             for delta in _tool_call_deltas(index, call, reply.tool_argument_chunks):
                 self._write_chunk(event({"tool_calls": [delta]}), flush=flush_each)
@@ -417,21 +406,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self._unsent = []
         flush = not reply.burst
-        for index, piece in enumerate(reply.pieces()):
-            if index == reply.cut_after_chunks:
-                self._drop_connection()
-                return
-            if index == reply.error_after_chunks:
-                error = _error_body(500, reply.error_message, reply.error_code)
-                self._write_chunk(b"data: " + _compact(error) + b"\n\n", flush=False)
-                self._write_chunk(b"")
-                return
-            if index == reply.hold_after_chunks:
-                self._hold_until_client_leaves()
-                return
-            self._write_chunk(_text_event(wire, model, piece, None), flush=flush)
-            if reply.chunk_delay_s and not self._wait(reply.chunk_delay_s):
-                return
+        if not self._write_pieces(
+            reply,
+            lambda piece: self._write_chunk(_text_event(wire, model, piece, None), flush=flush),
+        ):
+            return
         self._write_chunk(_text_event(wire, model, "", reply), flush=flush)
         if wire == "text":
             if include_usage:
@@ -440,6 +419,26 @@ class _Handler(BaseHTTPRequestHandler):
                 self._write_chunk(b"data: " + _compact(usage) + b"\n\n", flush=flush)
             self._write_chunk(b"data: [DONE]\n\n", flush=False)
         self._write_chunk(b"")
+
+    def _write_pieces(self, reply: Reply, write: Callable[[str], None]) -> bool:
+        """Stream the reply's pieces with ``write``, acting out its scripted failure (a
+        cut, an error event, a hold) where it comes; False when the stream ends there."""
+        for index, piece in enumerate(reply.pieces()):
+            if index == reply.cut_after_chunks:
+                self._drop_connection()
+                return False
+            if index == reply.error_after_chunks:
+                error = _error_body(500, reply.error_message, reply.error_code)
+                self._write_chunk(b"data: " + _compact(error) + b"\n\n", flush=False)
+                self._write_chunk(b"")
+                return False
+            if index == reply.hold_after_chunks:
+                self._hold_until_client_leaves()
+                return False
+            write(piece)
+            if reply.chunk_delay_s and not self._wait(reply.chunk_delay_s):
+                return False
+        return True
 
     def _drop_connection(self) -> None:
         """Close the socket mid-body: the client sees an incomplete chunked message."""
