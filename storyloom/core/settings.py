@@ -166,6 +166,14 @@ class _ChatEndpointFields(BaseModel):
         description="Run this GGUF file locally instead of calling base_url (storyloom "
         "fills base_url and model in while it runs)",
     )
+    reasoning_prefix: str = Field(
+        default="<think>",
+        max_length=64,
+        description="What opens the model's reasoning when it writes it in the reply "
+        "(SillyTavern's Reasoning Formatting): an answer that starts with it is thought "
+        "until reasoning_suffix, never reply",
+    )
+    reasoning_suffix: str = Field(default="</think>", max_length=64, description="What closes it")
     base_url: str = Field(
         default="",
         description="The server's base URL: ending in /v1 for the chat and text APIs, the "

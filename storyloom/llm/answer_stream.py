@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from storyloom.llm.endpoint_client import EndpointClient
 from storyloom.llm.errors import LLMError
-from storyloom.llm.think_split import ThinkSplitter
+from storyloom.llm.think_split import ThinkSplitter, think_tags
 
 __all__ = ["AnswerStream", "ChatResult", "drain"]
 
@@ -68,7 +68,7 @@ class AnswerStream:
         self._joined = ""
         self._joined_count = 0
         self._reasoning: list[str] = []
-        self._think = ThinkSplitter()
+        self._think = ThinkSplitter(think_tags(client.endpoint))
         self._response: httpx2.Response | None = None
         self._closing = asyncio.Event()
         self._finished = False

@@ -25,7 +25,7 @@ from storyloom.llm.errors import LLMError
 from storyloom.llm.instruct import TextPrompt, messages_prompt
 from storyloom.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from storyloom.llm.text_completion import TextCompletionClient, TextStream, text_api_refusal
-from storyloom.llm.think_split import split_think
+from storyloom.llm.think_split import ThinkTags, split_think, think_tags
 
 __all__ = ["ChatClient", "ChatResult", "ChatStream"]
 
@@ -113,7 +113,7 @@ class ChatClient(EndpointClient):
                 **request
             ) as response:
                 data = await response.json()
-            return _result_from_completion(data)
+            return _result_from_completion(data, think_tags(self.endpoint))
 
         return await self._with_retries(attempt, request.get("model"))
 
@@ -244,13 +244,13 @@ class ChatStream(AnswerStream):
                 entry["function"]["arguments"] += function["arguments"]
 
 
-def _result_from_completion(data: Any) -> ChatResult:
+def _result_from_completion(data: Any, tags: ThinkTags) -> ChatResult:
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
         raise ValueError("the answer has no 'choices' list")
     choice = data["choices"][0] if data["choices"] else {}
     message = choice.get("message") or {}
     reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
-    thought, text = split_think(message.get("content") or "")
+    thought, text = split_think(message.get("content") or "", tags)
     return ChatResult(
         text=text,
         finish_reason=choice.get("finish_reason"),

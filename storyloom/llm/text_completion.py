@@ -36,7 +36,7 @@ from storyloom.core.settings import ChatEndpoint, CompletionApi
 from storyloom.llm.answer_stream import AnswerStream, ChatResult
 from storyloom.llm.endpoint_client import EndpointClient, request_parameters
 from storyloom.llm.errors import LLMError
-from storyloom.llm.think_split import split_think
+from storyloom.llm.think_split import ThinkTags, split_think, think_tags
 from storyloom.llm.tokenizers import server_root
 
 __all__ = ["TextCompletionClient", "TextStream", "text_api_refusal", "text_request_body"]
@@ -181,7 +181,7 @@ class TextCompletionClient(EndpointClient):
 
         async def attempt() -> ChatResult:
             data = await sdk.post(path, cast_to=object, body=body)
-            return _whole_result(api, data)
+            return _whole_result(api, data, think_tags(self.endpoint))
 
         return await self._with_retries(attempt, body.get("model"))
 
@@ -198,7 +198,7 @@ _STREAM_PATHS: dict[CompletionApi, str] = {
 }
 
 
-def _whole_result(api: CompletionApi, data: Any) -> ChatResult:
+def _whole_result(api: CompletionApi, data: Any, tags: ThinkTags) -> ChatResult:
     if not isinstance(data, dict):
         raise ValueError("the answer is not a JSON object")
     text: Any
@@ -231,7 +231,7 @@ def _whole_result(api: CompletionApi, data: Any) -> ChatResult:
                     "completion_tokens": completion,
                     "total_tokens": prompt + completion,
                 }
-    thought, reply = split_think(text if isinstance(text, str) else "")
+    thought, reply = split_think(text if isinstance(text, str) else "", tags)
     return ChatResult(
         text=reply,
         finish_reason=finish,

@@ -86,3 +86,28 @@ def test_splitting_by_chunks_agrees_with_splitting_the_whole(
     reasoning, expected = split_think(text)
     assert splitter.reasoning == reasoning == thought
     assert "".join(out) == expected
+
+
+@pytest.mark.parametrize("chunks", [1, 4, 33])
+async def test_a_connection_s_own_reasoning_tags_split_the_answer_streamed_and_whole(
+    llm: ReplayLLMServer, client: ChatClient, chunks: int
+) -> None:
+    """A model that writes ``<thinking>…</thinking>`` (set as the connection's reasoning
+    prefix and suffix, as SillyTavern's Reasoning Formatting) is split the same way; the
+    default tags are then plain text."""
+    endpoint = client.endpoint.model_copy(
+        update={"reasoning_prefix": "<thinking>\n", "reasoning_suffix": "\n</thinking>"}
+    )
+    answer = "<thinking>\nShe is cold. Offer tea.\n</thinking>\nHere, drink this <think>."
+    messages = [{"role": "user", "content": "Hi"}]
+    async with ChatClient(endpoint) as own:
+        llm.script(Reply(text=answer, chunks=chunks))
+        streamed = await own.stream(messages).collect()
+        llm.script(Reply(text=answer))
+        whole = await own.complete(messages)
+    for result in (streamed, whole):
+        assert result.text == "Here, drink this <think>."
+        assert result.reasoning_text.strip() == "She is cold. Offer tea."
+    llm.script(Reply(text=answer, chunks=chunks))
+    plain = await client.stream(messages).collect()
+    assert plain.text == answer and plain.reasoning_text == ""

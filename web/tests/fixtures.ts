@@ -24,6 +24,8 @@ export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView
     tokenizer: 'auto',
     tokenizer_model: null,
     context_window: 32768,
+    reasoning_prefix: '<think>',
+    reasoning_suffix: '</think>',
     local_model: null,
     api_key_set: false,
     ...over,

@@ -4,7 +4,6 @@
 import type { ChatEndpointUpdate, ChatEndpointView, CompletionApi } from '../api/types'
 import { type Built, buildChatUpdate, type ChatForm, chatFormFromView } from './settingsForm'
 
-export const COMPLETION_APIS: readonly CompletionApi[] = ['chat', 'text', 'llamacpp', 'koboldcpp']
 export const CONNECTION_NAME_MAX = 80
 
 /** A connection as a new one starts: the server's defaults. */
@@ -22,6 +21,8 @@ export const NEW_CONNECTION: ChatEndpointView = {
   parameters: {},
   local_model: null,
   context_window: null,
+  reasoning_prefix: '<think>',
+  reasoning_suffix: '</think>',
   token_encoding: null,
   tokenizer_model: null,
 }

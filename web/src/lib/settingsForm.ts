@@ -79,6 +79,9 @@ export interface ChatForm extends KeyFields {
   tokenizer_model: string
   /** The model's context size in tokens; '' leaves it unset (budgets use a default). */
   context_window: NumberInput
+  /** What opens and closes reasoning written in the reply (SillyTavern's Reasoning Formatting). */
+  reasoning_prefix: string
+  reasoning_suffix: string
   /** A .gguf file run on storyloom's own llama.cpp; '' calls base_url instead. */
   local_path: string
   local_context: NumberInput
@@ -111,6 +114,8 @@ export const CHAT_FIELDS = [
   'tokenizer',
   'tokenizer_model',
   'context_window',
+  'reasoning_prefix',
+  'reasoning_suffix',
   'local_path',
   'local_context',
   'local_threads',
@@ -151,6 +156,8 @@ export function chatFormFromView(view: ChatEndpointView): ChatForm {
     tokenizer: view.tokenizer ?? 'auto',
     tokenizer_model: view.tokenizer_model ?? '',
     context_window: view.context_window ?? '',
+    reasoning_prefix: view.reasoning_prefix ?? '<think>',
+    reasoning_suffix: view.reasoning_suffix ?? '</think>',
     local_path: view.local_model?.path ?? '',
     local_context: view.local_model?.context_size ?? 4096,
     local_threads: view.local_model?.threads ?? 1,
@@ -260,6 +267,8 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
     tokenizer: form.tokenizer,
     tokenizer_model: form.tokenizer_model.trim() || null,
     context_window: contextWindow,
+    reasoning_prefix: form.reasoning_prefix,
+    reasoning_suffix: form.reasoning_suffix,
     local_model: localPath
       ? {
           path: localPath,
