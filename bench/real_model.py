@@ -21,9 +21,13 @@ measures, interleaved and repeated:
    model's json_schema as ``response_format`` (llama.cpp's grammar) and once with the
    prompt's words only, one answer each (no retry): how many validate. ``ratio:`` is the
    valid answers with the schema over those without.
+5. **Text completion.** The same request on llama.cpp's own ``/completion``: a bare
+   ``httpx`` SSE loop sending the exact ChatML prompt storyloom builds for these messages,
+   vs ``ChatClient`` on an ``api: llamacpp`` connection (template, stop strings, its SSE
+   reading). ``ratio:`` is storyloom's time to first token over the bare loop's.
 
     .venv/bin/python bench/real_model.py [--repeat 5] [--turns 20] [--json-requests 50]
-        [--only client|path|filament|json]
+        [--only client|path|filament|json|text]
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from storyloom.cli.serve import bind_socket
 from storyloom.core.settings import ChatEndpoint, LocalModelSettings
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.errors import JsonAnswerError
+from storyloom.llm.instruct import TemplateLibrary, messages_prompt
 from storyloom.llm.local_model import LocalModelServer
 from storyloom.llm.structured_output import parse_json_answer, response_format
 from storyloom.project.project_file import init_project
@@ -226,10 +231,12 @@ def main() -> None:
         "--json-requests", type=int, default=50, help="requests of section 4 (each way)"
     )
     parser.add_argument(
-        "--only", choices=("client", "path", "filament", "json"), help="run one section"
+        "--only",
+        choices=("client", "path", "filament", "json", "text"),
+        help="run one section",
     )
     args = parser.parse_args()
-    wanted = {args.only} if args.only else {"client", "path", "filament", "json"}
+    wanted = {args.only} if args.only else {"client", "path", "filament", "json", "text"}
 
     model = LocalModelServer(LocalModelSettings(context_size=2048))
     started = time.perf_counter()
@@ -251,6 +258,8 @@ def main() -> None:
                 f"json_schema, {without}/{count} without"
             )
             print(f"ratio: {with_schema / max(without, 1):.3f} (valid, with schema / without)")
+        if "text" in wanted:
+            text_overhead(running.url, running.model, args.repeat)
     finally:
         model.stop()
 
@@ -275,6 +284,61 @@ def client_overhead(base_url: str, model: str, repeat: int) -> None:
     print(
         f"   client  storyloom:  first token {med(ours_first) * 1000:.0f} ms, "
         f"{med(ours_rate):.1f} tokens/s"
+    )
+    print(f"ratio: {med(ours_first) / med(bare_first):.3f} (first token, storyloom / bare)")
+
+
+def bare_completion(root: str, prompt: str, stop: list[str]) -> tuple[float, int, float]:
+    """(seconds to the first token, tokens, seconds in all): llama.cpp's ``/completion``
+    with nothing but httpx."""
+    body = {
+        "prompt": prompt,
+        "stream": True,
+        "stop": stop,
+        "n_predict": SAMPLING["max_tokens"],
+        **{k: v for k, v in SAMPLING.items() if k != "max_tokens"},
+    }
+    start = time.perf_counter()
+    first = 0.0
+    tokens = 0
+    with (
+        httpx.Client(timeout=300) as client,
+        client.stream("POST", f"{root}/completion", json=body) as response,
+    ):
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            if json.loads(line[6:]).get("content"):
+                tokens += 1
+                first = first or time.perf_counter() - start
+    return first, tokens, time.perf_counter() - start
+
+
+def text_overhead(base_url: str, model: str, repeat: int) -> None:
+    """Section 5."""
+    med = statistics.median
+    endpoint = ChatEndpoint(
+        base_url=base_url, model=model, parameters=SAMPLING, max_retries=0, api="llamacpp"
+    )
+    endpoint = TemplateLibrary(None).resolve(endpoint)
+    prompt = messages_prompt(MESSAGES, endpoint)
+    root = base_url.removesuffix("/v1")
+    bare_first, ours_first, bare_rate, ours_rate = [], [], [], []
+    bare_completion(root, prompt.text, prompt.stop)
+    for _ in range(repeat):
+        first, tokens, total = bare_completion(root, prompt.text, prompt.stop)
+        bare_first.append(first)
+        bare_rate.append(tokens / max(total - first, 1e-9))
+        first, tokens, total = asyncio.run(storyloom_stream(endpoint))
+        ours_first.append(first)
+        ours_rate.append(tokens / max(total - first, 1e-9))
+    print(
+        f"5. /completion  bare httpx: first token {med(bare_first) * 1000:.0f} ms, "
+        f"{med(bare_rate):.1f} tokens/s"
+    )
+    print(
+        f"   /completion  storyloom (ChatML template): first token "
+        f"{med(ours_first) * 1000:.0f} ms, {med(ours_rate):.1f} tokens/s"
     )
     print(f"ratio: {med(ours_first) / med(bare_first):.3f} (first token, storyloom / bare)")
 
