@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, ViewportSize, expect
 
+from storyloom.chat.prompt.default_pipeline import default_pipeline
 from storyloom.project.project_file import init_project
 from tests.browser.conftest import tid
 
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "test-results" / "browser"
 LAPTOP: ViewportSize = {"width": 1440, "height": 900}
 READABLE_PX = 12
-PIPELINE_NODES = 11
+PIPELINE_NODES = len(default_pipeline().nodes)
 
 pytestmark = pytest.mark.browser
 

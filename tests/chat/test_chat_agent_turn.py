@@ -209,8 +209,9 @@ async def test_an_agent_profile_on_a_text_completion_connection_is_a_clear_error
 ) -> None:
     store = SettingsStore(chat.world.home)
     settings = store.load().effective
-    text = settings.user_llm.model_copy(update={"api": "llamacpp"})
-    store.save(settings.model_copy(update={"user_llm": text}))
+    # The profile answers on the agent model (its model_role): that connection is a text API.
+    text = settings.agent_llm.model_copy(update={"api": "llamacpp"})
+    store.save(settings.model_copy(update={"agent_llm": text}))
     host = chat.world.host
     host.save_policy(host.policy())  # the host reads settings.json again after its writes
     conversation_id = chat.new_chat()
