@@ -26,13 +26,22 @@ from storyloom.writing.views import (
     ChapterWorkflowView,
     ContextBody,
     ContextView,
+    EntityEdit,
     ExportFormat,
+    FactEdit,
+    FactList,
+    FactRef,
+    FactVersionView,
     GraphView,
     ImportBody,
     ImportPreviewView,
     IntentionalBody,
+    MergeBody,
     NewBook,
     NewChapter,
+    NewEntity,
+    NewFact,
+    NewRelation,
     OutputView,
     RebuildBody,
     RebuiltContext,
@@ -131,6 +140,109 @@ def save_chapter(
         chapter=studio.chapter_node(book_id, ordinal),
         output_id=persisted.output_id,
         created=persisted.created,
+    )
+
+
+# -- the author's corrections of memory -----------------------------------------------------
+
+PathParam = Annotated[str, Query(min_length=1, max_length=1_000)]
+
+
+@router.get("/books/{book_id}/facts", response_model=FactList, responses=_ERRORS)
+def list_facts(
+    request: Request,
+    book_id: BookId,
+    subject: Annotated[str | None, Query(min_length=1, max_length=1_000)] = None,
+    as_of: AsOf = None,
+) -> FactList:
+    """The book's facts (about ``subject``), each with its sentence, chapter and who made
+    it (author, agent or prose), and the facts the author rejected."""
+    before = None if as_of is None else as_of + 1
+    return _studio(request).corrections.fact_list(book_id, subject, before)
+
+
+@router.get(
+    "/books/{book_id}/facts/history", response_model=list[FactVersionView], responses=_ERRORS
+)
+def fact_history(
+    request: Request,
+    book_id: BookId,
+    subject: PathParam,
+    attribute: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    chapter: Annotated[int | None, Query(ge=0, le=MAX_CHAPTER)] = None,
+) -> list[FactVersionView]:
+    """Every version of the subject's facts: set, edited, rejected, un-rejected, merged."""
+    return _studio(request).corrections.fact_history(book_id, subject, attribute, chapter)
+
+
+@router.post("/books/{book_id}/facts", status_code=201, response_model=FactList, responses=_ERRORS)
+def add_fact(request: Request, book_id: BookId, body: NewFact) -> FactList:
+    """The author's fact: it wins over an extracted one of the same subject, attribute
+    and chapter. Answers the subject's facts."""
+    return _studio(request).corrections.add_fact(book_id, body)
+
+
+@router.put("/books/{book_id}/facts", response_model=FactList, responses=_ERRORS)
+def edit_fact(request: Request, book_id: BookId, body: FactEdit) -> FactList:
+    """A new version of the fact, made by the author (the old one is kept in its history)."""
+    return _studio(request).corrections.edit_fact(book_id, body)
+
+
+@router.post("/books/{book_id}/facts/reject", response_model=FactList, responses=_ERRORS)
+def reject_fact(request: Request, book_id: BookId, body: FactRef) -> FactList:
+    """Out of memory, and never brought back by curating its chapter again."""
+    return _studio(request).corrections.reject_fact(book_id, body)
+
+
+@router.post("/books/{book_id}/facts/unreject", response_model=FactList, responses=_ERRORS)
+def unreject_fact(request: Request, book_id: BookId, body: FactRef) -> FactList:
+    return _studio(request).corrections.unreject_fact(book_id, body)
+
+
+@router.post(
+    "/books/{book_id}/entities", status_code=201, response_model=ResourceView, responses=_ERRORS
+)
+def add_entity(request: Request, book_id: BookId, body: NewEntity) -> ResourceView:
+    studio = _studio(request)
+    return studio.resource_view(book_id, studio.corrections.add_entity(book_id, body))
+
+
+@router.put("/books/{book_id}/entities", response_model=ResourceView, responses=_ERRORS)
+def edit_entity(request: Request, book_id: BookId, body: EntityEdit) -> ResourceView:
+    """The entity's name and aliases."""
+    studio = _studio(request)
+    return studio.resource_view(book_id, studio.corrections.edit_entity(book_id, body))
+
+
+@router.post("/books/{book_id}/entities/merge", response_model=ResourceView, responses=_ERRORS)
+def merge_entities(request: Request, book_id: BookId, body: MergeBody) -> ResourceView:
+    """Two names for one entity: ``from``'s name becomes an alias of ``into``, its facts
+    and relations move over, and later extractions naming it land on ``into``."""
+    studio = _studio(request)
+    return studio.resource_view(book_id, studio.corrections.merge(book_id, body))
+
+
+@router.post(
+    "/books/{book_id}/relations", status_code=201, response_model=ResourceView, responses=_ERRORS
+)
+def add_relation(request: Request, book_id: BookId, body: NewRelation) -> ResourceView:
+    """The author's relation; answers the view of its ``from`` end."""
+    studio = _studio(request)
+    return studio.resource_view(book_id, studio.corrections.add_relation(book_id, body))
+
+
+@router.delete("/books/{book_id}/relations", response_model=ResourceView, responses=_ERRORS)
+def reject_relation(
+    request: Request,
+    book_id: BookId,
+    from_: Annotated[str, Query(alias="from", min_length=1, max_length=1_000)],
+    to: PathParam,
+    kind: Annotated[str, Query(min_length=1, max_length=200)],
+) -> ResourceView:
+    """Out of memory, and never brought back by curation; answers the ``from`` end."""
+    studio = _studio(request)
+    return studio.resource_view(
+        book_id, studio.corrections.reject_relation(book_id, from_, to, kind)
     )
 
 

@@ -407,6 +407,77 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) STRICT;
         """,
     ),
+    Migration(
+        10,
+        "writing_corrections",
+        # The author corrects a book's memory. A fact says who made it (author, agent or
+        # prose: the offline reader) and at which state version; every write of a fact is
+        # kept in writing_fact_version, so an edit is a new version and the old stay
+        # readable. A rejection keeps the whole rejected fact (un-rejecting restores it)
+        # and is what later curation checks before inserting the same claim again.
+        # A merge leaves a redirect: a later extraction naming the old path lands on the
+        # kept one.
+        """
+        ALTER TABLE writing_fact ADD COLUMN source TEXT NOT NULL DEFAULT 'prose';
+        ALTER TABLE writing_fact ADD COLUMN state_version INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE writing_relation ADD COLUMN source TEXT NOT NULL DEFAULT 'prose';
+        CREATE INDEX writing_fact_by_subject ON writing_fact (book_id, subject, attribute);
+        CREATE TABLE writing_fact_version (
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,
+            book_id       TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            subject       TEXT NOT NULL,
+            attribute     TEXT NOT NULL,
+            chapter       INTEGER NOT NULL,
+            version       INTEGER NOT NULL,
+            action        TEXT NOT NULL,
+            value         TEXT NOT NULL,
+            category      TEXT NOT NULL,
+            source_uri    TEXT NOT NULL DEFAULT '',
+            evidence      TEXT NOT NULL DEFAULT '',
+            output_id     TEXT,
+            source        TEXT NOT NULL,
+            state_version INTEGER NOT NULL,
+            created_at    TEXT NOT NULL,
+            UNIQUE (book_id, subject, attribute, chapter, version)
+        ) STRICT;
+        CREATE TABLE writing_fact_rejection (
+            book_id       TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            subject       TEXT NOT NULL,
+            attribute     TEXT NOT NULL,
+            value         TEXT NOT NULL,
+            chapter       INTEGER NOT NULL,
+            category      TEXT NOT NULL,
+            source_uri    TEXT NOT NULL DEFAULT '',
+            evidence      TEXT NOT NULL DEFAULT '',
+            output_id     TEXT,
+            source        TEXT NOT NULL,
+            state_version INTEGER NOT NULL,
+            created_at    TEXT NOT NULL,
+            PRIMARY KEY (book_id, subject, attribute, value, chapter)
+        ) STRICT;
+        CREATE TABLE writing_relation_rejection (
+            book_id       TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            from_path     TEXT NOT NULL,
+            to_path       TEXT NOT NULL,
+            kind          TEXT NOT NULL,
+            state_version INTEGER NOT NULL,
+            created_at    TEXT NOT NULL,
+            PRIMARY KEY (book_id, from_path, to_path, kind)
+        ) STRICT;
+        CREATE TABLE writing_redirect (
+            book_id       TEXT NOT NULL REFERENCES writing_book (id) ON DELETE CASCADE,
+            from_path     TEXT NOT NULL,
+            to_path       TEXT NOT NULL,
+            state_version INTEGER NOT NULL,
+            PRIMARY KEY (book_id, from_path)
+        ) STRICT;
+        INSERT INTO writing_fact_version (book_id, subject, attribute, chapter, version, action,
+            value, category, source_uri, evidence, output_id, source, state_version, created_at)
+        SELECT book_id, subject, attribute, chapter, 1, 'set', value, category, source_uri,
+            evidence, output_id, source, 0, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+        FROM writing_fact;
+        """,
+    ),
 )
 
 

@@ -19,7 +19,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, cast, get_args
 
@@ -72,6 +72,13 @@ ENTITY_KINDS: tuple[ResourceKind, ...] = tuple(ENTITY_KIND_OF_FOLDER.values())
 FactCategory = Literal["characterization", "factual", "narrative", "timeline", "world"]
 """The five error categories of ConStory-Bench, as the kinds of fact Role C can check."""
 FACT_CATEGORIES: tuple[str, ...] = get_args(FactCategory)
+FactSource = Literal["author", "agent", "prose"]
+"""Who made a fact: the author (on the page or through the API: wins over the others for
+the same subject, attribute and chapter), the agent model, or the offline prose reader."""
+FACT_SOURCES: tuple[str, ...] = get_args(FactSource)
+FactAction = Literal["set", "edit", "reject", "unreject", "merge"]
+"""What a version of a fact records: curation or the author set it, the author edited,
+rejected or un-rejected it, or a merge moved it onto another entity."""
 RELATION_KINDS = ("关联", "冲突", "引入", "涉及")
 """Seed 002's relation kinds (related, conflict, introduces, involves); others are the
 author's own."""
@@ -157,6 +164,18 @@ class Fact:
     source_uri: str = ""
     evidence: str = ""
     output_id: str | None = None
+    source: FactSource = "prose"
+
+
+@dataclass(frozen=True)
+class FactVersion:
+    """One write of a fact (subject, attribute, chapter): its value from then on."""
+
+    fact: Fact
+    version: int
+    action: FactAction
+    state_version: int
+    created_at: str
 
 
 @dataclass(frozen=True)
@@ -166,6 +185,7 @@ class Relation:
     kind: str
     reason: str = ""
     chapter: int = 0
+    source: FactSource = "prose"
 
 
 @dataclass(frozen=True)
@@ -212,6 +232,12 @@ def _resource(row: Sequence[Any]) -> Resource:
     )
 
 
+_FACT_COLUMNS = (
+    "subject, attribute, value, chapter, category, source_uri, evidence, output_id, source"
+)
+_RELATION_COLUMNS = "from_path, to_path, kind, reason, chapter, source"
+
+
 def _fact(row: Sequence[Any]) -> Fact:
     return Fact(
         subject=row[0],
@@ -222,6 +248,25 @@ def _fact(row: Sequence[Any]) -> Fact:
         source_uri=row[5],
         evidence=row[6],
         output_id=row[7],
+        source=row[8],
+    )
+
+
+def _relation(row: Sequence[Any]) -> Relation:
+    return Relation(*row)
+
+
+def _fact_args(fact: Fact) -> tuple[Any, ...]:
+    return (
+        fact.subject,
+        fact.attribute,
+        fact.value,
+        fact.chapter,
+        fact.category,
+        fact.source_uri,
+        fact.evidence,
+        fact.output_id,
+        fact.source,
     )
 
 
@@ -233,6 +278,26 @@ class BookNotFound(NotFound):
 class ResourceNotFound(NotFound):
     def __init__(self, book_id: str, path: str) -> None:
         super().__init__(f"book {book_id!r} has no resource {path!r}")
+
+
+class FactNotFound(NotFound):
+    def __init__(self, book_id: str, subject: str, attribute: str, chapter: int) -> None:
+        super().__init__(
+            f"book {book_id!r} has no fact {attribute!r} of {subject!r} from chapter {chapter}"
+        )
+
+
+class RejectionNotFound(NotFound):
+    def __init__(self, book_id: str, what: str) -> None:
+        super().__init__(f"book {book_id!r} has not rejected {what}")
+
+
+class RelationNotFound(NotFound):
+    def __init__(self, book_id: str, relation: Relation) -> None:
+        super().__init__(
+            f"book {book_id!r} has no {relation.kind!r} relation from {relation.from_path!r}"
+            f" to {relation.to_path!r}"
+        )
 
 
 class BookStore:
@@ -726,46 +791,234 @@ class BookStore:
     # -- facts and relations -------------------------------------------------------------
 
     def add_facts(self, book_id: str, facts: Sequence[Fact]) -> int:
-        """Store facts (one per subject, attribute and chapter: a second replaces it)."""
+        """Store facts, one per subject, attribute and chapter: a second replaces it,
+        except that an extracted fact never replaces the author's and a rejected one is
+        not stored again. Returns how many were given."""
         if not facts:
             return 0
         with self.database.write_transaction() as tx:
-            self._bump(tx, book_id)
-            self._insert_facts(tx, book_id, facts)
+            state = self._bump(tx, book_id)
+            self._insert_facts(tx, book_id, facts, state)
         return len(facts)
 
-    def _insert_facts(self, tx: apsw.Connection, book_id: str, facts: Iterable[Fact]) -> None:
-        for fact in facts:
-            if fact.category not in FACT_CATEGORIES:
-                known = ", ".join(FACT_CATEGORIES)
-                raise invalid("category", f"{fact.category!r} is not one of {known}")
-            tx.execute(
-                "INSERT INTO writing_fact (book_id, subject, attribute, value, chapter, category,"
-                " source_uri, evidence, output_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (book_id, subject, attribute, chapter) DO UPDATE SET"
-                " value = excluded.value, category = excluded.category,"
-                " source_uri = excluded.source_uri, evidence = excluded.evidence,"
-                " output_id = excluded.output_id",
-                (
-                    book_id,
-                    normalize_path(fact.subject),
-                    fact.attribute.strip(),
-                    fact.value.strip(),
-                    fact.chapter,
-                    fact.category,
-                    fact.source_uri,
-                    fact.evidence,
-                    fact.output_id,
-                ),
+    def _insert_facts(
+        self, tx: apsw.Connection, book_id: str, facts: Iterable[Fact], state: int
+    ) -> None:
+        redirects = self._redirects(tx, book_id)
+        for given in facts:
+            fact = _clean_fact(given, redirects)
+            if fact.source != "author" and self._is_rejected(tx, book_id, fact):
+                continue
+            current = self._current_fact(tx, book_id, fact.subject, fact.attribute, fact.chapter)
+            if current == fact:
+                continue
+            if current is not None and current.source == "author" and fact.source != "author":
+                continue
+            self._write_fact(tx, book_id, fact, state, "set")
+
+    def _write_fact(
+        self, tx: apsw.Connection, book_id: str, fact: Fact, state: int, action: FactAction
+    ) -> None:
+        tx.execute(
+            f"INSERT INTO writing_fact (book_id, {_FACT_COLUMNS}, state_version)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (book_id, subject, attribute, chapter) DO UPDATE SET"
+            " value = excluded.value, category = excluded.category,"
+            " source_uri = excluded.source_uri, evidence = excluded.evidence,"
+            " output_id = excluded.output_id, source = excluded.source,"
+            " state_version = excluded.state_version",
+            (book_id, *_fact_args(fact), state),
+        )
+        self._record_fact(tx, book_id, fact, state, action)
+
+    def _record_fact(
+        self, tx: apsw.Connection, book_id: str, fact: Fact, state: int, action: FactAction
+    ) -> None:
+        tx.execute(
+            "INSERT INTO writing_fact_version (book_id, subject, attribute, chapter, version,"
+            " action, value, category, source_uri, evidence, output_id, source, state_version,"
+            " created_at) SELECT ?, ?, ?, ?, COALESCE(MAX(version), 0) + 1, ?, ?, ?, ?, ?, ?,"
+            " ?, ?, ? FROM writing_fact_version WHERE book_id = ? AND subject = ?"
+            " AND attribute = ? AND chapter = ?",
+            (
+                book_id,
+                fact.subject,
+                fact.attribute,
+                fact.chapter,
+                action,
+                fact.value,
+                fact.category,
+                fact.source_uri,
+                fact.evidence,
+                fact.output_id,
+                fact.source,
+                state,
+                _now(),
+                book_id,
+                fact.subject,
+                fact.attribute,
+                fact.chapter,
+            ),
+        )
+
+    def _current_fact(
+        self, tx: apsw.Connection, book_id: str, subject: str, attribute: str, chapter: int
+    ) -> Fact | None:
+        row = tx.execute(
+            f"SELECT {_FACT_COLUMNS} FROM writing_fact WHERE book_id = ? AND subject = ?"
+            " AND attribute = ? AND chapter = ?",
+            (book_id, subject, attribute, chapter),
+        ).fetchone()
+        return _fact(row) if row else None
+
+    def _is_rejected(self, tx: apsw.Connection, book_id: str, fact: Fact) -> bool:
+        row = tx.execute(
+            "SELECT 1 FROM writing_fact_rejection WHERE book_id = ? AND subject = ?"
+            " AND attribute = ? AND value = ? AND chapter = ?",
+            (book_id, fact.subject, fact.attribute, fact.value, fact.chapter),
+        ).fetchone()
+        return row is not None
+
+    def _forget_rejection(self, tx: apsw.Connection, book_id: str, fact: Fact) -> None:
+        tx.execute(
+            "DELETE FROM writing_fact_rejection WHERE book_id = ? AND subject = ?"
+            " AND attribute = ? AND value = ? AND chapter = ?",
+            (book_id, fact.subject, fact.attribute, fact.value, fact.chapter),
+        )
+
+    def add_author_fact(self, book_id: str, fact: Fact) -> int:
+        """The author's fact: it wins over an extracted one of the same subject, attribute
+        and chapter (a new version of that fact), and un-rejects the same fact if it was
+        rejected. Returns the new state version."""
+        with self.database.write_transaction() as tx:
+            state = self._bump(tx, book_id)
+            mine = _clean_fact(replace(fact, source="author"), self._redirects(tx, book_id))
+            current = self._current_fact(tx, book_id, mine.subject, mine.attribute, mine.chapter)
+            self._forget_rejection(tx, book_id, mine)
+            self._write_fact(tx, book_id, mine, state, "set" if current is None else "edit")
+        return state
+
+    def edit_fact(
+        self, book_id: str, subject: str, attribute: str, chapter: int, edited: Fact
+    ) -> int:
+        """The author's edit of the fact (``subject``, ``attribute``, ``chapter``): a new
+        version of it, made by the author. An edit that moves it (another attribute or
+        chapter) rejects the old one, so curating its chapter again does not bring it
+        back. The subject stays (two names for one entity are a merge)."""
+        with self.database.write_transaction() as tx:
+            state = self._bump(tx, book_id)
+            old = self._current_fact(
+                tx, book_id, normalize_path(subject), attribute.strip(), chapter
             )
+            if old is None:
+                raise FactNotFound(book_id, normalize_path(subject), attribute.strip(), chapter)
+            new = _clean_fact(replace(edited, subject=old.subject, source="author"), {})
+            if (new.attribute, new.chapter) != (old.attribute, old.chapter):
+                self._reject(tx, book_id, old, state)
+            self._forget_rejection(tx, book_id, new)
+            self._write_fact(tx, book_id, new, state, "edit")
+        return state
+
+    def reject_fact(
+        self, book_id: str, subject: str, attribute: str, value: str, chapter: int
+    ) -> int:
+        """Take the fact out of the book's memory and remember that it was rejected:
+        curation never stores it again. Returns the new state version."""
+        with self.database.write_transaction() as tx:
+            state = self._bump(tx, book_id)
+            key = (normalize_path(subject), attribute.strip(), chapter)
+            current = self._current_fact(tx, book_id, *key)
+            if current is None or current.value != value.strip():
+                raise FactNotFound(book_id, *key)
+            self._reject(tx, book_id, current, state)
+        return state
+
+    def _reject(self, tx: apsw.Connection, book_id: str, fact: Fact, state: int) -> None:
+        tx.execute(
+            f"INSERT OR REPLACE INTO writing_fact_rejection (book_id, {_FACT_COLUMNS},"
+            " state_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (book_id, *_fact_args(fact), state, _now()),
+        )
+        tx.execute(
+            "DELETE FROM writing_fact WHERE book_id = ? AND subject = ? AND attribute = ?"
+            " AND chapter = ?",
+            (book_id, fact.subject, fact.attribute, fact.chapter),
+        )
+        self._record_fact(tx, book_id, fact, state, "reject")
+
+    def unreject_fact(
+        self, book_id: str, subject: str, attribute: str, value: str, chapter: int
+    ) -> int:
+        """Undo a rejection: the fact is back (unless the author has since set another
+        value for its subject, attribute and chapter, which stays)."""
+        with self.database.write_transaction() as tx:
+            state = self._bump(tx, book_id)
+            key = (normalize_path(subject), attribute.strip(), value.strip(), chapter)
+            row = tx.execute(
+                f"DELETE FROM writing_fact_rejection WHERE book_id = ? AND subject = ?"
+                f" AND attribute = ? AND value = ? AND chapter = ? RETURNING {_FACT_COLUMNS}",
+                (book_id, *key),
+            ).fetchone()
+            if row is None:
+                self.book(book_id)
+                raise RejectionNotFound(
+                    book_id, f"{key[1]}={key[2]!r} of {key[0]!r} from chapter {chapter}"
+                )
+            fact = _fact(row)
+            if self._current_fact(tx, book_id, fact.subject, fact.attribute, fact.chapter) is None:
+                self._write_fact(tx, book_id, fact, state, "unreject")
+        return state
+
+    def rejected_facts(self, book_id: str, *, subject: str | None = None) -> list[Fact]:
+        sql = f"SELECT {_FACT_COLUMNS} FROM writing_fact_rejection WHERE book_id = ?"
+        args: list[Any] = [book_id]
+        if subject is not None:
+            sql += " AND subject = ?"
+            args.append(normalize_path(subject))
+        rows = self.database.connection().execute(
+            sql + " ORDER BY subject, attribute, chapter, value", args
+        )
+        return [_fact(row) for row in rows]
+
+    def fact_history(
+        self,
+        book_id: str,
+        subject: str,
+        *,
+        attribute: str | None = None,
+        chapter: int | None = None,
+    ) -> list[FactVersion]:
+        """Every write of the subject's facts (of one attribute, one chapter), oldest
+        first per fact."""
+        sql = (
+            f"SELECT {_FACT_COLUMNS}, version, action, state_version, created_at"
+            " FROM writing_fact_version WHERE book_id = ? AND subject = ?"
+        )
+        args: list[Any] = [book_id, normalize_path(subject)]
+        if attribute is not None:
+            sql += " AND attribute = ?"
+            args.append(attribute.strip())
+        if chapter is not None:
+            sql += " AND chapter = ?"
+            args.append(chapter)
+        rows = self.database.connection().execute(
+            sql + " ORDER BY attribute, chapter, version", args
+        )
+        return [
+            FactVersion(
+                fact=_fact(row[:9]),
+                version=row[9],
+                action=row[10],
+                state_version=row[11],
+                created_at=row[12],
+            )
+            for row in rows
+        ]
 
     def facts(
         self, book_id: str, *, subject: str | None = None, before_chapter: int | None = None
     ) -> list[Fact]:
-        sql = (
-            "SELECT subject, attribute, value, chapter, category, source_uri, evidence, output_id"
-            " FROM writing_fact WHERE book_id = ?"
-        )
+        sql = f"SELECT {_FACT_COLUMNS} FROM writing_fact WHERE book_id = ?"
         args: list[Any] = [book_id]
         if subject is not None:
             sql += " AND subject = ?"
@@ -794,36 +1047,75 @@ class BookStore:
         reason: str = "",
         chapter: int = 0,
     ) -> Relation:
+        """The author's relation (a rejected one of the same kind is un-rejected)."""
         if not kind.strip():
             raise invalid("kind", "a relation needs a kind")
         relation = Relation(
-            normalize_path(from_path), normalize_path(to_path), kind.strip(), reason, chapter
+            normalize_path(from_path),
+            normalize_path(to_path),
+            kind.strip(),
+            reason,
+            chapter,
+            "author",
         )
         with self.database.write_transaction() as tx:
-            self._bump(tx, book_id)
-            self._insert_relations(tx, book_id, [relation])
+            state = self._bump(tx, book_id)
+            tx.execute(
+                "DELETE FROM writing_relation_rejection WHERE book_id = ? AND from_path = ?"
+                " AND to_path = ? AND kind = ?",
+                (book_id, relation.from_path, relation.to_path, relation.kind),
+            )
+            self._insert_relations(tx, book_id, [relation], state)
         return relation
 
     def _insert_relations(
-        self, tx: apsw.Connection, book_id: str, relations: Iterable[Relation]
+        self, tx: apsw.Connection, book_id: str, relations: Iterable[Relation], state: int
     ) -> None:
-        for r in relations:
+        redirects = self._redirects(tx, book_id)
+        for given in relations:
+            r = replace(
+                given,
+                from_path=redirects.get(given.from_path, given.from_path),
+                to_path=redirects.get(given.to_path, given.to_path),
+            )
+            if r.from_path == r.to_path and given.from_path != given.to_path:
+                continue  # a merge made the two ends one entity
+            rejected = tx.execute(
+                "SELECT 1 FROM writing_relation_rejection WHERE book_id = ? AND from_path = ?"
+                " AND to_path = ? AND kind = ?",
+                (book_id, r.from_path, r.to_path, r.kind),
+            ).fetchone()
+            if rejected is not None and r.source != "author":
+                continue
             tx.execute(
-                "INSERT INTO writing_relation (book_id, from_path, to_path, kind, reason, chapter)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (book_id, from_path, to_path, kind)"
-                " DO UPDATE SET reason = excluded.reason,"
-                " chapter = MIN(writing_relation.chapter, excluded.chapter)",
-                (book_id, r.from_path, r.to_path, r.kind, r.reason, r.chapter),
+                "INSERT INTO writing_relation (book_id, from_path, to_path, kind, reason,"
+                " chapter, source) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (book_id, from_path, to_path, kind) DO UPDATE SET"
+                " reason = excluded.reason, source = excluded.source,"
+                " chapter = MIN(writing_relation.chapter, excluded.chapter)"
+                " WHERE writing_relation.source != 'author' OR excluded.source = 'author'",
+                (book_id, r.from_path, r.to_path, r.kind, r.reason, r.chapter, r.source),
             )
 
-    def unlink(self, book_id: str, from_path: str, to_path: str, kind: str) -> None:
+    def reject_relation(self, book_id: str, from_path: str, to_path: str, kind: str) -> int:
+        """Take the relation out and remember that it was rejected: curation never stores
+        it again (the author adding it again un-rejects it)."""
+        key = Relation(normalize_path(from_path), normalize_path(to_path), kind.strip())
         with self.database.write_transaction() as tx:
-            self._bump(tx, book_id)
-            tx.execute(
+            state = self._bump(tx, book_id)
+            gone = tx.execute(
                 "DELETE FROM writing_relation WHERE book_id = ? AND from_path = ? AND to_path = ?"
-                " AND kind = ?",
-                (book_id, normalize_path(from_path), normalize_path(to_path), kind),
+                " AND kind = ? RETURNING id",
+                (book_id, key.from_path, key.to_path, key.kind),
+            ).fetchone()
+            if gone is None:
+                raise RelationNotFound(book_id, key)
+            tx.execute(
+                "INSERT OR REPLACE INTO writing_relation_rejection (book_id, from_path, to_path,"
+                " kind, state_version, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (book_id, key.from_path, key.to_path, key.kind, state, _now()),
             )
+        return state
 
     def relations(
         self,
@@ -833,10 +1125,7 @@ class BookStore:
         before_chapter: int | None = None,
         state_version: int | None = None,
     ) -> list[Relation]:
-        sql = (
-            "SELECT from_path, to_path, kind, reason, chapter FROM writing_relation"
-            " WHERE book_id = ?"
-        )
+        sql = f"SELECT {_RELATION_COLUMNS} FROM writing_relation WHERE book_id = ?"
         args: list[Any] = [book_id]
         if path is not None:
             sql += " AND (from_path = ? OR to_path = ?)"
@@ -848,7 +1137,160 @@ class BookStore:
             sql += " AND created_state <= ?"
             args.append(state_version)
         rows = self.database.connection().execute(sql + " ORDER BY from_path, to_path, kind", args)
-        return [Relation(*row) for row in rows]
+        return [_relation(row) for row in rows]
+
+    # -- merging entities ----------------------------------------------------------------
+
+    def _redirects(self, tx: apsw.Connection, book_id: str) -> dict[str, str]:
+        rows = tx.execute(
+            "SELECT from_path, to_path FROM writing_redirect WHERE book_id = ?", (book_id,)
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def redirects(self, book_id: str) -> dict[str, str]:
+        """Merged-away path → the path kept in its place."""
+        return self._redirects(self.database.connection(), book_id)
+
+    def merge_entities(self, book_id: str, from_path: str, into_path: str) -> int:
+        """Two names for one entity: ``into`` keeps, ``from``'s title and aliases become
+        its aliases, ``from``'s facts, rejections, relations and the texts ``into`` lacks
+        move over, and ``from`` (with its profile) is gone, in one transaction. Later
+        extractions naming ``from`` land on ``into``. Returns the new state version."""
+        source = self.resource(book_id, from_path)
+        kept = self.resource(book_id, into_path)
+        for field_name, entity in (("from", source), ("into", kept)):
+            if entity.kind not in ENTITY_KINDS:
+                raise invalid(field_name, f"{entity.path} is a {entity.kind}, not an entity")
+        if source.path == kept.path:
+            raise invalid("into", "an entity is not merged into itself")
+        old, new = source.path, kept.path
+        names = [n for n in (*kept.aliases, source.title, *source.aliases) if n != kept.title]
+        profiles = {
+            subject_path: r
+            for r in self.resources(book_id, "/profiles", kinds=["profile"])
+            if isinstance(subject_path := r.attrs.get("subject"), str)
+        }
+        with self.database.write_transaction() as tx:
+            state = self._bump(tx, book_id)
+            self._put_resource(
+                tx,
+                book_id,
+                new,
+                kind=kept.kind,
+                title=kept.title,
+                ordinal=kept.ordinal,
+                chapter_from=min(kept.chapter_from, source.chapter_from),
+                aliases=names,
+                attrs={**source.attrs, **kept.attrs},
+            )
+            self._move_facts(tx, book_id, old, new, state)
+            self._move_relations(tx, book_id, old, new)
+            for level in LEVELS:
+                has = tx.execute(
+                    "SELECT 1 FROM writing_level WHERE book_id = ? AND path = ? AND level = ?",
+                    (book_id, new, level),
+                ).fetchone()
+                if has is None:
+                    tx.execute(
+                        "UPDATE writing_level SET path = ? WHERE book_id = ? AND path = ?"
+                        " AND level = ?",
+                        (new, book_id, old, level),
+                    )
+            gone = [old]
+            if old in profiles:
+                gone.append(profiles[old].path)
+                if new in profiles:
+                    self._redirect(tx, book_id, profiles[old].path, profiles[new].path, state)
+            for path in gone:
+                tx.execute(
+                    "DELETE FROM writing_level WHERE book_id = ? AND path = ?", (book_id, path)
+                )
+                tx.execute(
+                    "DELETE FROM writing_resource WHERE book_id = ? AND path = ?", (book_id, path)
+                )
+            self._redirect(tx, book_id, old, new, state)
+        removed = [
+            entry
+            for entry in self._indexed_ids(book_id)
+            if any(is_under(entry.partition("#")[0], path) for path in gone)
+        ]
+        remove_entries(self.database, index_id(book_id), removed)
+        self.index_levels(book_id, [new])
+        return state
+
+    def _redirect(self, tx: apsw.Connection, book_id: str, old: str, new: str, state: int) -> None:
+        tx.execute(
+            "INSERT OR REPLACE INTO writing_redirect (book_id, from_path, to_path, state_version)"
+            " VALUES (?, ?, ?, ?)",
+            (book_id, old, new, state),
+        )
+        # An earlier merge into the path merged now follows it.
+        tx.execute(
+            "UPDATE writing_redirect SET to_path = ? WHERE book_id = ? AND to_path = ?",
+            (new, book_id, old),
+        )
+        tx.execute(
+            "DELETE FROM writing_redirect WHERE book_id = ? AND from_path = to_path", (book_id,)
+        )
+
+    def _move_facts(
+        self, tx: apsw.Connection, book_id: str, old: str, new: str, state: int
+    ) -> None:
+        rows = tx.execute(
+            f"SELECT {_FACT_COLUMNS} FROM writing_fact WHERE book_id = ? AND subject = ?"
+            " ORDER BY attribute, chapter",
+            (book_id, old),
+        ).fetchall()
+        for row in rows:
+            moved = replace(_fact(row), subject=new)
+            there = self._current_fact(tx, book_id, new, moved.attribute, moved.chapter)
+            # The kept entity's own fact stays, unless only the merged one is the author's.
+            if there is None or (moved.source == "author" and there.source != "author"):
+                self._write_fact(tx, book_id, moved, state, "merge")
+        tx.execute("DELETE FROM writing_fact WHERE book_id = ? AND subject = ?", (book_id, old))
+        tx.execute(
+            "UPDATE OR IGNORE writing_fact_rejection SET subject = ? WHERE book_id = ?"
+            " AND subject = ?",
+            (new, book_id, old),
+        )
+        tx.execute(
+            "DELETE FROM writing_fact_rejection WHERE book_id = ? AND subject = ?", (book_id, old)
+        )
+
+    def _move_relations(self, tx: apsw.Connection, book_id: str, old: str, new: str) -> None:
+        rows = tx.execute(
+            f"SELECT {_RELATION_COLUMNS} FROM writing_relation WHERE book_id = ?"
+            " AND (from_path = ? OR to_path = ?)",
+            (book_id, old, old),
+        ).fetchall()
+        for row in rows:
+            r = _relation(row)
+            ends = (
+                new if r.from_path == old else r.from_path,
+                new if r.to_path == old else r.to_path,
+            )
+            if ends[0] == ends[1]:
+                continue
+            tx.execute(
+                "INSERT OR IGNORE INTO writing_relation (book_id, from_path, to_path, kind,"
+                " reason, chapter, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (book_id, *ends, r.kind, r.reason, r.chapter, r.source),
+            )
+        tx.execute(
+            "DELETE FROM writing_relation WHERE book_id = ? AND (from_path = ? OR to_path = ?)",
+            (book_id, old, old),
+        )
+        for column in ("from_path", "to_path"):
+            tx.execute(
+                f"UPDATE OR IGNORE writing_relation_rejection SET {column} = ? WHERE book_id = ?"
+                f" AND {column} = ?",
+                (new, book_id, old),
+            )
+        tx.execute(
+            "DELETE FROM writing_relation_rejection WHERE book_id = ? AND (from_path = ?"
+            " OR to_path = ?)",
+            (book_id, old, old),
+        )
 
     def commit_chapter_memory(
         self,
@@ -860,10 +1302,19 @@ class BookStore:
         resources: Sequence[Resource] = (),
     ) -> int:
         """What curating one chapter changes, in one transaction: the book's memory is
-        never left half-updated. Returns the new state version."""
+        never left half-updated. What the author corrected stays corrected: a rejected
+        fact or relation is not stored again, an extracted fact does not replace the
+        author's, and a merged-away entity's names land on the entity it was merged into.
+        Returns the new state version."""
         with self.database.write_transaction() as tx:
             state = self._bump(tx, book_id)
+            redirects = self._redirects(tx, book_id)
             for r in resources:
+                kept = redirects.get(normalize_path(r.path))
+                if kept is not None:
+                    if r.kind in ENTITY_KINDS:
+                        self._alias_onto(tx, book_id, kept, (r.title, *r.aliases))
+                    continue
                 self._put_resource(
                     tx,
                     book_id,
@@ -875,8 +1326,8 @@ class BookStore:
                     aliases=r.aliases,
                     attrs=r.attrs,
                 )
-            self._insert_facts(tx, book_id, facts)
-            self._insert_relations(tx, book_id, relations)
+            self._insert_facts(tx, book_id, facts, state)
+            self._insert_relations(tx, book_id, relations, state)
             for row in levels:
                 normalized = LevelWrite(
                     normalize_path(row.path),
@@ -886,9 +1337,36 @@ class BookStore:
                     row.source,
                     row.input_hash,
                 )
+                if normalized.path in redirects:
+                    continue  # the text of a merged-away entity (or its profile)
                 if self._same_text(tx, book_id, normalized) is None:
                     self._insert_level(tx, book_id, normalized, state)
         return state
+
+    def _alias_onto(
+        self, tx: apsw.Connection, book_id: str, path: str, names: Sequence[str]
+    ) -> None:
+        row = tx.execute(
+            f"SELECT {_RESOURCE_COLUMNS} FROM writing_resource WHERE book_id = ? AND path = ?",
+            (book_id, path),
+        ).fetchone()
+        if row is None:
+            return
+        kept = _resource(row)
+        aliases = [*kept.aliases, *(n for n in names if n.strip() and n != kept.title)]
+        if list(dict.fromkeys(aliases)) == list(kept.aliases):
+            return
+        self._put_resource(
+            tx,
+            book_id,
+            kept.path,
+            kind=kept.kind,
+            title=kept.title,
+            ordinal=kept.ordinal,
+            chapter_from=kept.chapter_from,
+            aliases=aliases,
+            attrs=kept.attrs,
+        )
 
     # -- search --------------------------------------------------------------------------
 
@@ -968,6 +1446,23 @@ class BookStore:
             (book_id, before_chapter),
         )
         return {str(r[0]) for r in rows}
+
+
+def _clean_fact(fact: Fact, redirects: Mapping[str, str]) -> Fact:
+    """The fact as stored: its subject normalized (and redirected past a merge), its
+    attribute and value stripped, its category and source checked."""
+    if fact.category not in FACT_CATEGORIES:
+        known = ", ".join(FACT_CATEGORIES)
+        raise invalid("category", f"{fact.category!r} is not one of {known}")
+    if fact.source not in FACT_SOURCES:
+        raise invalid("source", f"{fact.source!r} is not one of {', '.join(FACT_SOURCES)}")
+    subject = normalize_path(fact.subject)
+    return replace(
+        fact,
+        subject=redirects.get(subject, subject),
+        attribute=fact.attribute.strip(),
+        value=fact.value.strip(),
+    )
 
 
 def _one(row: Any) -> Sequence[Any]:

@@ -43,6 +43,7 @@ from storyloom.writing.manuscript_io import (
     export_book,
     parse_manuscript,
 )
+from storyloom.writing.memory_corrections import MemoryCorrections, fact_view, relation_view
 from storyloom.writing.profiles import subject_of
 from storyloom.writing.uris import invalid, is_under, normalize_path, parse_uri, resource_uri
 from storyloom.writing.views import (
@@ -53,7 +54,6 @@ from storyloom.writing.views import (
     ContextBody,
     ContextPieceView,
     ContextView,
-    FactView,
     GraphNode,
     GraphView,
     ImportChapter,
@@ -61,7 +61,6 @@ from storyloom.writing.views import (
     LevelVersion,
     LevelView,
     OutputView,
-    RelationView,
     ResNode,
     ResourceEdit,
     ResourceView,
@@ -138,6 +137,7 @@ class WritingStudio:
         save_workflow: Callable[[Workflow], object] | None = None,
     ) -> None:
         self.store = BookStore(database)
+        self.corrections = MemoryCorrections(self.store)
         self.project_dir = project_dir
         self.project_id = project_id
         self._settings = settings
@@ -397,20 +397,14 @@ class WritingStudio:
             attrs=dict(resource.attrs),
             levels=levels,
             history=history,
-            relations=[_relation_view(r) for r in relations],
-            facts=[
-                FactView(
-                    subject=f.subject,
-                    attribute=f.attribute,
-                    value=f.value,
-                    chapter=f.chapter,
-                    category=f.category,
-                    source_uri=f.source_uri,
-                    evidence=f.evidence,
-                    output_id=f.output_id,
-                )
-                for f in facts
+            relations=[relation_view(r) for r in relations],
+            facts=[fact_view(f) for f in facts],
+            rejected_facts=[
+                fact_view(f)
+                for f in (self.store.rejected_facts(book_id, subject=subject) if subject else [])
+                if before is None or f.chapter < before
             ],
+            state_version=self.store.state_version(book_id),
         )
 
     def edit_resource(self, book_id: str, edit: ResourceEdit) -> ResourceView:
@@ -541,7 +535,7 @@ class WritingStudio:
             for path in (edge.from_path, edge.to_path):
                 if path not in nodes:
                     nodes[path] = self._graph_node(book_id, path)
-        return GraphView(nodes=list(nodes.values()), edges=[_relation_view(e) for e in edges])
+        return GraphView(nodes=list(nodes.values()), edges=[relation_view(e) for e in edges])
 
     def _graph_node(self, book_id: str, path: str) -> GraphNode:
         try:
@@ -727,12 +721,6 @@ def _level_view(text: LevelText) -> LevelView:
         as_of_chapter=text.as_of_chapter,
         tokens=text.tokens,
         source=text.source,
-    )
-
-
-def _relation_view(r: Any) -> RelationView:
-    return RelationView(
-        from_=r.from_path, to=r.to_path, kind=r.kind, reason=r.reason, chapter=r.chapter
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from storyloom.writing.book_store import LEVELS, Level
+from storyloom.writing.book_store import LEVELS, FactAction, FactCategory, FactSource, Level
 from storyloom.writing.curation import StepState
 
 SceneType = Literal["any", "dialogue", "action", "emotional", "exposition"]
@@ -113,6 +113,9 @@ class RelationView(_View):
     kind: str
     reason: str
     chapter: int
+    source: FactSource = Field(
+        default="prose", description="Who made it: the author, the agent model or the prose reader"
+    )
 
 
 class FactView(_View):
@@ -122,8 +125,11 @@ class FactView(_View):
     chapter: int
     category: str
     source_uri: str = ""
-    evidence: str = ""
+    evidence: str = Field(default="", description="The sentence the fact was read from")
     output_id: str | None = None
+    source: FactSource = Field(
+        default="prose", description="Who made it: the author, the agent model or the prose reader"
+    )
 
 
 class ResourceView(_View):
@@ -139,6 +145,11 @@ class ResourceView(_View):
     history: list[LevelVersion]
     relations: list[RelationView]
     facts: list[FactView]
+    rejected_facts: list[FactView] = Field(
+        default_factory=list,
+        description="Facts the author rejected: curation never brings them back",
+    )
+    state_version: int = 0
 
 
 class ResourceEdit(_Body):
@@ -156,6 +167,108 @@ class ResourceEdit(_Body):
     level: Level | None = None
     text: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     as_of_chapter: int = Field(default=0, ge=0, le=MAX_CHAPTER)
+
+
+# -- the author's corrections of memory -----------------------------------------------------
+
+MAX_ATTRIBUTE_CHARS = 200
+MAX_VALUE_CHARS = 2_000
+MAX_EVIDENCE_CHARS = 10_000
+MAX_PATH_CHARS = 1_000
+EntityKindName = Literal["character", "location", "plot-thread"]
+
+
+class FactList(_View):
+    """A book's facts (about one subject, when asked) as the book stands at
+    ``state_version``, and the ones the author rejected."""
+
+    state_version: int
+    facts: list[FactView]
+    rejected: list[FactView]
+
+
+class FactVersionView(_View):
+    """One write of a fact: what it said from then on, and who wrote it."""
+
+    subject: str
+    attribute: str
+    chapter: int
+    version: int
+    action: FactAction
+    value: str
+    category: str
+    evidence: str
+    source: FactSource
+    state_version: int
+    created_at: str
+
+
+class NewFact(_Body):
+    """The author's fact; it wins over an extracted one of the same subject, attribute
+    and chapter."""
+
+    subject: str = Field(min_length=1, max_length=MAX_PATH_CHARS, description="The entity's path")
+    attribute: str = Field(min_length=1, max_length=MAX_ATTRIBUTE_CHARS)
+    value: str = Field(min_length=1, max_length=MAX_VALUE_CHARS)
+    chapter: int = Field(ge=0, le=MAX_CHAPTER, description="It holds from this chapter on")
+    category: FactCategory = "factual"
+    evidence: str = Field(default="", max_length=MAX_EVIDENCE_CHARS)
+
+
+class FactEdit(_Body):
+    """The author's edit of the fact (``subject``, ``attribute``, ``chapter``): a new
+    version of it. ``newAttribute`` / ``newChapter`` move it (the old one is rejected)."""
+
+    subject: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+    attribute: str = Field(min_length=1, max_length=MAX_ATTRIBUTE_CHARS)
+    chapter: int = Field(ge=0, le=MAX_CHAPTER)
+    value: str = Field(min_length=1, max_length=MAX_VALUE_CHARS)
+    category: FactCategory | None = None
+    evidence: str | None = Field(default=None, max_length=MAX_EVIDENCE_CHARS)
+    new_attribute: str | None = Field(default=None, min_length=1, max_length=MAX_ATTRIBUTE_CHARS)
+    new_chapter: int | None = Field(default=None, ge=0, le=MAX_CHAPTER)
+
+
+class FactRef(_Body):
+    """One fact, as a rejection keys it."""
+
+    subject: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+    attribute: str = Field(min_length=1, max_length=MAX_ATTRIBUTE_CHARS)
+    value: str = Field(min_length=1, max_length=MAX_VALUE_CHARS)
+    chapter: int = Field(ge=0, le=MAX_CHAPTER)
+
+
+class NewEntity(_Body):
+    kind: EntityKindName
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    aliases: list[str] = Field(default_factory=list, max_length=200)
+    path: str | None = Field(
+        default=None,
+        max_length=MAX_PATH_CHARS,
+        description="Default: /entities/<kind's folder>/<slug of the title>",
+    )
+    chapter_from: int = Field(default=0, ge=0, le=MAX_CHAPTER)
+
+
+class EntityEdit(_Body):
+    path: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
+    aliases: list[str] | None = Field(default=None, max_length=200)
+
+
+class MergeBody(_Body):
+    """Two names for one entity: ``from`` goes, ``into`` keeps its facts and names."""
+
+    from_: str = Field(alias="from", min_length=1, max_length=MAX_PATH_CHARS)
+    into: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+
+
+class NewRelation(_Body):
+    from_: str = Field(alias="from", min_length=1, max_length=MAX_PATH_CHARS)
+    to: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+    kind: str = Field(min_length=1, max_length=MAX_ATTRIBUTE_CHARS)
+    reason: str = Field(default="", max_length=MAX_VALUE_CHARS)
+    chapter: int = Field(default=0, ge=0, le=MAX_CHAPTER)
 
 
 class NewChapter(_Body):

@@ -191,7 +191,14 @@ def test_the_graph_shows_the_relations_known_at_a_chapter(api: httpx.Client, hom
     assert before["edges"] == []
     after = ok(api.get(f"/books/{book_id}/graph", params={"asOf": 2}))
     assert after["edges"] == [
-        {"from": mara, "to": oren, "kind": "冲突", "reason": "bread debt", "chapter": 2}
+        {
+            "from": mara,
+            "to": oren,
+            "kind": "冲突",
+            "reason": "bread debt",
+            "chapter": 2,
+            "source": "author",
+        }
     ]
     assert {n["path"] for n in after["nodes"]} >= {mara, oren}
 
