@@ -7,6 +7,8 @@ import type { components } from './schema'
 export type Level = 'L0' | 'L1' | 'L2'
 export const LEVELS: readonly Level[] = ['L0', 'L1', 'L2']
 
+export type FactSource = components['schemas']['FactView']['source']
+
 export type FactCategory = 'characterization' | 'factual' | 'narrative' | 'timeline' | 'world'
 
 export interface BookSummary {
@@ -85,7 +87,10 @@ export interface FactView {
   chapter: number
   category: FactCategory
   sourceUri?: string
+  /** The sentence the fact was read from. */
   evidence?: string
+  /** Who made it: the author, the agent model or the offline prose reader. */
+  source?: FactSource
 }
 
 export interface ResourceView {
@@ -99,6 +104,9 @@ export interface ResourceView {
   history: HistoryRow[]
   relations: RelationView[]
   facts: FactView[]
+  /** Facts the author rejected: curation never brings them back. */
+  rejectedFacts?: FactView[]
+  stateVersion?: number
 }
 
 export interface GraphNode {
@@ -329,4 +337,36 @@ export interface SearchBody {
 
 export function searchBook(bookId: string, body: SearchBody, fetchImpl?: Fetch): Promise<SearchHit[]> {
   return requestJson<SearchHit[]>('POST', `${book(bookId)}/search`, body, fetchImpl)
+}
+
+// -- the author's corrections of memory ---------------------------------------------------------
+
+export type FactList = components['schemas']['FactList']
+export type NewFactBody = components['schemas']['NewFact']
+export type FactEditBody = components['schemas']['FactEdit']
+export type FactRefBody = components['schemas']['FactRef']
+
+export function listFacts(bookId: string, subject: string, fetchImpl?: Fetch): Promise<FactList> {
+  return requestJson<FactList>('GET', `${book(bookId)}/facts?subject=${encodeURIComponent(subject)}`, undefined, fetchImpl)
+}
+
+export function addFact(bookId: string, body: NewFactBody, fetchImpl?: Fetch): Promise<FactList> {
+  return requestJson<FactList>('POST', `${book(bookId)}/facts`, body, fetchImpl)
+}
+
+export function editFact(bookId: string, body: FactEditBody, fetchImpl?: Fetch): Promise<FactList> {
+  return requestJson<FactList>('PUT', `${book(bookId)}/facts`, body, fetchImpl)
+}
+
+export function rejectFact(bookId: string, body: FactRefBody, fetchImpl?: Fetch): Promise<FactList> {
+  return requestJson<FactList>('POST', `${book(bookId)}/facts/reject`, body, fetchImpl)
+}
+
+export function unrejectFact(bookId: string, body: FactRefBody, fetchImpl?: Fetch): Promise<FactList> {
+  return requestJson<FactList>('POST', `${book(bookId)}/facts/unreject`, body, fetchImpl)
+}
+
+/** Two names for one entity: `from` goes, `into` keeps; answers `into`'s view. */
+export function mergeEntities(bookId: string, from: string, into: string, fetchImpl?: Fetch): Promise<ResourceView> {
+  return requestJson<ResourceView>('POST', `${book(bookId)}/entities/merge`, { from, into }, fetchImpl)
 }
