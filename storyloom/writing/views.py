@@ -123,7 +123,7 @@ class FactView(_View):
     attribute: str
     value: str
     chapter: int
-    category: str
+    category: FactCategory
     source_uri: str = ""
     evidence: str = Field(default="", description="The sentence the fact was read from")
     output_id: str | None = None
@@ -196,7 +196,7 @@ class FactVersionView(_View):
     version: int
     action: FactAction
     value: str
-    category: str
+    category: FactCategory
     evidence: str
     source: FactSource
     state_version: int
