@@ -77,7 +77,7 @@ def english_book(store: BookStore) -> str:
         (MARCO, "home", "Porto", 1, "factual", "Marco kept a house in Porto."),
         (MARCO, "sister", "Inês", 2, "factual", "Marco wrote to his sister Inês."),
     ]
-    store.add_facts(book, [fact(store, book, *f) for f in facts])  # type: ignore[arg-type]
+    store.add_facts(book, [fact(store, book, *f) for f in facts])
     return book
 
 
@@ -171,7 +171,7 @@ def chinese_book(store: BookStore) -> str:
         (MARCO, "hair", "红色", 1, "characterization", "马可甩了甩他红色的头发。"),
         (MARCO, "home", "波尔图", 1, "factual", "马可在波尔图有一所房子。"),
     ]
-    store.add_facts(book, [fact(store, book, *f) for f in facts])  # type: ignore[arg-type]
+    store.add_facts(book, [fact(store, book, *f) for f in facts])
     return book
 
 
