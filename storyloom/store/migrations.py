@@ -478,6 +478,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         FROM writing_fact;
         """,
     ),
+    Migration(
+        11,
+        "writing warnings name the fact and both sentences",
+        # A warning shows what the book established (value, chapter, the sentence that
+        # said so) beside what the checked text says (value, sentence).
+        """
+        ALTER TABLE writing_warning ADD COLUMN expected TEXT NOT NULL DEFAULT '';
+        ALTER TABLE writing_warning ADD COLUMN found TEXT NOT NULL DEFAULT '';
+        ALTER TABLE writing_warning ADD COLUMN since_chapter INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE writing_warning ADD COLUMN evidence TEXT NOT NULL DEFAULT '';
+        ALTER TABLE writing_warning ADD COLUMN fact_evidence TEXT NOT NULL DEFAULT '';
+        """,
+    ),
 )
 
 

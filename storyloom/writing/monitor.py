@@ -36,6 +36,7 @@ from storyloom.writing.book_store import (
     FactCategory,
     Resource,
 )
+from storyloom.writing.referents import KIN_GENDER, Genders, Referent, Topics
 from storyloom.writing.scene_entities import EntityMatcher, EntityMention
 from storyloom.writing.uris import resource_uri
 
@@ -59,8 +60,8 @@ _NEGATIVE_RULE = frozenset(
     {"impossible", "forbidden", "never", "none", "no", "不可能", "禁止", "无法", "不能", "没有"}
 )
 _ATTRIBUTE_WORDS: Mapping[str, tuple[str, ...]] = {
-    "hair": ("hair", "头发", "发"),
-    "eyes": ("eye", "eyes", "眼", "瞳"),
+    "hair": ("hair", "haired", "头发", "长发", "短发", "发"),
+    "eyes": ("eye", "eyes", "eyed", "眼睛", "眼眸", "眸子", "双眸", "瞳孔", "眼", "眸", "瞳"),
     "eye colour": ("eye", "eyes", "眼", "瞳"),
     "eye color": ("eye", "eyes", "眼", "瞳"),
     "status": ("alive", "dead", "活", "死"),
@@ -69,21 +70,159 @@ _ATTRIBUTE_WORDS: Mapping[str, tuple[str, ...]] = {
 _COLOURS = (
     "black", "white", "silver", "grey", "gray", "red", "blue", "green", "brown", "golden",
     "gold", "blond", "blonde", "auburn", "hazel", "amber", "violet", "purple", "pink",
-    "黑", "白", "银", "灰", "红", "蓝", "绿", "棕", "褐", "金", "紫", "琥珀",
+    "chestnut", "copper", "ginger", "platinum", "raven", "sandy",
+    "黑", "白", "银", "灰", "红", "蓝", "绿", "棕", "褐", "金", "紫", "琥珀", "乌",
 )  # fmt: skip
 _COLOUR_ATTRIBUTES = frozenset({"hair", "eyes", "eye colour", "eye color"})
 """Attributes whose common values are known without the book having used them: a book
 that only ever said "green eyes" still has "blue eyes" read as a claim about eyes (only
-right before the attribute word: "blue eyes", "蓝色的眼睛")."""
-_CHANGE_EN = re.compile(
-    r"\b(?:turned|turns|dyed|dyes|became|become|becomes|changed|changes|now|no longer|"
-    r"bleached|grew|was reborn|revived)\b",
+said of the attribute word: "blue eyes", "eyes were blue", "蓝色的眼睛")."""
+_COLOUR_FAMILY: Mapping[str, str] = {
+    "hair": "hair",
+    "eyes": "eyes",
+    "eye colour": "eyes",
+    "eye color": "eyes",
+}
+_SORE_EYES = frozenset({"red", "pink", "红"})
+_FILLER = (
+    r"was|were|is|are|had|have|gone|turned|now|still|looked|seemed|shone|glinted|gleamed|"
+    r"flashed|burned|as|so|very|bright|dark|pale|deep|light|a|the|same|of"
+)
+_ZH_FILLER = r"是|呈|依然是|仍是|还是|泛着|透着|都是|染成了|染成|变成了|变成|变得|变为|成了"
+_VOCABULARY_ATTRIBUTES = frozenset(
+    {
+        "eyes", "hair", "height", "scar", "mark", "brother", "sister", "father", "mother",
+        "son", "daughter", "spouse", "home", "occupation", "rank", "status", "death",
+        "injury", "lost_limb", "owns", "owes", "oath",
+    }
+)  # fmt: skip
+"""The fact vocabulary's attributes (docs/writing.md): each is checked by a reader of its
+own, never by a bare value standing near a name ("Anna visited Lisbon" says nothing of
+where she lives; "Anna hugged Tomas" names nobody's brother)."""
+_KIN_ATTRIBUTES = ("brother", "sister", "father", "mother", "son", "daughter", "spouse")
+_KIN_WORDS: Mapping[str, str] = {
+    "brother": "brother", "sister": "sister", "father": "father", "mother": "mother",
+    "son": "son", "daughter": "daughter", "husband": "spouse", "wife": "spouse",
+    "spouse": "spouse", "dad": "father", "papa": "father", "mum": "mother", "mom": "mother",
+    "mama": "mother",
+    "哥哥": "brother", "弟弟": "brother", "兄长": "brother", "姐姐": "sister",
+    "妹妹": "sister", "父亲": "father", "爸爸": "father", "母亲": "mother", "妈妈": "mother",
+    "儿子": "son", "女儿": "daughter", "丈夫": "spouse", "妻子": "spouse",
+}  # fmt: skip
+_KIN_EN = r"brother|sister|father|mother|son|daughter|husband|wife|spouse|dad|papa|mum|mom|mama"
+_ZH_KIN = "哥哥|弟弟|兄长|姐姐|妹妹|父亲|爸爸|母亲|妈妈|儿子|女儿|丈夫|妻子"
+_KIN_ADJECTIVES = r"older|younger|elder|eldest|youngest|little|big|baby|twin|late|only|dear"
+_NAME = r"[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)?"
+_EN_KIN_NAME = re.compile(rf"\b(?P<kin>{_KIN_EN})\b(?!['’])\s*,?\s+(?P<name>{_NAME})")
+_EN_NAME_KIN = re.compile(
+    rf"(?P<name>{_NAME}),\s+(?:his|her|[A-Z][\w'’-]*['’]s)\s+(?:(?:{_KIN_ADJECTIVES})\s+)?"
+    rf"(?P<kin>{_KIN_EN})\b(?!['’])"
+)
+_KIN_GAP = re.compile(rf"(?:['’]s)?\s+(?:(?:{_KIN_ADJECTIVES})\s+)?")
+_ZH_KIN_GAP = re.compile(r"的?")
+_NOT_NAMES = frozenset(
+    {"And", "But", "Then", "The", "He", "She", "I", "It", "They", "We", "You", "When", "As"}
+)
+_MARRY_EN = re.compile(
+    r"\b(?:married|marries|remarried|wed|new (?:husband|wife)|widow|widower)\b", re.IGNORECASE
+)
+_MARRY_ZH = ("嫁给", "娶了", "再婚", "新婚", "改嫁")
+_HOME_NOUNS = r"home|house|flat|apartment|rooms|room|lodgings|place|quarters|villa|cottage|studio"
+_HOME_GAP = re.compile(r"(?:['’]s)?\s+(?:(?:own|little|small|new|tiny|rented|big)\s+)*")
+_ZH_HOME_NOUNS = r"家|公寓|住处|寓所|房子|宅子|住所|小屋"
+_ZH_HOME_GAP = re.compile(r"的?(?:在|回到|住在)?")
+_PAST_HOME = re.compile(r"\b(?:had|once|formerly|used to)\s*$")
+_MOVE_EN = re.compile(
+    r"\b(?:moved|moves|moving|relocated|settled|emigrated|new (?:home|house|flat|apartment))\b",
     re.IGNORECASE,
 )
-_CHANGE_ZH = ("变成", "染成", "变为", "不再", "成了", "变得", "化为", "复活")
+_MOVE_ZH = ("搬到", "搬去", "搬进", "迁居", "定居", "移居", "新家")
+_LIMB_PARTS: Mapping[str, tuple[str, ...]] = {
+    "arm": ("arm", "forearm", "elbow", "臂", "胳膊"),
+    "hand": ("hand", "fist", "palm", "finger", "wrist", "手", "拳", "掌"),
+    "leg": ("leg", "knee", "thigh", "shin", "腿"),
+    "foot": ("foot", "feet", "ankle", "toe", "脚", "足"),
+    "eye": ("eye", "眼"),
+}
+_LIMB_COVERS: Mapping[str, tuple[str, ...]] = {
+    "arm": ("arm", "hand"),
+    "hand": ("hand",),
+    "leg": ("leg", "foot"),
+    "foot": ("foot",),
+    "eye": ("eye",),
+}
+_LIMB_USE = re.compile(
+    r"\b(?:left|right)\s+(?:hand|arm|fist|palm|fingers|finger|wrist|elbow|forearm|leg|foot|"
+    r"knee|ankle|eye)\b|\b(?:both|two)\s+(?:hands|arms|fists|palms|legs|feet|eyes)\b|"
+    r"(?:左|右)(?:手臂|胳膊|臂|手|拳|掌|腿|脚|眼)|(?:双手|两只手|两手|双臂|双腿|两条腿|双眼|两只眼)"
+)
+_LIMB_GAP = re.compile(r"(?:['’]s)?\s+|的?(?:用)?")
+_LIMB_GONE_EN = re.compile(
+    r"\b(?:stump|missing|lost|empty|pinned|sleeve|phantom|prosthetic|wooden|false|patch|"
+    r"socket|gone|remaining|once|used to|where .* had been)\b"
+)
+_LIMB_GONE_ZH = (
+    "空荡荡",
+    "空袖",
+    "袖管",
+    "断臂",
+    "断肢",
+    "残",
+    "失去",
+    "没了",
+    "假肢",
+    "义肢",
+    "眼罩",
+)
+_HYPOTHETICAL_EN = re.compile(
+    r"\b(?:if|wish|wished|imagine|imagined|pictured|as though|as if|would have|might have|"
+    r"could almost|half expected|the way)\b",
+    re.IGNORECASE,
+)
+_HYPOTHETICAL_ZH = ("如果", "假如", "要是", "仿佛", "好像", "想象", "似乎")
+_REVIVE_EN = re.compile(
+    r"\b(?:revived|reborn|resurrected|came back to life|rose from the dead|"
+    r"returned from the dead)\b",
+    re.IGNORECASE,
+)
+_REVIVE_ZH = ("复活", "起死回生", "死而复生")
+_EN_VERBS = (
+    r"said|says|asked|asks|went|goes|came|comes|ran|runs|stood|stands|sat|sits|took|takes|"
+    r"gave|gives|made|makes|got|gets|held|holds|told|tells|spoke|speaks|saw|sees|knew|"
+    r"knows|thought|felt|left|brought|began|kept|let|put|set|led|met|paid|rose|drew|drove|"
+    r"rode|threw|caught|fought|bought|wrote|swore|shook|woke|wore|opens|closes|walks|turns|"
+    r"looks|smiles|nods|laughs|reaches|pulls|pushes|lifts|steps|waits|whispers|shouts|"
+    r"answers|leans|picks|grabs|sighs|shrugs|grins|frowns"
+)
+_EN_NOT_VERBS = (
+    r"(?:need|feed|seed|bed|red|shed|indeed|speed|breed|tired|sacred|naked|wicked|beloved|"
+    r"aged|learned|ragged)\b"
+)
+_EN_ACTION = re.compile(
+    rf"\s+(?:(?:then|also|just|only|still|quietly|slowly|finally|suddenly|[a-z]+ly)\s+)?"
+    rf"(?:(?!{_EN_NOT_VERBS})[a-z]{{2,}}ed\b|(?:{_EN_VERBS})\b|(?:was|is|were)\s+[a-z]{{2,}}ing\b)"
+)
+_EN_SPEECH_BEFORE = re.compile(
+    r"\b(?:said|asked|whispered|shouted|called|replied|answered|murmured|cried|muttered|"
+    r"added|snapped|sighed|laughed|says|asks)\s+$",
+    re.IGNORECASE,
+)
+_ZH_ACTION = re.compile(
+    r"(?:又|也|就|便|正|还|才|却|忽然|突然|猛地|轻轻地?|慢慢地?|缓缓地?|默默地?|低声|大声|笑着|冷冷地?|一把|伸手)*"
+    r"(?:说|道|问|喊|叫|笑|走|跑|站|坐|推|拉|拿|握|举|抓|打开|关上|点头|摇头|看着|望着|转身|回头|"
+    r"递|抱|拍|敲|开口|答|回答|冲|跳|骑|吃|喝|写|读|唱|哭|叹|端|提|披|穿|踏|迈|扶|接过|掏出|放下|挥)"
+)
+_CHANGE_EN = re.compile(
+    r"\b(?:(?:turned|turns)(?!\s+(?:to|toward|towards|away|around|round|back|on|off|over|up|"
+    r"down|and|her|his|their|the|a|an)\b)|dyed|dyes|became|become|becomes|changed|changes|"
+    r"now|no longer|bleached|grew|was reborn|revived|moved|moves)\b",
+    re.IGNORECASE,
+)
+_CHANGE_ZH = ("变成", "染成", "变为", "不再", "成了", "变得", "化为", "复活", "搬到", "搬去")
 _MEMORY_EN = re.compile(
     r"\b(?:remembered|remember|remembers|recalled|recalls|memory|memories|used to|back then|"
-    r"the late|grave|tomb|funeral|mourned|ghost|years ago|in the past|dreamed|dreamt)\b",
+    r"the late|grave|tomb|funeral|mourned|ghost|years ago|in the past|dreamed|dreamt|"
+    r"years before|long ago|as a child|as a boy|as a girl)\b",
     re.IGNORECASE,
 )
 _MEMORY_ZH = (
@@ -100,6 +239,9 @@ _MEMORY_ZH = (
     "遗像",
     "怀念",
     "梦见",
+    "以前",
+    "从前",
+    "小时候",
 )
 _NEGATION_EN = re.compile(r"\b(?:not|never|no longer|no)\b|n't\b", re.IGNORECASE)
 _NEGATION_ZH = ("不再", "不是", "没有", "并非", "不")
@@ -127,6 +269,9 @@ class Claim:
     evidence: str
     change: bool = False
     """A progression that happens in this chapter (dyed, became), not a contradiction."""
+    uses: bool = False
+    """The text has the subject use the body part ``value`` ("lifted it with his left
+    hand"): a contradiction when a ``lost_limb`` fact covers it, whatever its value."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +295,11 @@ class Finding:
     it no longer holds (shown as "was … until ch. N")."""
     subject_title: str = ""
     """The subject's name as the book gives it (its path's last part when it has none)."""
+    fact_evidence: str = ""
+    """The sentence of chapter ``since_chapter`` that established ``expected`` (empty
+    when the fact was stored without one)."""
+    uses: bool = False
+    """``found`` is a body part the text has the subject use (``expected`` was lost)."""
 
     @property
     def name(self) -> str:
@@ -159,12 +309,24 @@ class Finding:
     def detail(self) -> str:
         name = self.name
         since = f"since ch. {self.since_chapter}"
-        head = f"{name} · {self.attribute}: expected “{self.expected}” ({since})"
-        found = f", found “{self.found}”"
+        if self.uses:
+            head = f"{name} · {self.attribute}: lost “{self.expected}” ({since})"
+            found = f", yet uses “{self.found}”"
+        elif self.attribute.casefold() == "status" and _norm(self.expected) in _DEAD:
+            head = f"{name} · {self.attribute}: “{self.expected}” ({since})"
+            found = ", yet acts or speaks"
+        else:
+            head = f"{name} · {self.attribute}: expected “{self.expected}” ({since})"
+            found = f", found “{self.found}”"
         if self.earlier is not None:
             found += f" — {self.earlier}"
         evidence = f": “{self.evidence.strip()}”" if self.evidence.strip() else ""
-        return head + found + evidence
+        established = ""
+        if self.fact_evidence.strip():
+            established = (
+                f" — established in ch. {self.since_chapter}: “{self.fact_evidence.strip()}”"
+            )
+        return head + found + evidence + established
 
 
 def fingerprint(book_id: str, chapter: int, subject: str, attribute: str, found: str) -> str:
@@ -242,15 +404,43 @@ class Lexicon:
     """entity path → attribute → the category its facts have."""
     vocabulary: dict[str, set[str]] = field(default_factory=dict)
     """attribute → every value any fact ever gave it (lower case)."""
+    genders: Genders = field(default_factory=Genders)
+    """Each character's gender as the book's fact sentences and kin facts tell it."""
+    people: set[str] = field(default_factory=set)
+    """The characters' paths (pronouns resolve only to them)."""
+    places: tuple[str, ...] = ()
+    """Place names a whereabouts claim may name (lower case, longest first): every value
+    of a ``home`` fact and every location's names."""
+    kin_names: tuple[str, ...] = ()
+    """Names (lower case, longest first) a kin claim may name in Chinese, where a name
+    has no capital letter to find it by: every kin value and every character's names."""
 
     @classmethod
     def build(cls, store: BookStore, book_id: str) -> Lexicon:
         entities = {r.path: r for r in store.entities(book_id)}
         facts = store.facts(book_id)
         lexicon = cls(entities, EntityMatcher(entities.values()), facts)
+        lexicon.people = {p for p, r in entities.items() if r.kind == "character"}
         for fact in facts:
             lexicon.attributes.setdefault(fact.subject, {})[fact.attribute] = fact.category
             lexicon.vocabulary.setdefault(fact.attribute, set()).add(fact.value.strip().casefold())
+            gender = KIN_GENDER.get(fact.attribute.casefold())
+            if gender is not None:
+                for path in lexicon.matcher.match(fact.value):
+                    lexicon.genders.vote(path, gender, 3)
+        lexicon.genders.read(
+            (f.evidence for f in facts if f.evidence), lexicon.matcher, lexicon.people
+        )
+        places = set(lexicon.vocabulary.get("home", ()))
+        names = {v for a in _KIN_ATTRIBUTES for v in lexicon.vocabulary.get(a, ())}
+        for entity in entities.values():
+            own = {n.strip().casefold() for n in (entity.title, *entity.aliases) if n.strip()}
+            if entity.kind == "location":
+                places |= own
+            if entity.kind == "character":
+                names |= own
+        lexicon.places = tuple(sorted((p for p in places if p), key=lambda p: (-len(p), p)))
+        lexicon.kin_names = tuple(sorted((n for n in names if n), key=lambda n: (-len(n), n)))
         return lexicon
 
 
@@ -291,11 +481,22 @@ def extract_claims(
     *,
     lexicon: Lexicon | None = None,
 ) -> list[Claim]:
-    """Claims the text makes, found lexically (no LLM): entity attributes whose value
-    some fact of the book has used, dead characters who act, world rules, and the
-    narrative person. One claim per (subject, attribute, value), with its first sentence."""
+    """Claims the text makes, found lexically (no LLM): hair and eye colours described,
+    dead characters acting or speaking, where characters live, kin named, lost limbs
+    used, other attributes whose value some fact of the book has used, world rules and
+    the narrative person. Pronouns are resolved (:mod:`storyloom.writing.referents`);
+    sentences of memory or flashback say nothing about now. One claim per (subject,
+    attribute, value), with its first sentence."""
     lex = lexicon or Lexicon.build(store, book_id)
     current = store.facts_as_of(book_id, chapter)
+    lost: dict[str, list[Fact]] = {}
+    for fact in lex.facts:
+        if fact.chapter < chapter and fact.attribute.casefold() == "lost_limb":
+            lost.setdefault(fact.subject, []).append(fact)
+    sentences = split_sentences(text)
+    genders = Genders({p: dict(v) for p, v in lex.genders.votes.items()})
+    genders.read(sentences, lex.matcher, lex.people)
+    topics = Topics(genders, lex.people)
     claims: dict[tuple[str, str, str], Claim] = {}
 
     def add(claim: Claim) -> None:
@@ -303,18 +504,29 @@ def extract_claims(
         if key not in claims or (claim.change and not claims[key].change):
             claims[key] = claim
 
-    for sentence in split_sentences(text):
+    for sentence in sentences:
         mentions = lex.matcher.mentions(sentence)
+        refs = topics.referents(sentence, mentions)
+        agents = _agents(sentence, refs)
         memory = is_memory(sentence)
         change = is_change(sentence)
-        if mentions and not memory:
-            for claim in _attribute_claims(lex, sentence, mentions, change):
-                add(claim)
-            for claim in _dead_acting(current, sentence, mentions, change):
-                add(claim)
         if not memory:
-            for claim in _world_claims(lex, current, sentence, change):
+            found: list[Claim] = []
+            if mentions:
+                found += _attribute_claims(lex, sentence, mentions, change)
+            if refs:
+                found += _colour_claims(lex, sentence, refs, change)
+                found += _dead_acting(current, sentence, agents)
+                found += _home_claims(lex, sentence, refs, change)
+                found += _kin_claims(lex, sentence, refs, change)
+                found += _limb_claims(lost, sentence, refs)
+            found += _world_claims(lex, current, sentence, change)
+            for claim in found:
                 add(claim)
+        for ref in agents:
+            topics.acted(ref.path)
+        if not agents and mentions and mentions[0].start <= 2:
+            topics.acted(mentions[0].paths[0])
     pov = _perspective_claim(store, book_id, text, chapter, current)
     if pov is not None:
         add(pov)
@@ -324,9 +536,12 @@ def extract_claims(
 def _attribute_claims(
     lex: Lexicon, sentence: str, mentions: Sequence[EntityMention], change: bool
 ) -> Iterable[Claim]:
+    """Attributes outside the fact vocabulary (skills, weapons...) whose value, one some
+    fact of the book used, stands near the entity. The vocabulary's own kinds have
+    their own readers: a place or a name near someone says nothing about them."""
     lower = sentence.casefold()
     for subject in dict.fromkeys(p for m in mentions for p in m.paths):
-        known = lex.attributes.get(subject, {})
+        known = {a: c for a, c in lex.attributes.get(subject, {}).items() if _generic(a)}
         occurrences: dict[str, list[tuple[str, int]]] = {}
         for attribute in known:
             for value in lex.vocabulary.get(attribute, ()):
@@ -335,18 +550,10 @@ def _attribute_claims(
                     at = _find_term(lower, value, at + 1)
                 if at >= 0 and subject in _nearest(mentions, at):
                     occurrences.setdefault(value, []).append((attribute, at))
-        for attribute in known:
-            if attribute.strip().casefold() not in _COLOUR_ATTRIBUTES:
-                continue
-            for value, at in _described_colours(lower, attribute):
-                if value in lex.vocabulary.get(attribute, ()) or _negated_before(lower, at):
-                    continue
-                if subject in _nearest(mentions, at):
-                    occurrences.setdefault(value, []).append((attribute, at))
         for value, places in occurrences.items():
             attributes = list(dict.fromkeys(a for a, _ in places))
             if len(attributes) > 1:
-                # "black" may be hair or eyes: the sentence must say which.
+                # One value of two attributes: the sentence must say which.
                 attributes = [
                     a
                     for a in attributes
@@ -358,23 +565,81 @@ def _attribute_claims(
             yield Claim(subject, attribute, value, known[attribute], sentence, change)
 
 
-def _described_colours(lower: str, attribute: str) -> list[tuple[str, int]]:
-    """Common colours right before one of the attribute's words: ``blue eyes``,
-    ``blue-grey eyes``, ``蓝色的眼睛``."""
-    found: dict[tuple[str, int], None] = {}
-    for word in dict.fromkeys(_attribute_words(attribute)):
-        cjk = _CJK.search(word) is not None
-        for colour in _COLOURS:
-            if (_CJK.search(colour) is not None) != cjk:
+def _generic(attribute: str) -> bool:
+    key = attribute.strip().casefold()
+    return key not in _VOCABULARY_ATTRIBUTES and not key.startswith("hidden:")
+
+
+def _owner(refs: Sequence[Referent], at: int) -> str | None:
+    """Whose is the thing at ``at``: the nearest referent before it, else the first
+    after it ("silver-haired Lin Feng")."""
+    before = [r for r in refs if r.end <= at]
+    if before:
+        return max(before, key=lambda r: r.end).path
+    after = [r for r in refs if r.start >= at]
+    return min(after, key=lambda r: r.start).path if after else None
+
+
+def _possessor(
+    sentence: str, refs: Sequence[Referent], at: int, gap: re.Pattern[str]
+) -> str | None:
+    """The referent whose possessive ("his", "Anna's", "她的", "林枫") stands right
+    before ``at``, with only what ``gap`` allows in between; None when there is none."""
+    before = [r for r in refs if r.end <= at]
+    if not before:
+        return None
+    ref = max(before, key=lambda r: r.end)
+    between = sentence[ref.end : at]
+    return ref.path if gap.fullmatch(between.casefold()) else None
+
+
+def _colour_claims(
+    lex: Lexicon, sentence: str, refs: Sequence[Referent], change: bool
+) -> Iterable[Claim]:
+    """Hair and eye colours described: "her blue eyes", "his eyes were grey as ash",
+    "silver-haired Lin Feng", "她蓝色的眼睛", "眼睛是绿色的"."""
+    lower = sentence.casefold()
+    for family in ("hair", "eyes"):
+        values = {
+            v for a, f in _COLOUR_FAMILY.items() if f == family for v in lex.vocabulary.get(a, ())
+        }
+        for value, at in _described_colours(lower, family, values):
+            if _negated_before(lower, at):
                 continue
-            if cjk:
-                # The value as the book would write it: 蓝色 in 蓝色的眼睛, 蓝 in 蓝眼睛.
-                pattern = f"({re.escape(colour)}色?)的?{re.escape(word)}"
-            else:
-                pattern = rf"\b({re.escape(colour)})(?:[\s-]+[a-z]+)?[\s-]+{re.escape(word)}"
-            for match in re.finditer(pattern, lower):
-                found[(match.group(1), match.start())] = None
-    return list(found)
+            if family == "eyes" and value in _SORE_EYES and value not in values:
+                continue  # "eyes red from crying" is not an eye colour
+            subject = _owner(refs, at)
+            known = lex.attributes.get(subject or "", {})
+            stored = [a for a in known if _COLOUR_FAMILY.get(a.casefold()) == family]
+            if subject is not None and stored:
+                yield Claim(subject, stored[0], value, known[stored[0]], sentence, change)
+
+
+def _described_colours(lower: str, attribute: str, values: set[str]) -> list[tuple[str, int]]:
+    """Colours said of one of the attribute's words, before it (``blue eyes``,
+    ``blue-grey eyes``, ``silver-haired``, ``蓝色的眼睛``) or after it (``eyes were
+    grey``, ``头发是银色的``); a compound colour counts once ("silver-white hair")."""
+    colours = sorted({*_COLOURS, *values}, key=len, reverse=True)
+    en = "|".join(re.escape(c) for c in colours if not _CJK.search(c))
+    zh = "|".join(re.escape(c) for c in colours if _CJK.search(c))
+    words = _ATTRIBUTE_WORDS.get(attribute, (attribute,))
+    en_words = "|".join(re.escape(w) for w in words if not _CJK.search(w))
+    zh_words = "|".join(re.escape(w) for w in words if _CJK.search(w))
+    by_word: dict[int, tuple[str, int]] = {}
+    patterns: list[tuple[str, str]] = []
+    if en and en_words:
+        patterns.append(("before", rf"\b({en})(?:[\s-]+[a-z]+)?[\s-]+(?:{en_words})\b"))
+        patterns.append(("after", rf"\b(?:{en_words})\b[\s,]+(?:(?:{_FILLER})\s+){{0,3}}({en})\b"))
+    if zh and zh_words:
+        patterns.append(("before", rf"((?:{zh})+色?)的?(?:{zh_words})"))
+        patterns.append(("after", rf"(?:{zh_words})(?:{_ZH_FILLER})?((?:{zh})+色?)"))
+    for side, pattern in patterns:
+        for match in re.finditer(pattern, lower):
+            key = match.end() if side == "before" else match.start()
+            found = (match.group(1), match.start(1))
+            if key not in by_word or found[1] < by_word[key][1]:
+                by_word[key] = found
+    return sorted(set(by_word.values()), key=lambda f: f[1])
 
 
 def _nearest(mentions: Sequence[EntityMention], at: int) -> tuple[str, ...]:
@@ -386,19 +651,184 @@ def _nearest(mentions: Sequence[EntityMention], at: int) -> tuple[str, ...]:
     return min(mentions, key=lambda m: m.start).paths
 
 
+def _agents(sentence: str, refs: Sequence[Referent]) -> list[Referent]:
+    """Referents that act or speak in ``sentence``: a name or "he"/"she"/"他"/"她"
+    followed by a verb ("Tomas opened", "she said", "托马斯推开"), or named after a
+    verb of speech ("'Go,' said Tomas")."""
+    out = []
+    for ref in refs:
+        word = sentence[ref.start : ref.end].casefold()
+        if ref.pronoun and word not in ("he", "she", "他", "她"):
+            continue
+        after = sentence[ref.end :]
+        before = sentence[: ref.start]
+        if _CJK.search(word):
+            acts = _ZH_ACTION.match(after) is not None
+        else:
+            acts = _EN_ACTION.match(after) is not None or (
+                not ref.pronoun and _EN_SPEECH_BEFORE.search(before) is not None
+            )
+        if acts:
+            out.append(ref)
+    return out
+
+
 def _dead_acting(
-    current: Mapping[str, Mapping[str, Fact]],
-    sentence: str,
-    mentions: Sequence[EntityMention],
-    change: bool,
+    current: Mapping[str, Mapping[str, Fact]], sentence: str, agents: Sequence[Referent]
 ) -> Iterable[Claim]:
-    for subject in dict.fromkeys(p for m in mentions for p in m.paths):
+    """A character the book has dead as of the chapter who acts or speaks now (unless
+    the sentence is hypothetical, about their body, or brings them back)."""
+    lower = sentence.casefold()
+    if _HYPOTHETICAL_EN.search(sentence) or any(c in sentence for c in _HYPOTHETICAL_ZH):
+        return
+    if any(_find_term(lower, word) >= 0 for word in _DEAD | _CORPSE):
+        return
+    revived = _REVIVE_EN.search(sentence) is not None or any(c in sentence for c in _REVIVE_ZH)
+    for subject in dict.fromkeys(r.path for r in agents):
         status = current.get(subject, {}).get("status")
         if status is None or _norm(status.value) not in _DEAD:
             continue
-        if any(_find_term(sentence.casefold(), word) >= 0 for word in _DEAD | _CORPSE):
+        yield Claim(subject, "status", "alive", "timeline", sentence, revived)
+
+
+def _places_pattern(lex: Lexicon) -> str | None:
+    if not lex.places:
+        return None
+    return "|".join(re.escape(p) for p in lex.places)
+
+
+def _home_claims(
+    lex: Lexicon, sentence: str, refs: Sequence[Referent], change: bool
+) -> Iterable[Claim]:
+    """Where someone lives, as the text says it: "her rooms in Lisbon", "in her Lisbon
+    flat", "back home in Lisbon", "lives in Lisbon", "她在里斯本的公寓", "住在里斯本".
+    Someone else's home ("her sister's flat"), a former one ("her old flat", "had
+    lived") and a move ("moved to Porto": a progression) are not contradictions."""
+    places = _places_pattern(lex)
+    if places is None:
+        return
+    lower = sentence.casefold()
+    moved = change or _MOVE_EN.search(sentence) is not None or any(c in sentence for c in _MOVE_ZH)
+    found: list[tuple[str | None, str, int]] = []
+    for match in re.finditer(
+        rf"\b(?:{_HOME_NOUNS})\s+(?:in|at|on)\s+(?:the\s+)?({places})\b", lower
+    ):
+        owner = _possessor(sentence, refs, match.start(), _HOME_GAP)
+        if owner is not None:
+            found.append((owner, sentence[match.start(1) : match.end(1)], match.start(1)))
+    for match in re.finditer(rf"\b({places})\s+(?:{_HOME_NOUNS})\b", lower):
+        owner = _possessor(sentence, refs, match.start(), _HOME_GAP)
+        if owner is not None:
+            found.append((owner, sentence[match.start(1) : match.end(1)], match.start(1)))
+    for match in re.finditer(
+        rf"\b(?:(?:back|at)\s+home\s+(?:in|to)|home\s+(?:in|to)|(?:lives|lived|living|live|"
+        rf"resides|resided)\s+in)\s+({places})\b",
+        lower,
+    ):
+        if _PAST_HOME.search(lower[max(0, match.start() - 12) : match.start()]):
             continue
-        yield Claim(subject, "status", "alive", "timeline", sentence, change)
+        place = sentence[match.start(1) : match.end(1)]
+        found.append((_owner(refs, match.start()), place, match.start(1)))
+    for match in re.finditer(rf"(?:在|回到|住在)?({places})的(?:{_ZH_HOME_NOUNS})", lower):
+        owner = _possessor(sentence, refs, match.start(), _ZH_HOME_GAP)
+        if owner is not None:
+            found.append((owner, sentence[match.start(1) : match.end(1)], match.start(1)))
+    for match in re.finditer(rf"(?:住在|回到|回)({places})(?:的?家)?", lower):
+        if match.group(0).startswith("回") and not match.group(0).endswith("家"):
+            continue
+        place = sentence[match.start(1) : match.end(1)]
+        found.append((_owner(refs, match.start()), place, match.start(1)))
+    for owner, place, at in found:
+        if owner is None or owner not in lex.people or _negated_before(lower, at):
+            continue
+        known = lex.attributes.get(owner, {})
+        if "home" not in known:
+            continue
+        yield Claim(owner, "home", place, known["home"], sentence, moved)
+
+
+def _kin_claims(
+    lex: Lexicon, sentence: str, refs: Sequence[Referent], change: bool
+) -> Iterable[Claim]:
+    """Kin named: "her brother Marco", "Marco, her brother,", "Anna's elder sister
+    Inês", "她的哥哥马可", "她哥哥马可"."""
+    lower = sentence.casefold()
+    married = (
+        change or _MARRY_EN.search(sentence) is not None or any(c in sentence for c in _MARRY_ZH)
+    )
+    found: list[tuple[str | None, str, str]] = []
+    for match in _EN_KIN_NAME.finditer(sentence):
+        owner = _possessor(sentence, refs, match.start(), _KIN_GAP)
+        found.append((owner, match.group("kin"), match.group("name")))
+    for match in _EN_NAME_KIN.finditer(sentence):
+        at = match.start("kin")
+        owner = _possessor(sentence, refs, at, _KIN_GAP)
+        found.append((owner, match.group("kin"), match.group("name")))
+    if lex.kin_names and _CJK.search(sentence):
+        names = "|".join(re.escape(n) for n in lex.kin_names if _CJK.search(n))
+        if names:
+            for match in re.finditer(rf"({_ZH_KIN})[，,]?({names})", lower):
+                owner = _possessor(sentence, refs, match.start(), _ZH_KIN_GAP)
+                found.append((owner, match.group(1), sentence[match.start(2) : match.end(2)]))
+    for owner, kin, name in found:
+        attribute = _KIN_WORDS.get(kin.casefold())
+        name = re.sub(r"['’]s$", "", name.strip())
+        if owner is None or attribute is None or name in _NOT_NAMES:
+            continue
+        known = lex.attributes.get(owner, {})
+        if attribute not in known or owner in lex.matcher.match(name):
+            continue
+        yield Claim(owner, attribute, name, known[attribute], sentence, married)
+
+
+def _limb_claims(
+    lost: Mapping[str, Sequence[Fact]], sentence: str, refs: Sequence[Referent]
+) -> Iterable[Claim]:
+    """A body part used ("with his left hand", "both hands", "用左手", "双手") by
+    someone who has lost a limb; the stump, the empty sleeve or the missing arm itself
+    is not a use."""
+    if not lost:
+        return
+    lower = sentence.casefold()
+    if _LIMB_GONE_EN.search(lower) or any(c in sentence for c in _LIMB_GONE_ZH):
+        return
+    for match in _LIMB_USE.finditer(lower):
+        if _negated_before(lower, match.start()):
+            continue
+        owner = _possessor(sentence, refs, match.start(), _LIMB_GAP) or _owner(refs, match.start())
+        if owner is None or owner not in lost:
+            continue
+        side, part = _limb(match.group(0))
+        if part is None:
+            continue
+        if any(_covers(_limb(f.value), (side, part)) for f in lost[owner]):
+            yield Claim(owner, "lost_limb", match.group(0).strip(), "factual", sentence, uses=True)
+
+
+def _limb(text: str) -> tuple[str, str | None]:
+    """(side: left | right | both | "", part) of "left arm", "both hands", "左臂"."""
+    lower = text.casefold()
+    side = ""
+    if re.search(r"\bleft\b|左", lower):
+        side = "left"
+    elif re.search(r"\bright\b|右", lower):
+        side = "right"
+    elif re.search(r"\b(?:both|two)\b|双|两", lower):
+        side = "both"
+    for part, words in _LIMB_PARTS.items():
+        if any((w in lower) if _CJK.search(w) else re.search(rf"\b{w}", lower) for w in words):
+            return side, part
+    return side, None
+
+
+def _covers(lost: tuple[str, str | None], used: tuple[str, str | None]) -> bool:
+    lost_side, lost_part = lost
+    used_side, used_part = used
+    if lost_part is None or used_part is None:
+        return False
+    if used_part not in _LIMB_COVERS.get(lost_part, (lost_part,)):
+        return False
+    return lost_side in ("", "both") or used_side in (lost_side, "both")
 
 
 def _world_claims(
@@ -502,8 +932,9 @@ def check_claims(
     store: BookStore, book_id: str, claims: Sequence[Claim], chapter: int
 ) -> list[Finding]:
     """Findings: claims that contradict the book's facts from chapters before ``chapter``
-    (a value other than the current one, unless the claim is a change), one per
-    fingerprint."""
+    (a value other than the current one, unless the claim is a change; a body part used
+    that a ``lost_limb`` fact took), one per fingerprint. Each names the fact: its value,
+    its chapter and the sentence that established it."""
     current = store.facts_as_of(book_id, chapter)
     history: dict[tuple[str, str], list[Fact]] = {}
     for fact in store.facts(book_id, before_chapter=chapter):
@@ -511,10 +942,21 @@ def check_claims(
     pov: Fact | None = None
     pov_done = False
     chapter_uris: dict[int, str] = {c.ordinal: c.uri for c in store.chapters(book_id)}
-    titles = {r.path: r.title for r in store.entities(book_id)}
+    entities = store.entities(book_id)
+    titles = {r.path: r.title for r in entities}
+    matcher = EntityMatcher(entities)
     out: dict[str, Finding] = {}
     for claim in claims:
         expected = current.get(claim.subject, {}).get(claim.attribute)
+        if claim.uses:
+            expected = next(
+                (
+                    f
+                    for f in reversed(history.get((claim.subject, claim.attribute), []))
+                    if _covers(_limb(f.value), _limb(claim.value))
+                ),
+                None,
+            )
         if expected is None and claim.attribute == POV_ATTRIBUTE:
             if not pov_done:
                 pov, pov_done = book_pov(store, book_id, chapter, current), True
@@ -522,12 +964,14 @@ def check_claims(
         if expected is None or claim.change:
             continue
         found = normalize_pov(claim.value) if claim.attribute == POV_ATTRIBUTE else None
-        if _norm(found or claim.value) == _norm(expected.value):
+        if not claim.uses and _same_value(
+            claim.attribute, found or claim.value, expected.value, matcher
+        ):
             continue
         earlier = None
         steps = history.get((claim.subject, claim.attribute), [])
         for index, step in enumerate(steps[:-1]):
-            if _norm(step.value) == _norm(claim.value):
+            if not claim.uses and _same_value(claim.attribute, claim.value, step.value, matcher):
                 until = steps[index + 1].chapter
                 earlier = f"was “{step.value}” until ch. {until}; now “{expected.value}”"
         category: FactCategory = (
@@ -554,8 +998,34 @@ def check_claims(
             fingerprint=mark,
             earlier=earlier,
             subject_title=titles.get(claim.subject, ""),
+            fact_evidence=expected.evidence,
+            uses=claim.uses,
         )
     return list(out.values())
+
+
+def _same_value(attribute: str, found: str, expected: str, matcher: EntityMatcher) -> bool:
+    """Whether the text's value is the fact's: equal; for colours, names and places also
+    one inside the other ("brown" of "dark brown", "银" of "银色", "Tomas" of "Tomas
+    Vale"); for names, two names of one entity."""
+    a, b = _norm(found), _norm(expected)
+    if a == b:
+        return True
+    key = attribute.strip().casefold()
+    if key not in _COLOUR_FAMILY and key not in _KIN_ATTRIBUTES and key != "home":
+        return False
+    if key in _COLOUR_FAMILY:
+        a, b = a.removesuffix("色"), b.removesuffix("色")
+    if _CJK.search(a) or _CJK.search(b):
+        if a and b and (a in b or b in a):
+            return True
+    else:
+        words_a, words_b = set(re.findall(r"[\w'-]+", a)), set(re.findall(r"[\w'-]+", b))
+        if words_a and words_b and (words_a <= words_b or words_b <= words_a):
+            return True
+    if key in _KIN_ATTRIBUTES:
+        return bool(set(matcher.match(found)) & set(matcher.match(expected)))
+    return False
 
 
 def evaluate(findings: Sequence[Finding], *, attempt: int, max_retries: int) -> Evaluation:

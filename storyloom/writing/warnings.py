@@ -24,7 +24,8 @@ from storyloom.writing.monitor import Finding
 
 _COLUMNS = (
     "id, book_id, output_id, chapter, dimension, category, subject, attribute, detail,"
-    " evidence_uri, fingerprint, intentional, created_at"
+    " evidence_uri, fingerprint, intentional, created_at, expected, found, since_chapter,"
+    " evidence, fact_evidence"
 )
 
 
@@ -45,9 +46,21 @@ class ConsistencyWarning(BaseModel):
     attribute: str
     detail: str
     evidence_uri: str
+    """The chapter (or rule) that established the expected value."""
     fingerprint: str
     intentional: bool
     created_at: str
+    expected: str
+    """The value the book established (for a lost limb: the limb lost)."""
+    found: str
+    """What the checked text says (for a lost limb: the body part it uses)."""
+    since_chapter: int
+    """The chapter the expected value comes from."""
+    evidence: str
+    """The checked text's sentence that says otherwise."""
+    fact_evidence: str
+    """The sentence of chapter ``since_chapter`` that established the expected value
+    (empty when the fact was stored without one)."""
 
 
 class WarningNotFound(NotFound):
@@ -70,6 +83,11 @@ def _warning(row: Sequence[Any]) -> ConsistencyWarning:
         fingerprint=row[10],
         intentional=bool(row[11]),
         created_at=row[12],
+        expected=row[13],
+        found=row[14],
+        since_chapter=row[15],
+        evidence=row[16],
+        fact_evidence=row[17],
     )
 
 
@@ -87,10 +105,14 @@ def record_findings(
     for f in findings:
         tx.execute(
             "INSERT INTO writing_warning (book_id, output_id, chapter, dimension, category,"
-            " subject, attribute, detail, evidence_uri, fingerprint, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (book_id, fingerprint)"
+            " subject, attribute, detail, evidence_uri, fingerprint, created_at, expected,"
+            " found, since_chapter, evidence, fact_evidence)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (book_id, fingerprint)"
             " DO UPDATE SET output_id = excluded.output_id, detail = excluded.detail,"
-            " evidence_uri = excluded.evidence_uri",
+            " evidence_uri = excluded.evidence_uri, expected = excluded.expected,"
+            " found = excluded.found, since_chapter = excluded.since_chapter,"
+            " evidence = excluded.evidence, fact_evidence = excluded.fact_evidence",
             (
                 book_id,
                 output_id,
@@ -103,6 +125,11 @@ def record_findings(
                 f.evidence_uri,
                 f.fingerprint,
                 now,
+                f.expected,
+                f.found,
+                f.since_chapter,
+                f.evidence.strip(),
+                f.fact_evidence.strip(),
             ),
         )
     tx.execute(

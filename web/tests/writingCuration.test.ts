@@ -70,7 +70,7 @@ describe('curation progress', () => {
 })
 
 function warning(id: number, chapter: number, intentional = false): WarningView {
-  return { id, outputId: 'o', chapter, dimension: 'character-state', category: 'characterization', subject: '/entities/characters/lin', attribute: 'hair', detail: 'hair was black', evidenceUri: '', intentional }
+  return { id, outputId: 'o', chapter, dimension: 'character-state', category: 'characterization', subject: '/entities/characters/lin', attribute: 'hair', detail: 'hair was black', evidenceUri: '', intentional, bookId: 'bk', fingerprint: `f${id}`, createdAt: '', expected: 'black', found: 'silver', sinceChapter: 1, evidence: 'Her silver hair.', factEvidence: 'Her black hair.' }
 }
 
 describe('warning list', () => {

@@ -166,18 +166,9 @@ export interface ContextSourceRef {
 export type OutputStatus = components['schemas']['OutputView']
 export type StepState = OutputStatus['steps'][string]
 
-export interface WarningView {
-  id: number
-  outputId: string | null
-  chapter: number
-  dimension: string
-  category: string
-  subject: string
-  attribute: string
-  detail: string
-  evidenceUri: string
-  intentional: boolean
-}
+// Generated from the server's model: what the book established (value, chapter, the
+// sentence that said so) beside what the checked text says.
+export type WarningView = components['schemas']['ConsistencyWarning']
 
 export interface ThreadView {
   path: string
