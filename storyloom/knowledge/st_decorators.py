@@ -314,11 +314,20 @@ def decorated_content(entry: CAIU, original: Mapping[str, Any] | None) -> str:
         if decorator.choices[picked].name == "dont_activate":
             wanted = []
     kept = join_decorated([*wanted, *lines], body)
-    if _reads_back(entry, kept):
+    only_counted = join_decorated([*wanted, *counted], body)
+    if _reads_back(entry, kept) and _honoured_values(kept, original) == _honoured_values(
+        only_counted, original
+    ):
         return kept
     # A line dropped above made one that was passed over count again (a repeated
-    # decorator before a fallback): write only the lines that count.
-    return join_decorated([*wanted, *counted], body)
+    # decorator before a fallback, which then no longer counts): write only the lines
+    # that count.
+    return only_counted
+
+
+def _honoured_values(content: str, original: Mapping[str, Any]) -> dict[str, str]:
+    """The decorators ``content`` would have honoured at import, by name."""
+    return _honour(parse_decorators(content), _imported_secondary(original), lambda _: None).values
 
 
 def _reads_back(entry: CAIU, content: str) -> bool:

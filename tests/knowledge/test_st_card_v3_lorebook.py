@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from storyloom.core.errors import FileFormatError
@@ -503,6 +503,14 @@ def test_a_repeated_decorator_before_a_fallback_keeps_the_fallback_after_an_edit
 
 
 @settings(max_examples=300, deadline=None)
+# Found by hypothesis: the repeated @@dont_activate is passed over and its fallback counts;
+# once @@activate drops the first, the fallback's primary would count instead.
+@example(
+    lines=["@@activate", "@@dont_activate", "@@dont_activate", "@@@role assistant"],
+    body="",
+    secondary=([], 0),
+    edited="x",
+)
 @given(
     lines=st.lists(decorator_lines, max_size=6),
     body=bodies,
