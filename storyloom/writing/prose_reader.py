@@ -25,6 +25,7 @@ in phrasings far from the ones below; an agent model reads those (see curation).
 from __future__ import annotations
 
 import importlib
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,8 +60,13 @@ RANKS = frozenset(
      "major", "inspector"}
 )  # fmt: skip
 
+
 # Capitalised words that are not names wherever they stand.
-_NOT_NAMES = frozenset(
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_NOT_NAMES = _word_set(
     """i a an the he she it we they you his her hers its our their my your him them me us
     this that these those there here then when where what who whom whose which why how
     and but or nor so yet for if as at by in on of to up from with into onto upon over
@@ -74,7 +80,7 @@ _NOT_NAMES = frozenset(
     latin north south east west outside inside above below behind beside beyond between
     without within across around through toward towards near along among against about
     let do did does was were is are be been had has have could would should might must
-    shall will can""".split()
+    shall will can"""
 )
 _WORD = r"[A-Z][a-z'’\-]*[a-z]"
 _NAME_RUN = regex.compile(rf"\b{_WORD}(?:\s+{_WORD})*")
@@ -94,9 +100,9 @@ _PLACE_SUFFIX = regex.compile(
     r"\s(?:Street|Road|Bridge|Harbour|Harbor|Square|Hill|Castle|Abbey|Bay|River|Lake|"
     r"Island|Isles|Market|Gate|Tower|Hall|Quarter|Lane))$"
 )
-_ZH_NOT_NAMES = frozenset(
+_ZH_NOT_NAMES = _word_set(
     "哥哥 弟弟 姐姐 妹妹 父亲 母亲 爸爸 妈妈 儿子 女儿 丈夫 妻子 先生 小姐 夫人 老师 师父 "
-    "大人 公子 姑娘 东西 时候 地方 这里 那里 后来 然后 突然 已经".split()
+    "大人 公子 姑娘 东西 时候 地方 这里 那里 后来 然后 突然 已经"
 )
 _ZH_PLACE_BEFORE = regex.compile(r"(?:住在|搬到了?|来到|前往|回到|到了|去了|离开了?|在|到|去|于)$")
 
@@ -352,7 +358,9 @@ _GENDER_OF_KIN: Mapping[str, Gender] = {
     "brother": "m", "sister": "f", "father": "m", "mother": "f", "son": "m",
     "daughter": "f", "husband": "m", "wife": "f",
 }  # fmt: skip
-_KIN_ADJ = r"(?:(?:older|younger|elder|little|big|baby|twin|beloved|dead|late|only|half-|step-?)\s*)*"
+_KIN_ADJ = (
+    r"(?:(?:older|younger|elder|little|big|baby|twin|beloved|dead|late|only|half-|step-?)\s*)*"
+)
 _BODY = (
     r"(?:left |right )?(?:cheek|jaw|jawline|eye|eyebrow|brow|forehead|chin|lip|neck|arm|"
     r"forearm|hand|wrist|temple|throat|shoulder|chest|back|face|palm|thigh|leg|side|ear)"
@@ -493,7 +501,11 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
     return [(a, c, ch, regex.compile(p, flags)) for a, c, ch, p in raw]
 
 
-_PLACE_NAME = r"(?-i:[A-Z][\w'’\-]+(?:\s+(?:[A-Z][\w'’\-]+|de|da|do|of|on|upon)(?=\s+[A-Z]|$|\W))*(?:\s+[A-Z][\w'’\-]+)?)"
+# A place's name: capitalised words, with "of", "de", "upon"... between them.
+_PLACE_NAME = (
+    r"(?-i:[A-Z][\w'’\-]+(?:\s+(?:[A-Z][\w'’\-]+|de|da|do|of|on|upon)(?=\s+[A-Z]|$|\W))*"
+    r"(?:\s+[A-Z][\w'’\-]+)?)"
+)
 
 
 def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Pattern[str]]]:
@@ -514,11 +526,13 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("eyes", "characterization", False,
          rf"{P}的(?:眼睛|眸子|双眸|眼眸)(?:是|呈)?{C}色"),
         ("hair", "characterization", False, rf"{P}的(?:头发|长发|短发)(?:是|呈)?{C}色"),
-        ("height", "characterization", False, rf"{P}(?:个子|身材|长得)(?:很|十分|非常)?(?P<v>高|矮)"),
+        ("height", "characterization", False,
+         rf"{P}(?:个子|身材|长得)(?:很|十分|非常)?(?P<v>高|矮)"),
         ("scar", "characterization", False,
          rf"{P}的?(?P<v>(?:左|右)?(?:脸颊|脸|额头|眉|下巴|脖子|手臂|手背|眼角))上有一道[^，。]{{0,6}}?疤"),
         ("home", "factual", True, rf"{P}[^，。！？]{{0,6}}?搬到了?{PLACE}"),
-        ("home", "factual", False, rf"{P}(?:一直|从小)?(?:住在|居住在|生活在|定居在|定居于){PLACE}"),
+        ("home", "factual", False,
+         rf"{P}(?:一直|从小)?(?:住在|居住在|生活在|定居在|定居于){PLACE}"),
         ("occupation", "factual", False,
          rf"{P}是(?:一|一名|一个|一位|名|个|位)(?P<v>[\p{{Han}}]{{1,5}}?)(?=[，。！？；]|$)"),
         ("death", "timeline", True, rf"{P}[^，。！？]{{0,4}}?(?P<v>死于[^，。！？；]{{1,12}})"),
@@ -570,16 +584,14 @@ class _Resolver:
         for person in people:
             for name in person.names:
                 self.by_name.setdefault(name.casefold(), person)
-        self.gender: dict[str, Gender] = {
-            p.path: p.gender for p in people if p.gender is not None
-        }
+        self.gender: dict[str, Gender] = {p.path: p.gender for p in people if p.gender is not None}
         self.recent: list[Person] = []
         self.last_subject: Person | None = None
 
     def learn_gender(self, sentences: Sequence[str]) -> None:
         """A person named alone in a sentence is the she or he of the next one."""
         counts: dict[str, Counter[Gender]] = {}
-        for sentence, following in zip(sentences, sentences[1:], strict=False):
+        for sentence, following in itertools.pairwise(sentences):
             named = self.named(sentence)
             if len(named) != 1 or named[0].kind != "character":
                 continue
