@@ -28,7 +28,7 @@ import importlib
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -104,6 +104,11 @@ _ZH_NOT_NAMES = _word_set(
     "哥哥 弟弟 姐姐 妹妹 父亲 母亲 爸爸 妈妈 儿子 女儿 丈夫 妻子 先生 小姐 夫人 老师 师父 "
     "大人 公子 姑娘 东西 时候 地方 这里 那里 后来 然后 突然 已经"
 )
+_ZH_PERSON_AFTER = regex.compile(
+    r"^(?:说|笑|看|望|把|欠|失去|死|也|站|走|喜欢|发誓|搬|住|留着|有|是一|想|问|答|点头|摇头|"
+    r"的(?:哥哥|弟弟|姐姐|妹妹|父亲|母亲|女儿|儿子|丈夫|妻子|左|右|脸|眼|头发|手))"
+)
+_ZH_PERSON_BEFORE = regex.compile(r"(?:哥哥|弟弟|姐姐|妹妹|父亲|母亲|女儿|儿子|丈夫|妻子|看着|对)$")
 _ZH_PLACE_BEFORE = regex.compile(r"(?:住在|搬到了?|来到|前往|回到|到了|去了|离开了?|在|到|去|于)$")
 
 
@@ -209,6 +214,14 @@ def _merge_en(
     )
     # A single word that is part of exactly one kept longer name is that name's alias.
     full = sorted((n for n in keep if " " in n), key=lambda n: (-len(n.split()), n))
+    # A first name or surname of a kept full name is an alias even when said once.
+    keep.update(
+        {
+            n: c
+            for n, c in found.items()
+            if " " not in n and sum(n in f.split() for f in full) == 1
+        }
+    )
     owner: dict[str, str] = {}
     for name in keep:
         if " " in name:
@@ -269,7 +282,13 @@ def _discover_zh(
             candidate = found.setdefault(word, _Candidate(word, first=offset))
             candidate.count += 1
             candidate.inner += 1
-            if flag == "ns" or _ZH_PLACE_BEFORE.search(before):
+            # How the name is used outweighs jieba's guess (it calls many names places).
+            after = text[position : position + 4]
+            if _ZH_PERSON_AFTER.match(after) or _ZH_PERSON_BEFORE.search(before):
+                candidate.person += 2
+            elif _ZH_PLACE_BEFORE.search(before):
+                candidate.place += 2
+            elif flag == "ns":
                 candidate.place += 1
             else:
                 candidate.person += 1
@@ -370,7 +389,7 @@ _CURRENCY = (
     r"(?:crowns|crown|coins|gold|silver|marks|pounds|dollars|florins|ducats|shillings|"
     r"sovereigns|thalers|euros|escudos|guilders|pieces of (?:gold|silver))"
 )
-_AMOUNT = rf"(?:(?:a|an|\d[\d,]*|[a-z]+-?[a-z]*)\s+){{1,4}}?{_CURRENCY}"
+_AMOUNT = rf"(?:(?:a|an|\d[\d,]*|[a-z]+-?[a-z]*)\s+){{1,4}}{_CURRENCY}"
 _OCCUPATIONS = (
     r"(?:sea )?captain|sailor|blacksmith|smith|doctor|physician|healer|merchant|soldier|"
     r"priest|priestess|teacher|clerk|thief|baker|fisherman|fisherwoman|lawyer|scribe|"
@@ -395,7 +414,10 @@ _PRONOUN_EN = r"(?:she|he|her|his|him|hers)"
 def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Pattern[str]]]:
     # The person, an appositive after it ("Tomas, her older brother,"), and an earlier
     # verb of the same subject ("Mara dyed her hair and moved to Porto").
-    P = rf"(?P<who>{person}|{_PRONOUN_EN})(?:,\s+[^,.;]{{1,40}}?,)?(?:\s+[^.;,]{{0,60}}?\s+and)?"
+    P = (
+        rf"(?P<who>{person}|{_PRONOUN_EN})(?:,\s+[^,.;]{{1,40}}?,)?(?:\s+[^.;,]{{0,60}}?\s+and)?"
+        r"(?:\s+(?:later|then|soon|finally|once|eventually|already|never\s+again|\w+ly))?"
+    )
     POSS = rf"(?P<who>(?:{person})(?:'s|’s)|her|his)"
     N = rf"(?P<name>{person})"
     C = rf"(?P<v>{_COLOURS_EN})"
@@ -454,12 +476,14 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("occupation", "factual", False,
          rf"\b{P}\s+(?:was|is|worked\s+as|served\s+as|had\s+been)\s+(?:a|an|the\s+(?:town's|village's|city's|ship's)?)\s*(?P<v>(?:\w+\s+)?(?:{_OCCUPATIONS}))\b"),
         ("occupation", "factual", False,
+         rf"\b{P}\s+(?:worked|works|served)\s+as\s+(?:a|an|the)\s+(?P<v>[a-z]+(?:\s+[a-z]+)?){_CLAUSE_END}"),
+        ("occupation", "factual", False,
          rf"\b{P},\s+(?:a|an|the)\s+(?P<v>(?:\w+\s+)?(?:{_OCCUPATIONS}))\s*[,.]"),
         # life
         ("death", "timeline", True,
-         rf"\b{P}\s+(?:had\s+)?died\s+(?:of|from)\s+(?P<v>[^,.;]{{2,40}}?){_CLAUSE_END}"),
+         rf"\b{P}\s+(?:had\s+)?died\s+(?:of|from)\s+(?P<v>[^,.;]{{2,40}}?)(?:{_CLAUSE_END}|(?=\s+(?:in|at|on|during|that|last|within|the\s+next)\b))"),
         ("death", "timeline", True,
-         rf"\b{P}\s+(?:was|had\s+been)\s+(?P<v>(?:killed|murdered|slain|executed|hanged|poisoned|stabbed\s+to\s+death|shot\s+dead)(?:\s+by\s+[^,.;]{{2,40}}?)?){_CLAUSE_END}"),
+         rf"\b{P}\s+(?:was|had\s+been)\s+(?P<v>(?:killed|murdered|slain|executed|hanged|poisoned|stabbed\s+to\s+death|shot\s+dead)(?:\s+by\s+(?:the\s+|a\s+|an\s+)?[\w'’-]+(?:\s+[A-Z][\w'’-]+)*)?)"),
         ("status", "timeline", True, rf"\b{P}\s+(?:had\s+)?(?P<v>died|drowned|perished)\b"),
         ("status", "timeline", True,
          rf"\b{P}\s+(?:was|had\s+been)\s+(?P<v>killed|murdered|slain|executed|hanged|poisoned)\b"),
@@ -530,11 +554,11 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
          rf"{P}(?:个子|身材|长得)(?:很|十分|非常)?(?P<v>高|矮)"),
         ("scar", "characterization", False,
          rf"{P}的?(?P<v>(?:左|右)?(?:脸颊|脸|额头|眉|下巴|脖子|手臂|手背|眼角))上有一道[^，。]{{0,6}}?疤"),
-        ("home", "factual", True, rf"{P}[^，。！？]{{0,6}}?搬到了?{PLACE}"),
+        ("home", "factual", True, rf"{P}[^，。！？的]{{0,6}}?(?:搬到|嫁到|迁到|迁居)了?{PLACE}"),
         ("home", "factual", False,
          rf"{P}(?:一直|从小)?(?:住在|居住在|生活在|定居在|定居于){PLACE}"),
         ("occupation", "factual", False,
-         rf"{P}是(?:一|一名|一个|一位|名|个|位)(?P<v>[\p{{Han}}]{{1,5}}?)(?=[，。！？；]|$)"),
+         rf"{P}是(?:一名|一个|一位|一|名|个|位)(?P<v>[\p{{Han}}]{{1,5}}?)(?=[，。！？；]|$)"),
         ("death", "timeline", True, rf"{P}[^，。！？]{{0,4}}?(?P<v>死于[^，。！？；]{{1,12}})"),
         ("status", "timeline", True,
          rf"{P}(?:已经|早已|终于)?(?P<v>死了|去世|身亡|死去|病死|被杀|遇害|牺牲|已死)"),
@@ -567,6 +591,20 @@ def _compiled(
     return _en_patterns(person)
 
 
+_OPENING_PRONOUN = regex.compile(r"^[\"“‘']?\s*(she|he|her|his|她|他)\b", regex.IGNORECASE)
+
+
+def shared_words(people: Sequence[Person]) -> list[str]:
+    """Words of several people's full names that none goes by alone ("Vance" of Edric and
+    Hanne Vance): a sentence saying "Vance" means whichever was named last."""
+    counts: Counter[str] = Counter()
+    names = {n.casefold() for p in people for n in p.names}
+    for person in people:
+        if person.kind == "character" and not _CJK.search(person.names[0]):
+            counts.update(set(person.names[0].split()))
+    return sorted(w for w, c in counts.items() if c > 1 and len(w) > 2 and w.casefold() not in names)
+
+
 _EN_FEMALE = regex.compile(r"\b(?:she|her|hers|herself)\b", regex.IGNORECASE)
 _EN_MALE = regex.compile(r"\b(?:he|him|his|himself)\b", regex.IGNORECASE)
 _ZH_COLOUR_WORD = {"绿": "绿色", "蓝": "蓝色", "灰": "灰色", "黑": "黑色", "褐": "褐色",
@@ -587,6 +625,11 @@ class _Resolver:
         self.gender: dict[str, Gender] = {p.path: p.gender for p in people if p.gender is not None}
         self.recent: list[Person] = []
         self.last_subject: Person | None = None
+        self.shared: dict[str, list[Person]] = {}
+        for person in people:
+            for word in shared_words(people):
+                if person.kind == "character" and word in person.names[0].split():
+                    self.shared.setdefault(word.casefold(), []).append(person)
 
     def learn_gender(self, sentences: Sequence[str]) -> None:
         """A person named alone in a sentence is the she or he of the next one."""
@@ -634,7 +677,11 @@ class _Resolver:
         """Record the people ``text`` names, in order, as the most recent ones; the first
         is the sentence's subject, whom a "she" or "he" opening the next one stands for."""
         named = [p for p in self._ordered(text) if p.kind == "character"]
-        if named:
+        opener = _OPENING_PRONOUN.match(text)
+        referent = self.resolve(opener.group(1), text, 0) if opener else None
+        if referent is not None:
+            self.last_subject = referent
+        elif named:
             self.last_subject = named[0]
         for person in named:
             if person.kind != "character":
@@ -660,6 +707,13 @@ class _Resolver:
         person = self.by_name.get(token.casefold())
         if person is not None:
             return person if person.kind == "character" else None
+        sharing = self.shared.get(token.casefold())
+        if sharing:
+            # A surname two people share ("Vance"): the one named most recently.
+            for candidate in reversed(self.recent):
+                if candidate in sharing:
+                    return candidate
+            return sharing[0]
         gender: Gender | None
         low = token.casefold()
         if low in ("she", "her", "hers", "她"):
@@ -670,7 +724,11 @@ class _Resolver:
             return None
         # People named earlier in this sentence come first; a pronoun opening the sentence
         # is the last sentence's subject; then the paragraph's people, latest first.
-        before = [p for p in self._ordered(sentence[:at]) if p.kind == "character"]
+        before = [
+            p
+            for p in self._ordered(sentence[:at])
+            if p.kind == "character" and p.path != exclude
+        ]
         last = [self.last_subject] if self.last_subject is not None and not before else []
         for candidate in [*reversed(before), *last, *reversed(self.recent)]:
             if candidate.path == exclude:
@@ -683,12 +741,17 @@ class _Resolver:
 def read_facts(text: str, people: Sequence[Person], chapter: int) -> Reading:
     """The facts ``text`` (chapter ``chapter``) states of ``people``, with kin relations."""
     chinese = is_chinese(text)
-    names = tuple(sorted({n for p in people for n in p.names if len(n) >= 2}))
+    names = tuple(
+        sorted({n for p in people for n in p.names if len(n) >= 2} | set(shared_words(people)))
+    )
     patterns = _compiled(names, chinese)
     resolver = _Resolver(people, chinese)
-    paragraphs = [p for p in regex.split(r"\n\s*\n|\n(?=\s)", text) if p.strip()]
+    # English paragraphs are separated by blank lines (a line break inside one is only
+    # wrapping); Chinese novels put one paragraph on a line.
     if chinese:
-        paragraphs = [p for p in text.split("\n") if p.strip()]
+        paragraphs = [p.strip() for p in text.split("\n") if p.strip()]
+    else:
+        paragraphs = [" ".join(p.split()) for p in regex.split(r"\n\s*\n", text) if p.strip()]
     all_sentences = [s for p in paragraphs for s in split_sentences(p)]
     resolver.learn_gender(all_sentences)
     facts: dict[tuple[str, str, str], Claim] = {}
@@ -696,7 +759,9 @@ def read_facts(text: str, people: Sequence[Person], chapter: int) -> Reading:
     for paragraph in paragraphs:
         resolver.reset()
         for sentence in split_sentences(paragraph):
-            for claim, relation in _sentence_facts(sentence, patterns, resolver, chinese):
+            for claim, relation in _sentence_facts(
+                sentence, patterns, resolver, chinese
+            ) if not chinese else _chinese_sentence_facts(sentence, patterns, resolver):
                 key = (claim.subject, claim.attribute, claim.value.casefold())
                 if key not in facts or (claim.change and not facts[key].change):
                     facts[key] = claim
@@ -734,7 +799,7 @@ def _sentence_facts(
             if chinese:
                 if any(cue in head for cue in _NEGATED_ZH):
                     continue
-            elif _NEGATED_EN.search(match.group(0)) or (
+            elif (attribute != "oath" and _NEGATED_EN.search(match.group(0))) or (
                 _HYPOTHETICAL_EN.search(sentence[: match.start()][-20:]) is not None
             ):
                 continue
@@ -785,6 +850,38 @@ def _sentence_facts(
             )
             if attribute == "death":
                 yield Claim(who.path, "status", "dead", "timeline", evidence, True), None
+
+
+_ZH_CLAUSE = regex.compile(r"[，,；;]")
+_ZH_PRONOUN_START = regex.compile(r"^(?:她|他)")
+
+
+def _chinese_sentence_facts(
+    sentence: str,
+    patterns: Sequence[tuple[str, FactCategory, bool, regex.Pattern[str]]],
+    resolver: _Resolver,
+) -> Iterable[tuple[Claim, Relation | None]]:
+    """A Chinese sentence's facts; a clause with no subject of its own ("苏晴把头发染成了
+    银色，搬到了长安") is read with the sentence's subject before it."""
+    yield from _sentence_facts(sentence, patterns, resolver, True)
+    clauses = _ZH_CLAUSE.split(sentence)
+    if len(clauses) < 2:
+        return
+    subject: Person | None = None
+    for index, clause in enumerate(clauses):
+        if subject is None:
+            named = [p for p in resolver.named(clause) if p.kind == "character"]
+            subject = named[0] if named else None
+            continue
+        if index == 0 or not clause.strip() or _ZH_PRONOUN_START.match(clause):
+            continue
+        if any(clause.startswith(n) for p in resolver.named(clause) for n in p.names):
+            continue
+        for claim, relation in _sentence_facts(
+            subject.names[0] + clause, patterns, resolver, True
+        ):
+            if claim.subject == subject.path:
+                yield replace(claim, evidence=sentence.strip()), relation
 
 
 def _marriage(text: str) -> bool:
