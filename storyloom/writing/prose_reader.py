@@ -216,11 +216,7 @@ def _merge_en(
     full = sorted((n for n in keep if " " in n), key=lambda n: (-len(n.split()), n))
     # A first name or surname of a kept full name is an alias even when said once.
     keep.update(
-        {
-            n: c
-            for n, c in found.items()
-            if " " not in n and sum(n in f.split() for f in full) == 1
-        }
+        {n: c for n, c in found.items() if " " not in n and sum(n in f.split() for f in full) == 1}
     )
     owner: dict[str, str] = {}
     for name in keep:
@@ -602,7 +598,9 @@ def shared_words(people: Sequence[Person]) -> list[str]:
     for person in people:
         if person.kind == "character" and not _CJK.search(person.names[0]):
             counts.update(set(person.names[0].split()))
-    return sorted(w for w, c in counts.items() if c > 1 and len(w) > 2 and w.casefold() not in names)
+    return sorted(
+        w for w, c in counts.items() if c > 1 and len(w) > 2 and w.casefold() not in names
+    )
 
 
 _EN_FEMALE = regex.compile(r"\b(?:she|her|hers|herself)\b", regex.IGNORECASE)
@@ -725,9 +723,7 @@ class _Resolver:
         # People named earlier in this sentence come first; a pronoun opening the sentence
         # is the last sentence's subject; then the paragraph's people, latest first.
         before = [
-            p
-            for p in self._ordered(sentence[:at])
-            if p.kind == "character" and p.path != exclude
+            p for p in self._ordered(sentence[:at]) if p.kind == "character" and p.path != exclude
         ]
         last = [self.last_subject] if self.last_subject is not None and not before else []
         for candidate in [*reversed(before), *last, *reversed(self.recent)]:
@@ -759,9 +755,11 @@ def read_facts(text: str, people: Sequence[Person], chapter: int) -> Reading:
     for paragraph in paragraphs:
         resolver.reset()
         for sentence in split_sentences(paragraph):
-            for claim, relation in _sentence_facts(
-                sentence, patterns, resolver, chinese
-            ) if not chinese else _chinese_sentence_facts(sentence, patterns, resolver):
+            for claim, relation in (
+                _sentence_facts(sentence, patterns, resolver, chinese)
+                if not chinese
+                else _chinese_sentence_facts(sentence, patterns, resolver)
+            ):
                 key = (claim.subject, claim.attribute, claim.value.casefold())
                 if key not in facts or (claim.change and not facts[key].change):
                     facts[key] = claim
@@ -877,9 +875,7 @@ def _chinese_sentence_facts(
             continue
         if any(clause.startswith(n) for p in resolver.named(clause) for n in p.names):
             continue
-        for claim, relation in _sentence_facts(
-            subject.names[0] + clause, patterns, resolver, True
-        ):
+        for claim, relation in _sentence_facts(subject.names[0] + clause, patterns, resolver, True):
             if claim.subject == subject.path:
                 yield replace(claim, evidence=sentence.strip()), relation
 
