@@ -691,9 +691,10 @@ class _Resolver:
     def _ordered(self, text: str) -> list[Person]:
         return self.named(text)
 
-    def reset(self) -> None:
-        self.recent = []
-        self.last_subject = None
+    def new_paragraph(self) -> None:
+        """A paragraph names its people afresh; one that opens with "she" or "he" goes on
+        about the last paragraph's subject, who is kept."""
+        self.recent = [self.last_subject] if self.last_subject is not None else []
 
     def resolve(
         self, word: str, sentence: str, at: int, exclude: str | None = None
@@ -753,7 +754,7 @@ def read_facts(text: str, people: Sequence[Person], chapter: int) -> Reading:
     facts: dict[tuple[str, str, str], Claim] = {}
     relations: dict[tuple[str, str, str], Relation] = {}
     for paragraph in paragraphs:
-        resolver.reset()
+        resolver.new_paragraph()
         for sentence in split_sentences(paragraph):
             for claim, relation in (
                 _sentence_facts(sentence, patterns, resolver, chinese)
