@@ -399,3 +399,52 @@ async def test_curating_an_earlier_chapter_later_reaches_the_later_profiles(
     assert "weapon: jade sword (since ch. 5)" in as_of_five.text
     as_of_three = store.level(book, LIN_PROFILE, "L1", before_chapter=4)
     assert as_of_three is not None and "jade sword" not in as_of_three.text
+
+
+async def test_the_agent_and_the_prose_reader_are_merged_the_agent_winning_on_conflicts(
+    store: BookStore, llm: ReplayLLMServer
+) -> None:
+    book = new_book(store, 4)
+    curator = with_agent(store, llm)
+    text = (
+        "Lin Feng dyed his hair white and moved to Hangzhou. Mei had grey eyes. "
+        "Lin Feng owed Mei forty crowns. Captain Ilse Varga watched them; Varga said nothing."
+    )
+    llm.script(
+        Reply(text=json.dumps({"l0": "Lin Feng leaves.", "l1": "- Lin Feng moves"})),
+        Reply(
+            text=json.dumps(
+                {
+                    "facts": [
+                        # The agent reads the hair as silver where the reader says white.
+                        {"subject": "Lin Feng", "attribute": "hair", "value": "silver",
+                         "category": "characterization", "change": True},
+                        {"subject": "Mei", "attribute": "mood", "value": "wary"},
+                    ],
+                    "entities": [],
+                    "relations": [],
+                    "threads": [],
+                }
+            )  # fmt: skip
+        ),
+    )
+    persisted = curator.persist(book, chapter=4, text=text)
+    await curator.process(persisted.output_id)
+    assert curator.status(persisted.output_id).steps == dict.fromkeys(STEPS, "done")
+    assert curator.status(persisted.output_id).reasons == {}
+    extraction = curator.step_result(persisted.output_id, "extract")
+    assert extraction["source"] == "agent"
+    facts = {(f["subject"], f["attribute"]): f["value"] for f in extraction["facts"]}
+    assert facts[(LIN, "hair")] == "silver"  # the agent's, over the reader's "white"
+    assert facts[(MEI, "mood")] == "wary"  # the agent's alone
+    assert facts[(LIN, "home")] == "Hangzhou"  # the reader's alone
+    assert facts[(MEI, "eyes")] == "grey"
+    assert facts[(LIN, "owes")] == "forty crowns to Mei"
+    # The reader found a person the agent did not name; she is in the book from chapter 4.
+    varga = store.resource(book, "/entities/characters/ilse-varga")
+    assert varga.chapter_from == 4
+    assert set(varga.aliases) == {"Varga", "Captain Varga", "Captain Ilse Varga"}
+    profile = store.level(book, LIN_PROFILE, "L1", before_chapter=5)
+    assert profile is not None
+    assert "- hair: silver (since ch. 4); before: black (ch. 1)" in profile.text
+    assert "- home: Hangzhou (since ch. 4)" in profile.text
