@@ -417,15 +417,20 @@ async def test_the_agent_and_the_prose_reader_are_merged_the_agent_winning_on_co
                 {
                     "facts": [
                         # The agent reads the hair as silver where the reader says white.
-                        {"subject": "Lin Feng", "attribute": "hair", "value": "silver",
-                         "category": "characterization", "change": True},
+                        {
+                            "subject": "Lin Feng",
+                            "attribute": "hair",
+                            "value": "silver",
+                            "category": "characterization",
+                            "change": True,
+                        },
                         {"subject": "Mei", "attribute": "mood", "value": "wary"},
                     ],
                     "entities": [],
                     "relations": [],
                     "threads": [],
                 }
-            )  # fmt: skip
+            )
         ),
     )
     persisted = curator.persist(book, chapter=4, text=text)
