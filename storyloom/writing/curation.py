@@ -1085,9 +1085,13 @@ class Curator:
         vectors = 0
         if provider is not None:
             kb = index_id(out.book_id)
-            pending = await asyncio.to_thread(
-                lambda: missing_vectors(self.store.database.connection(), kb, provider.model_id)
-            )
+            pending = [
+                p
+                for p in await asyncio.to_thread(
+                    lambda: missing_vectors(self.store.database.connection(), kb, provider.model_id)
+                )
+                if embeddable(p.entry_id)
+            ]
             for start in range(0, len(pending), EMBED_BATCH):
                 batch = pending[start : start + EMBED_BATCH]
                 embedded = await provider.embed_passages([p.text for p in batch])
@@ -1200,6 +1204,19 @@ def _merge_extractions(agent: Extraction, prose: Extraction) -> Extraction:
     return Extraction(
         facts, [*agent.entities, *entities], relations, agent.threads, mentions, "agent"
     )
+
+
+def embeddable(entry_id: str) -> bool:
+    """Whether an index entry (``<path>#<level>``) gets a vector, besides its keywords.
+
+    Embedding is most of what curation costs offline (the bundled model takes seconds for
+    a chapter's text, which it would cut at 512 tokens anyway), so vectors go where
+    meaning matters more than names: every resource's one-line L0 (what a chapter is
+    about, who a character is). The longer levels (L1, L2) and the arc and whole-work
+    summaries (which change with every chapter, and roll up the chapters' L0s) are found
+    by their keywords."""
+    path, _, level = entry_id.partition("#")
+    return level == "L0" and not path.startswith("/summaries/")
 
 
 def _text(levels: Mapping[str, LevelText], path: str) -> str:
