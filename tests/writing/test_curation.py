@@ -18,6 +18,7 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.writing.book_store import BookStore, Fact, index_id
 from storyloom.writing.curation import (
     STEPS,
+    embeddable,
     CurationEvent,
     CurationProgress,
     Curator,
@@ -347,7 +348,9 @@ async def test_fixed_text_clears_its_warning(store: BookStore) -> None:
     assert curator.warnings(book) == []
 
 
-async def test_index_step_embeds_the_new_entries(store: BookStore, llm: ReplayLLMServer) -> None:
+async def test_index_step_embeds_each_new_one_line_summary_once(
+    store: BookStore, llm: ReplayLLMServer
+) -> None:
     book = new_book(store, 2)
     provider = embedding_provider(
         EmbeddingEndpoint(provider="openai", base_url=llm.url, model="embed-model")
@@ -360,9 +363,27 @@ async def test_index_step_embeds_the_new_entries(store: BookStore, llm: ReplayLL
     persisted = curator.persist(book, chapter=2, text="Mei sang to the river.")
     await curator.process(persisted.output_id)
     result = curator.step_result(persisted.output_id, "index")
-    assert result["vectors"] > 0
     conn = store.database.connection()
-    assert missing_vectors(conn, index_id(book), provider.model_id) == []
+    pending = missing_vectors(conn, index_id(book), provider.model_id)
+    # Every L0 but the rolled-up summaries' has its vector; the longer levels and the
+    # summaries are searched by keywords only.
+    assert [p.entry_id for p in pending if embeddable(p.entry_id)] == []
+    assert {p.entry_id for p in pending} >= {
+        "/manuscript/arc-01/chapter-002#L2",
+        "/manuscript/arc-01/chapter-002#L1",
+        "/summaries/arc-01#L0",
+    }
+    embedded = result["vectors"]
+    assert embedded > 0
+    assert len(llm.embedding_requests) >= 1
+    # Curating the next chapter embeds only what is new: its L0, not chapter 2's again.
+    llm.script(
+        Reply(text=json.dumps({"l0": "Mei rests.", "l1": "- Mei rests"})),
+        Reply(text=json.dumps({"facts": []})),
+    )
+    following = curator.persist(book, chapter=3, text="Mei rested by the river.")
+    await curator.process(following.output_id)
+    assert curator.step_result(following.output_id, "index")["vectors"] == 1
 
 
 def test_deleting_an_output_keeps_the_chapter_text(store: BookStore) -> None:
