@@ -18,12 +18,12 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.writing.book_store import BookStore, Fact, index_id
 from storyloom.writing.curation import (
     STEPS,
-    embeddable,
     CurationEvent,
     CurationProgress,
     Curator,
     OutputChecked,
     ProfileUpdated,
+    embeddable,
 )
 
 LIN = "/entities/characters/lin-feng"
