@@ -757,6 +757,8 @@ class Curator:
         known_names = {
             n.casefold() for r in lexicon.entities.values() for n in (r.title, *r.aliases)
         }
+        # "Voss" said twice is not someone new when the book knows "Mara Voss".
+        known_names |= {w for n in known_names for w in n.split()}
         found = [
             f
             for f in discover_entities([out.text], first_chapter=out.chapter)

@@ -36,6 +36,7 @@ import regex
 
 from storyloom.writing.book_store import FactCategory, Relation, Resource
 from storyloom.writing.monitor import Claim, is_change, split_sentences
+from storyloom.writing.scene_entities import EntityMatcher
 from storyloom.writing.uris import slug
 
 EntityKind = Literal["character", "location"]
@@ -457,11 +458,11 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
          rf"\b(?P<who>(?:{person}))(?:'s|’s)?\b[^.;]{{0,40}}?\b(?:tattoo|birthmark)\b[^.;]{{0,40}}?\b(?:on|across|along|inside|over)\s+the\s+(?P<v>{_BODY})"),
         # whereabouts
         ("home", "factual", True,
-         rf"\b{P}\s+(?:had\s+)?(?:moved|relocated|gone\s+to\s+live|went\s+to\s+live)\s+(?:back\s+)?(?:to|in)\s+(?P<v>{_PLACE_NAME})"),
+         rf"\b{P}\s+(?:had\s+)?(?:moved|relocated|gone\s+to\s+live|went\s+to\s+live)\s+(?:back\s+)?(?:to|in)\s+(?P<v>{person}|{_PLACE_NAME})"),
         ("home", "factual", False,
-         rf"\b{P}\s+(?:had\s+)?(?:lived|lives|was\s+living|has\s+lived|dwelt|settled|kept\s+(?:her|his)?\s*rooms|made\s+(?:her|his)\s+home)\s+(?:\w+\s+){{0,3}}?in\s+(?P<v>{_PLACE_NAME})"),
+         rf"\b{P}\s+(?:had\s+)?(?:lived|lives|was\s+living|has\s+lived|dwelt|settled|kept\s+(?:her|his)?\s*rooms|made\s+(?:her|his)\s+home)\s+(?:\w+\s+){{0,3}}?in\s+(?P<v>{person}|{_PLACE_NAME})"),
         ("home", "factual", False,
-         rf"\b{POSS}\s+(?:\w+\s+)?(?:rooms|house|flat|apartment|home|lodgings|cottage|quarters)\s+(?:in|at)\s+(?P<v>{_PLACE_NAME})"),
+         rf"\b{POSS}\s+(?:\w+\s+)?(?:rooms|house|flat|apartment|home|lodgings|cottage|quarters)\s+(?:in|at)\s+(?P<v>{person}|{_PLACE_NAME})"),
         # occupation and rank
         ("rank", "factual", False,
          rf"\b(?-i:(?P<v>Captain|Lieutenant|Sergeant|Commander|Colonel|General|Admiral|Major|Inspector))\s+(?P<who>{person})"),
@@ -533,7 +534,7 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
     N = rf"(?P<name>{person})"
     C = rf"(?P<v>{_COLOURS_ZH})"
     KIN = "|".join(sorted(_KIN_ZH, key=len, reverse=True))
-    PLACE = r"(?P<v>[\p{Han}]{2,8}?)(?=[，。！？；、的里]|$|居住|定居|生活)"
+    PLACE = rf"(?P<v>{person}|[\p{{Han}}]{{2,8}}?)(?=[，。！？；、的里]|$|居住|定居|生活)"
     raw: list[tuple[str, FactCategory, bool, str]] = [
         ("hair", "characterization", True,
          rf"{P}[^，。！？]{{0,6}}?(?:头发|长发|短发|发丝)[^，。！？]{{0,4}}?(?:染成|变成|变为)了?{C}色?"),
@@ -576,15 +577,18 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
     return [(a, c, ch, regex.compile(p)) for a, c, ch, p in raw]
 
 
-@lru_cache(maxsize=32)
-def _compiled(
-    names: tuple[str, ...], chinese: bool
-) -> list[tuple[str, FactCategory, bool, regex.Pattern[str]]]:
-    escaped = "|".join(regex.escape(n) for n in sorted(names, key=len, reverse=True))
-    if chinese:
-        return _zh_patterns(escaped or "(?!)")
-    person = rf"(?-i:(?:{escaped}))(?!\w)" if escaped else "(?!)"
-    return _en_patterns(person)
+# Before the patterns run, every name a sentence mentions is replaced by a marker naming
+# its place in the sentence's mention list: the patterns are compiled once, whatever the
+# book's cast, and a name of any length or script is one "word" to them. The marker's
+# letter is a (rare) Latin letter, so ``\b`` and ``\w`` treat it as a word.
+_MARK_LETTER = "Ʞ"
+MARK = rf"{_MARK_LETTER}\d+{_MARK_LETTER}"
+_MARK = regex.compile(MARK)
+
+
+@lru_cache(maxsize=2)
+def _compiled(chinese: bool) -> list[tuple[str, FactCategory, bool, regex.Pattern[str]]]:
+    return _zh_patterns(MARK) if chinese else _en_patterns(rf"(?-i:{MARK})")
 
 
 _OPENING_PRONOUN = regex.compile(r"^[\"“‘']?\s*(she|he|her|his|她|他)\b", regex.IGNORECASE)
@@ -616,16 +620,22 @@ class _Resolver:
 
     def __init__(self, people: Sequence[Person], chinese: bool) -> None:
         self.chinese = chinese
-        self.by_name: dict[str, Person] = {}
-        for person in people:
-            for name in person.names:
-                self.by_name.setdefault(name.casefold(), person)
         self.gender: dict[str, Gender] = {p.path: p.gender for p in people if p.gender is not None}
+        self.by_path = {p.path: p for p in people}
+        shared = shared_words(people)
+        # One pass over a sentence finds every name, however many people the book has;
+        # a surname several people share is a name too, resolved by recency.
+        self.matcher = EntityMatcher(
+            [
+                *(Resource("", p.path, p.kind, p.names[0], "", 0, 0, p.names[1:]) for p in people),
+                *(Resource("", _SHARED + w, "character", w, "", 0, 0) for w in shared),
+            ]
+        )
         self.recent: list[Person] = []
         self.last_subject: Person | None = None
         self.shared: dict[str, list[Person]] = {}
         for person in people:
-            for word in shared_words(people):
+            for word in shared:
                 if person.kind == "character" and word in person.names[0].split():
                     self.shared.setdefault(word.casefold(), []).append(person)
 
@@ -654,29 +664,31 @@ class _Resolver:
                 self.gender[path] = votes.most_common(1)[0][0]
 
     def named(self, text: str) -> list[Person]:
-        found: list[tuple[int, Person]] = []
-        folded = text.casefold()
-        for name, person in self.by_name.items():
-            at = folded.find(name)
-            while at >= 0:
-                end = at + len(name)
-                inside = not self.chinese and (
-                    (at > 0 and folded[at - 1].isalnum())
-                    or (end < len(folded) and folded[end].isalnum())
-                )
-                if not inside:
-                    found.append((at, person))
-                    break
-                at = folded.find(name, at + 1)
-        found.sort(key=lambda x: x[0])
-        return list(dict.fromkeys(p for _, p in found))
+        """The people ``text`` names, in order of first mention."""
+        return [self.by_path[p] for p in self.matcher.match(text) if p in self.by_path]
+
+    def mark(self, sentence: str) -> tuple[str, list[tuple[str, str]]]:
+        """``sentence`` with each name replaced by a marker, and the (path, name as
+        written) of each marker in order."""
+        if len(sentence.casefold()) != len(sentence):
+            return sentence, []  # offsets of the folded text would not fit this one
+        out: list[str] = []
+        table: list[tuple[str, str]] = []
+        at = 0
+        for mention in self.matcher.mentions(sentence):
+            out.append(sentence[at : mention.start])
+            out.append(f"{_MARK_LETTER}{len(table)}{_MARK_LETTER}")
+            table.append((mention.paths[0], sentence[mention.start : mention.end]))
+            at = mention.end
+        out.append(sentence[at:])
+        return "".join(out), table
 
     def see(self, text: str) -> None:
         """Record the people ``text`` names, in order, as the most recent ones; the first
         is the sentence's subject, whom a "she" or "he" opening the next one stands for."""
         named = [p for p in self._ordered(text) if p.kind == "character"]
         opener = _OPENING_PRONOUN.match(text)
-        referent = self.resolve(opener.group(1), text, 0) if opener else None
+        referent = self.resolve(opener.group(1), text, 0, []) if opener else None
         if referent is not None:
             self.last_subject = referent
         elif named:
@@ -696,23 +708,33 @@ class _Resolver:
         about the last paragraph's subject, who is kept."""
         self.recent = [self.last_subject] if self.last_subject is not None else []
 
-    def resolve(
-        self, word: str, sentence: str, at: int, exclude: str | None = None
-    ) -> Person | None:
-        token = word.strip()
-        for suffix in ("'s", "’s"):
-            if token.endswith(suffix):
-                token = token[: -len(suffix)]
-        person = self.by_name.get(token.casefold())
-        if person is not None:
-            return person if person.kind == "character" else None
-        sharing = self.shared.get(token.casefold())
-        if sharing:
+    def _marked(self, path: str, written: str) -> Person | None:
+        if path.startswith(_SHARED):
+            sharing = self.shared.get(written.casefold(), [])
             # A surname two people share ("Vance"): the one named most recently.
             for candidate in reversed(self.recent):
                 if candidate in sharing:
                     return candidate
-            return sharing[0]
+            return sharing[0] if sharing else None
+        return self.by_path.get(path)
+
+    def resolve(
+        self,
+        word: str,
+        marked: str,
+        at: int,
+        table: Sequence[tuple[str, str]],
+        exclude: str | None = None,
+    ) -> Person | None:
+        """Who ``word`` (a marker, possessive or pronoun at ``at`` in the marked sentence)
+        stands for."""
+        token = word.strip()
+        for suffix in ("'s", "’s"):
+            if token.endswith(suffix):
+                token = token[: -len(suffix)]
+        if _MARK.fullmatch(token):
+            person = self._marked(*table[int(token[1:-1])])
+            return person if person is not None and person.kind == "character" else None
         gender: Gender | None
         low = token.casefold()
         if low in ("she", "her", "hers", "她"):
@@ -724,7 +746,9 @@ class _Resolver:
         # People named earlier in this sentence come first; a pronoun opening the sentence
         # is the last sentence's subject; then the paragraph's people, latest first.
         before = [
-            p for p in self._ordered(sentence[:at]) if p.kind == "character" and p.path != exclude
+            p
+            for p in (self._marked(*table[int(m[1:-1])]) for m in _MARK.findall(marked[:at]))
+            if p is not None and p.kind == "character" and p.path != exclude
         ]
         last = [self.last_subject] if self.last_subject is not None and not before else []
         for candidate in [*reversed(before), *last, *reversed(self.recent)]:
@@ -738,10 +762,7 @@ class _Resolver:
 def read_facts(text: str, people: Sequence[Person], chapter: int) -> Reading:
     """The facts ``text`` (chapter ``chapter``) states of ``people``, with kin relations."""
     chinese = is_chinese(text)
-    names = tuple(
-        sorted({n for p in people for n in p.names if len(n) >= 2} | set(shared_words(people)))
-    )
-    patterns = _compiled(names, chinese)
+    patterns = _compiled(chinese)
     resolver = _Resolver(people, chinese)
     # English paragraphs are separated by blank lines (a line break inside one is only
     # wrapping); Chinese novels put one paragraph on a line.
@@ -792,8 +813,23 @@ def _sentence_facts(
 ) -> Iterable[tuple[Claim, Relation | None]]:
     evidence = sentence.strip()
     sentence_change = is_change(sentence)
+    marked, table = resolver.mark(sentence)
+    sentence = marked
+
+    def unmark(text: str) -> str:
+        return _MARK.sub(lambda m: table[int(m.group(0)[1:-1])][1], text)
+
+    def resolve(group: str, exclude: str | None = None) -> Person | None:
+        return resolver.resolve(match.group(group), marked, match.start(group), table, exclude)
+
+    for path, written in table:
+        # "Captain Ilse Varga" is one name to the matcher; its title is her rank.
+        title = written.split()[0].casefold() if " " in written else ""
+        person = resolver.by_path.get(path)
+        if title in RANKS and person is not None and person.kind == "character":
+            yield Claim(person.path, "rank", title, "factual", evidence, sentence_change), None
     for attribute, category, change, pattern in patterns:
-        for match in pattern.finditer(sentence):
+        for match in pattern.finditer(marked):
             head = sentence[max(0, match.start() - 12) : match.end()]
             if chinese:
                 if any(cue in head for cue in _NEGATED_ZH):
@@ -805,30 +841,30 @@ def _sentence_facts(
             groups = match.groupdict()
             other_path: str | None = None
             if attribute == "kin":
-                named = resolver.resolve(groups["name"], sentence, match.start("name"))
+                named = resolve("name")
                 other_path = named.path if named is not None else None
-            who = resolver.resolve(match.group("who"), sentence, match.start("who"), other_path)
+            who = resolve("who", other_path)
             if who is None:
                 continue
-            value = _clean(groups.get("v") or "")
+            value = _clean(unmark(groups.get("v") or ""))
             relation: Relation | None = None
             attr = attribute
             if attribute == "kin":
-                other = resolver.resolve(groups["name"], sentence, match.start("name"))
+                other = resolve("name")
                 kin_word = groups.get("kin") or ("spouse" if _marriage(match.group(0)) else "")
                 if not kin_word or other is None or other.path == who.path:
                     continue
                 attr = (_KIN_ZH if chinese else _KIN_EN).get(kin_word.casefold(), kin_word)
-                value = _clean(groups["name"])
+                value = _clean(unmark(groups["name"]))
                 kind = "spouse" if attr == "spouse" else f"kin:{attr}"
                 relation = Relation(who.path, other.path, kind, evidence, 0)
                 gender = _GENDER_OF_KIN.get(kin_word.casefold())
                 if gender is not None and other.path not in resolver.gender:
                     resolver.gender[other.path] = gender
             elif attribute == "owes":
-                value = f"{_clean(groups['amt'])} to {_clean(groups['name'])}"
+                value = f"{_clean(unmark(groups['amt']))} to {_clean(unmark(groups['name']))}"
             elif attribute == "hidden":
-                attr = f"hidden:{_clean(groups['item'])}"
+                attr = f"hidden:{_clean(unmark(groups['item']))}"
             elif attribute in ("eyes", "hair"):
                 value = _ZH_COLOUR_WORD.get(value, value) if chinese else value.casefold()
                 if value == "gray":
@@ -879,6 +915,9 @@ def _chinese_sentence_facts(
         for claim, relation in _sentence_facts(subject.names[0] + clause, patterns, resolver, True):
             if claim.subject == subject.path:
                 yield replace(claim, evidence=sentence.strip()), relation
+
+
+_SHARED = "shared:"
 
 
 def _marriage(text: str) -> bool:
