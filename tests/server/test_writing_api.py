@@ -2,7 +2,7 @@
 the graph, search, context and its rebuild, warnings, plot threads, export and bad input.
 
 Without an agent model the curation is the offline one (extractive summaries, the
-lexical extractor), so these tests need no scripted replies.
+offline prose reader), so these tests need no scripted replies.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def imported_book(api: httpx.Client) -> str:
 
 def curated(api: httpx.Client, book_id: str, count: int) -> list[dict[str, Any]]:
     """The book's outputs once ``count`` of them have every step finished (or one failed).
-    Without an agent model, summarize and extract finish as "skipped"."""
+    Without an agent model, summarize finishes as "skipped"."""
     deadline = time.monotonic() + CURATION_DEADLINE_S
     while True:
         outputs: list[dict[str, Any]] = ok(api.get(f"/books/{book_id}/outputs"))
