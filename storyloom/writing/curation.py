@@ -6,8 +6,10 @@ transaction, so the author's text is never lost. The rest happens in the backgro
 step by step (:data:`STEPS`):
 
 - ``summarize``: the chapter's L0 and L1 (agent LLM, or extractive without one);
-- ``extract``: facts, new entities, relations and plot threads (agent LLM, or Role C's
-  lexical extractor); kept in the step's result only, nothing written to memory yet;
+- ``extract``: facts, new entities, relations and plot threads: the prose reader
+  (:mod:`storyloom.writing.prose_reader`) always, and the agent LLM when there is one
+  (its answer wins where both say something of the same subject and attribute); kept in
+  the step's result only, nothing written to memory yet;
 - ``profiles``: the profiles of every entity the chapter touches, rendered from the facts
   as of the chapter, the arc and whole-work summaries, and the extracted facts and
   relations, committed in ONE transaction (memory is never half-updated);
@@ -65,6 +67,12 @@ from storyloom.writing.monitor import (
     subject_names,
 )
 from storyloom.writing.profiles import PROFILE_TYPE_OF_KIND, render_profile
+from storyloom.writing.prose_reader import (
+    discover_entities,
+    found_entity_resources,
+    people_of,
+    read_facts,
+)
 from storyloom.writing.summaries import (
     L0_TOKENS,
     chapter_l0,
@@ -136,7 +144,8 @@ class OutputStatus(_Wire):
     error: str | None = None
     """The failed step's error, when one failed."""
     reasons: dict[str, str] = Field(default_factory=dict)
-    """Why each skipped step was skipped (step → reason)."""
+    """Why each skipped step was skipped, or what a step done without the agent model
+    could and could not do (step → reason)."""
 
 
 class CurationProgress(_Wire):
@@ -149,7 +158,7 @@ class CurationProgress(_Wire):
     total: int
     error: str | None = None
     reason: str | None = None
-    """Why the step was skipped, when it was."""
+    """Why the step was skipped, or what it did without the agent model."""
 
 
 class ProfileRef(_Wire):
@@ -250,7 +259,9 @@ class Extraction:
     relations: list[Relation]
     threads: list[dict[str, Any]]
     mentions: list[str]
-    source: Literal["agent", "lexical"]
+    source: Literal["agent", "lexical", "prose"]
+    """``agent`` (merged with the prose reader's), ``prose`` (the reader alone), or
+    ``lexical`` (kept by curations before the prose reader)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -284,6 +295,22 @@ class _Output:
     text: str
     tags: list[str]
     persisted_at: str
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    state: Literal["done", "skipped"]
+    reason: str | None = None
+    """Why it was skipped, or what a done step could not do without the agent model."""
+
+
+OFFLINE_READER_NOTE = (
+    "read by the offline prose reader: characters and places whose names recur, and facts "
+    "stated in a plain sentence (eyes, hair, height, scars, kin, home, occupation and rank, "
+    "deaths, injuries, lost limbs, possessions, hidden things, debts, oaths), changes "
+    "included; not facts only implied or spread over several sentences, other kinds of "
+    "fact, relations other than kin, or plot threads"
+)
 
 
 class OutputNotFound(NotFound):
@@ -439,7 +466,7 @@ class Curator:
         out = self._output(output_id)
         steps = self._steps(output_id)
         error = next((e for _, state, e, _ in steps if state == "failed"), None)
-        reasons = {name: e for name, state, e, _ in steps if state == "skipped" and e}
+        reasons = {name: e for name, state, e, _ in steps if state in FINISHED and e}
         return OutputStatus(
             output_id=out.id,
             book_id=out.book_id,
@@ -492,7 +519,7 @@ class Curator:
                     await asyncio.to_thread(self._mark, output_id, name, "running")
                     self._progress(out, name, "running", done, total)
                     try:
-                        skipped = await self._run(out, name)
+                        outcome = await self._run(out, name)
                     except Exception as exc:
                         error = f"{name}: {_reason(exc)}"
                         if not isinstance(exc, StoryloomError):
@@ -501,10 +528,7 @@ class Curator:
                         self._progress(out, name, "failed", done, total, error)
                         return
                     done += 1
-                    if skipped is None:
-                        self._progress(out, name, "done", done, total)
-                    else:
-                        self._progress(out, name, "skipped", done, total, reason=skipped)
+                    self._progress(out, name, outcome.state, done, total, reason=outcome.reason)
                 if name == until:
                     return
 
@@ -586,19 +610,28 @@ class Curator:
         )
 
     def _done(
-        self, tx: apsw.Connection, out: _Output, step: str, result: Any, skipped: str | None = None
+        self,
+        tx: apsw.Connection,
+        out: _Output,
+        step: str,
+        result: Any,
+        skipped: str | None = None,
+        *,
+        note: str | None = None,
     ) -> None:
-        """Mark ``step`` finished: done, or skipped for the reason ``skipped`` (kept in the
-        error column, which says why a step did not do its whole job)."""
+        """Mark ``step`` finished: done (with ``note``, what it could not do), or skipped
+        for the reason ``skipped``; either is kept in the error column, which says why a
+        step did not do its whole job."""
         state: StepState = "done" if skipped is None else "skipped"
-        self._set_state(tx, out.id, step, state, error=skipped, result=result)
+        self._set_state(tx, out.id, step, state, error=skipped or note, result=result)
 
-    async def _run(self, out: _Output, step: str) -> str | None:
-        """Run one step; the reason when it was skipped, None when done."""
+    async def _run(self, out: _Output, step: str) -> _Outcome:
+        """Run one step: done or skipped, and why."""
         if step == "summarize":
-            return await self._summarize(out)
+            skipped = await self._summarize(out)
+            return _Outcome("done") if skipped is None else _Outcome("skipped", skipped)
         if step == "extract":
-            return await self._extract(out)
+            return _Outcome("done", await self._extract(out))
         if step == "profiles":
             profiles = await asyncio.to_thread(self._profiles, out)
             self._emit(ProfileUpdated(book_id=out.book_id, profiles=profiles))
@@ -608,7 +641,7 @@ class Curator:
             self._emit(await asyncio.to_thread(self._check, out))
         else:  # pragma: no cover - the table only holds STEPS
             raise StepFailed(f"unknown step {step!r}")
-        return None
+        return _Outcome("done")
 
     def _agent(self) -> ChatEndpoint | None:
         endpoint = self._agent_endpoint()
@@ -669,8 +702,10 @@ class Curator:
     # -- extract -------------------------------------------------------------------------
 
     async def _extract(self, out: _Output) -> str | None:
+        """The chapter's extraction; a note of what it could not read when there is no
+        agent model."""
         endpoint = self._agent()
-        skipped: str | None = None
+        note: str | None = None
         if endpoint is not None:
 
             async def resolved(answer: AgentExtraction) -> Extraction:
@@ -678,7 +713,7 @@ class Curator:
                 # hears them in the one retry, as it hears schema problems.
                 return await asyncio.to_thread(self._from_agent, out, answer)
 
-            extraction = await ask_agent_json(
+            agent = await ask_agent_json(
                 endpoint,
                 EXTRACT_SYSTEM,
                 self._extract_prompt(out),
@@ -686,20 +721,18 @@ class Curator:
                 what="extraction",
                 accept=resolved,
             )
+            prose = await asyncio.to_thread(self._prose, out)
+            extraction = _merge_extractions(agent, prose)
         else:
-            extraction = await asyncio.to_thread(self._lexical, out)
-            skipped = (
-                f"{self._no_agent()}: without one no facts, new characters, relations or "
-                "plot threads are taken from the chapter, only the names it mentions and "
-                "changes to what the book already records"
-            )
+            extraction = await asyncio.to_thread(self._prose, out)
+            note = f"{self._no_agent()}. Facts were {OFFLINE_READER_NOTE}"
 
         def write() -> None:
             with self.store.database.write_transaction() as tx:
-                self._done(tx, out, "extract", extraction.to_json(), skipped)
+                self._done(tx, out, "extract", extraction.to_json(), note=note)
 
         await asyncio.to_thread(write)
-        return skipped
+        return note
 
     def _extract_prompt(self, out: _Output) -> str:
         entities = self.store.entities(out.book_id)
@@ -716,17 +749,42 @@ class Curator:
     def _mentions(self, out: _Output, lexicon: Lexicon) -> list[str]:
         return lexicon.matcher.match(out.text)
 
-    def _lexical(self, out: _Output) -> Extraction:
+    def _prose(self, out: _Output) -> Extraction:
+        """What the offline prose reader finds in the chapter: people and places it names
+        that the book does not know yet, the facts its sentences state, kin relations, and
+        the changes Role C's extractor sees to what the book already records."""
         lexicon = Lexicon.build(self.store, out.book_id)
+        known_names = {
+            n.casefold() for r in lexicon.entities.values() for n in (r.title, *r.aliases)
+        }
+        # "Voss" said twice is not someone new when the book knows "Mara Voss".
+        known_names |= {w for n in known_names for w in n.split()}
+        found = [
+            f
+            for f in discover_entities([out.text], first_chapter=out.chapter)
+            if not any(n.casefold() in known_names for n in (f.title, *f.aliases))
+            and f.path not in lexicon.entities
+        ]
+        reading = read_facts(out.text, people_of(lexicon.entities.values(), found), out.chapter)
         claims = extract_claims(self.store, out.book_id, out.text, out.chapter, lexicon=lexicon)
-        mentions = self._mentions(out, lexicon)
+        facts = {(c.subject, c.attribute): c for c in claims if c.change}
+        for claim in reading.facts:
+            # Several values of one attribute in a chapter: the last one stated holds.
+            facts[(claim.subject, claim.attribute)] = claim
+        mentions = list(dict.fromkeys([*self._mentions(out, lexicon), *(f.path for f in found)]))
+        resources = found_entity_resources(out.book_id, found)
+        entities = [
+            {"path": r.path, "title": r.title, "aliases": list(r.aliases), "attrs": dict(r.attrs)}
+            for r in resources
+        ]
+        known = {**lexicon.entities, **{r.path: r for r in resources}}
         return Extraction(
-            facts=[c for c in claims if c.change],
-            entities=[],
-            relations=self._mention_relations(out, mentions, lexicon.entities),
+            facts=list(facts.values()),
+            entities=entities,
+            relations=[*self._mention_relations(out, mentions, known), *reading.relations],
             threads=[],
             mentions=mentions,
-            source="lexical",
+            source="prose",
         )
 
     def _mention_relations(
@@ -931,6 +989,7 @@ class Curator:
             path = item["path"]
             before = current(path)
             kind = ENTITY_KIND_OF_FOLDER[path.split("/")[2]]
+            found_attrs = dict(item.get("attrs") or {})
             aliases = tuple(dict.fromkeys([*(before.aliases if before else ()), *item["aliases"]]))
             if before is not None and set(aliases) == set(before.aliases):
                 continue
@@ -943,7 +1002,7 @@ class Curator:
                 before.ordinal if before else 0,
                 before.chapter_from if before else out.chapter,
                 aliases,
-                dict(before.attrs) if before else {},
+                dict(before.attrs) if before else found_attrs,
             )
         for thread in extraction.threads:
             path = thread["path"]
@@ -1028,9 +1087,13 @@ class Curator:
         vectors = 0
         if provider is not None:
             kb = index_id(out.book_id)
-            pending = await asyncio.to_thread(
-                lambda: missing_vectors(self.store.database.connection(), kb, provider.model_id)
-            )
+            pending = [
+                p
+                for p in await asyncio.to_thread(
+                    lambda: missing_vectors(self.store.database.connection(), kb, provider.model_id)
+                )
+                if embeddable(p.entry_id)
+            ]
             for start in range(0, len(pending), EMBED_BATCH):
                 batch = pending[start : start + EMBED_BATCH]
                 embedded = await provider.embed_passages([p.text for p in batch])
@@ -1073,7 +1136,7 @@ class Curator:
         book_id, ordinal = out.book_id, out.chapter
         claims = extract_claims(self.store, book_id, out.text, ordinal)
         extraction = Extraction.from_json(self.step_result(out.id, "extract") or {})
-        if extraction.source == "agent":
+        if extraction.source in ("agent", "prose"):
             claims += extraction.facts
         findings = check_claims(self.store, book_id, claims, ordinal)
         with self.store.database.write_transaction() as tx:
@@ -1101,6 +1164,61 @@ class Curator:
             consistency_checks=checks,
             warnings=[w for w in warnings if not w.intentional],
         )
+
+
+def _merge_extractions(agent: Extraction, prose: Extraction) -> Extraction:
+    """The agent's extraction with what the prose reader adds: the agent wins where both
+    state the same subject's attribute; the reader's other facts, the people it found
+    that the agent did not name, and its relations are added."""
+    said = {(c.subject, c.attribute) for c in agent.facts}
+    named = {e["path"] for e in agent.entities} | {
+        n.casefold() for e in agent.entities for n in (e["title"], *e["aliases"])
+    }
+    entities = [
+        e
+        for e in prose.entities
+        if e["path"] not in named
+        and not any(n.casefold() in named for n in (e["title"], *e["aliases"]))
+    ]
+    kept = {e["path"] for e in entities}
+    new_paths = {e["path"] for e in prose.entities}
+
+    def usable(path: str) -> bool:
+        # A person only the reader found is usable when the reader's entity is kept.
+        return path not in new_paths or path in kept
+
+    facts = [
+        *agent.facts,
+        *(c for c in prose.facts if (c.subject, c.attribute) not in said and usable(c.subject)),
+    ]
+    seen = {(r.from_path, r.to_path, r.kind) for r in agent.relations}
+    relations = [
+        *agent.relations,
+        *(
+            r
+            for r in prose.relations
+            if (r.from_path, r.to_path, r.kind) not in seen
+            and usable(r.from_path)
+            and usable(r.to_path)
+        ),
+    ]
+    mentions = list(dict.fromkeys([*agent.mentions, *(m for m in prose.mentions if usable(m))]))
+    return Extraction(
+        facts, [*agent.entities, *entities], relations, agent.threads, mentions, "agent"
+    )
+
+
+def embeddable(entry_id: str) -> bool:
+    """Whether an index entry (``<path>#<level>``) gets a vector, besides its keywords.
+
+    Embedding is most of what curation costs offline (the bundled model takes seconds for
+    a chapter's text, which it would cut at 512 tokens anyway), so vectors go where
+    meaning matters more than names: every resource's one-line L0 (what a chapter is
+    about, who a character is). The longer levels (L1, L2) and the arc and whole-work
+    summaries (which change with every chapter, and roll up the chapters' L0s) are found
+    by their keywords."""
+    path, _, level = entry_id.partition("#")
+    return level == "L0" and not path.startswith("/summaries/")
 
 
 def _text(levels: Mapping[str, LevelText], path: str) -> str:

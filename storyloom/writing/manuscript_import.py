@@ -1,7 +1,9 @@
 """Reading an existing manuscript (Markdown, plain text, DOCX) into chapters to preview.
 
 :func:`parse_manuscript` never writes anything: it answers a :class:`ManuscriptPreview` the
-author edits (retitles, merges, drops chapters) before the book imports it. Chapters are cut
+author edits (retitles, merges, drops chapters) before the book imports it. When it does,
+:func:`import_entities` gives the book the characters and places its prose names (found
+across the whole manuscript, so a name must recur in the book, not in one chapter). Chapters are cut
 at headings by the one rule of :mod:`storyloom.writing.chapter_headings`. A file that cannot
 be read raises :class:`ManuscriptError` naming the file and why, never a parser's own error.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import codecs
 import io
 import zipfile
+from collections.abc import Sequence
 from pathlib import PurePath
 from typing import Literal
 
@@ -20,6 +23,7 @@ from markdown_it import MarkdownIt
 from pydantic import BaseModel, ConfigDict
 
 from storyloom.core.errors import FieldProblem, InvalidInput
+from storyloom.writing.book_store import BookStore, Resource
 from storyloom.writing.chapter_headings import (
     PATTERN_LEVEL,
     Heading,
@@ -30,6 +34,7 @@ from storyloom.writing.chapter_headings import (
     split_chapters,
     text_headings,
 )
+from storyloom.writing.prose_reader import discover_entities, found_entity_resources
 from storyloom.writing.word_count import count_words
 
 ManuscriptFormat = Literal["markdown", "text", "docx"]
@@ -270,3 +275,24 @@ def _read_docx(data: bytes, fallback: str) -> ManuscriptPreview:
     if title is not None:
         split = Split(title, split.chapters)
     return _preview("docx", split, lines, fallback, separator="\n\n")
+
+
+def import_entities(
+    store: BookStore, book_id: str, texts: Sequence[str], first_chapter: int
+) -> list[Resource]:
+    """Create the characters and places ``texts`` (chapters ``first_chapter``, the next,
+    …) name that the book does not know yet by any of their names; each exists from the
+    chapter that first names it. Answers the entities created."""
+    known = {n.casefold() for r in store.entities(book_id) for n in (r.title, *r.aliases)}
+    known_paths = {r.path for r in store.entities(book_id)}
+    created = [
+        r
+        for r in found_entity_resources(
+            book_id, discover_entities(texts, first_chapter=first_chapter)
+        )
+        if r.path not in known_paths
+        and not any(n.casefold() in known for n in (r.title, *r.aliases))
+    ]
+    if created:
+        store.commit_chapter_memory(book_id, resources=created)
+    return created

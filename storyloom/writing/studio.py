@@ -37,6 +37,7 @@ from storyloom.writing.builder import Builder, Suggestion
 from storyloom.writing.chapter_workflow import ensure_chapter_workflow
 from storyloom.writing.context_assembly import ContextRequest, assemble_context, rebuild_context
 from storyloom.writing.curation import CurationEvent, Curator, PersistedOutput
+from storyloom.writing.manuscript_import import import_entities
 from storyloom.writing.manuscript_io import (
     ExportBook,
     ExportChapter,
@@ -667,10 +668,13 @@ class WritingStudio:
         """Append the chapters (as the author edited the preview); each is kept, so its
         curation makes it part of the book's memory."""
         self.store.book(book_id)
-        for draft in chapters:
-            chapter = self.store.add_chapter(book_id, draft.title, arc=arc)
-            if draft.text.strip():
-                self.keep_chapter(book_id, chapter.ordinal, draft.text)
+        added = [(self.store.add_chapter(book_id, d.title, arc=arc), d.text) for d in chapters]
+        if added:
+            # Before curation starts: its chapters then find these people by name.
+            import_entities(self.store, book_id, [t for _, t in added], added[0][0].ordinal)
+        for chapter, text in added:
+            if text.strip():
+                self.keep_chapter(book_id, chapter.ordinal, text)
         return self.tree(book_id)
 
     def export(self, book_id: str, fmt: str) -> tuple[bytes, str, str]:

@@ -384,7 +384,8 @@ class OutputView(_View):
     steps: dict[str, StepState]
     error: str | None = None
     reasons: dict[str, str] = Field(default_factory=dict)
-    """Why each skipped step was skipped (no agent model, and where to set one)."""
+    """Why each skipped step was skipped (no agent model, and where to set one), or what a
+    step done without the agent model could not do."""
 
 
 class RetryAccepted(_View):

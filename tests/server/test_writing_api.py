@@ -2,7 +2,7 @@
 the graph, search, context and its rebuild, warnings, plot threads, export and bad input.
 
 Without an agent model the curation is the offline one (extractive summaries, the
-lexical extractor), so these tests need no scripted replies.
+offline prose reader), so these tests need no scripted replies.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def imported_book(api: httpx.Client) -> str:
 
 def curated(api: httpx.Client, book_id: str, count: int) -> list[dict[str, Any]]:
     """The book's outputs once ``count`` of them have every step finished (or one failed).
-    Without an agent model, summarize and extract finish as "skipped"."""
+    Without an agent model, summarize finishes as "skipped"."""
     deadline = time.monotonic() + CURATION_DEADLINE_S
     while True:
         outputs: list[dict[str, Any]] = ok(api.get(f"/books/{book_id}/outputs"))
@@ -90,14 +90,14 @@ def store_of(home: Path) -> BookStore:
     return BookStore(Database.in_home(home))
 
 
-def test_without_an_agent_model_curation_says_what_it_skipped_and_where_to_set_one(
+def test_without_an_agent_model_curation_says_what_it_skipped_and_what_it_read_offline(
     api: httpx.Client,
 ) -> None:
     book_id = imported_book(api)
     output = curated(api, book_id, 3)[0]
     assert output["steps"] == {
         "summarize": "skipped",
-        "extract": "skipped",
+        "extract": "done",
         "profiles": "done",
         "index": "done",
         "check": "done",
@@ -106,7 +106,9 @@ def test_without_an_agent_model_curation_says_what_it_skipped_and_where_to_set_o
     for step in ("summarize", "extract"):
         reason = output["reasons"][step]
         assert reason.startswith("no agent model is set up. Set one under Settings → Agent LLM")
-    assert "no facts, new characters, relations or plot threads" in output["reasons"]["extract"]
+    note = output["reasons"]["extract"]
+    assert "offline prose reader" in note
+    assert "not facts only implied" in note
 
 
 def test_a_book_is_created_listed_and_deleted(api: httpx.Client) -> None:

@@ -23,6 +23,7 @@ from storyloom.writing.curation import (
     Curator,
     OutputChecked,
     ProfileUpdated,
+    embeddable,
 )
 
 LIN = "/entities/characters/lin-feng"
@@ -62,7 +63,7 @@ def new_book(store: BookStore, chapters: int) -> str:
 
 
 # Without an agent model, summarize and extract do what they can and say what is missing.
-OFFLINE_STEPS = {**dict.fromkeys(STEPS, "done"), "summarize": "skipped", "extract": "skipped"}
+OFFLINE_STEPS = {**dict.fromkeys(STEPS, "done"), "summarize": "skipped"}
 
 
 def offline(store: BookStore, events: list[CurationEvent] | None = None) -> Curator:
@@ -347,7 +348,9 @@ async def test_fixed_text_clears_its_warning(store: BookStore) -> None:
     assert curator.warnings(book) == []
 
 
-async def test_index_step_embeds_the_new_entries(store: BookStore, llm: ReplayLLMServer) -> None:
+async def test_index_step_embeds_each_new_one_line_summary_once(
+    store: BookStore, llm: ReplayLLMServer
+) -> None:
     book = new_book(store, 2)
     provider = embedding_provider(
         EmbeddingEndpoint(provider="openai", base_url=llm.url, model="embed-model")
@@ -360,9 +363,27 @@ async def test_index_step_embeds_the_new_entries(store: BookStore, llm: ReplayLL
     persisted = curator.persist(book, chapter=2, text="Mei sang to the river.")
     await curator.process(persisted.output_id)
     result = curator.step_result(persisted.output_id, "index")
-    assert result["vectors"] > 0
     conn = store.database.connection()
-    assert missing_vectors(conn, index_id(book), provider.model_id) == []
+    pending = missing_vectors(conn, index_id(book), provider.model_id)
+    # Every L0 but the rolled-up summaries' has its vector; the longer levels and the
+    # summaries are searched by keywords only.
+    assert [p.entry_id for p in pending if embeddable(p.entry_id)] == []
+    assert {p.entry_id for p in pending} >= {
+        "/manuscript/arc-01/chapter-002#L2",
+        "/manuscript/arc-01/chapter-002#L1",
+        "/summaries/arc-01#L0",
+    }
+    embedded = result["vectors"]
+    assert embedded > 0
+    assert len(llm.embedding_requests) >= 1
+    # Curating the next chapter embeds only what is new: its L0, not chapter 2's again.
+    llm.script(
+        Reply(text=json.dumps({"l0": "Mei rests.", "l1": "- Mei rests"})),
+        Reply(text=json.dumps({"facts": []})),
+    )
+    following = curator.persist(book, chapter=3, text="Mei rested by the river.")
+    await curator.process(following.output_id)
+    assert curator.step_result(following.output_id, "index")["vectors"] == 1
 
 
 def test_deleting_an_output_keeps_the_chapter_text(store: BookStore) -> None:
@@ -399,3 +420,57 @@ async def test_curating_an_earlier_chapter_later_reaches_the_later_profiles(
     assert "weapon: jade sword (since ch. 5)" in as_of_five.text
     as_of_three = store.level(book, LIN_PROFILE, "L1", before_chapter=4)
     assert as_of_three is not None and "jade sword" not in as_of_three.text
+
+
+async def test_the_agent_and_the_prose_reader_are_merged_the_agent_winning_on_conflicts(
+    store: BookStore, llm: ReplayLLMServer
+) -> None:
+    book = new_book(store, 4)
+    curator = with_agent(store, llm)
+    text = (
+        "Lin Feng dyed his hair white and moved to Hangzhou. Mei had grey eyes. "
+        "Lin Feng owed Mei forty crowns. Captain Ilse Varga watched them; Varga said nothing."
+    )
+    llm.script(
+        Reply(text=json.dumps({"l0": "Lin Feng leaves.", "l1": "- Lin Feng moves"})),
+        Reply(
+            text=json.dumps(
+                {
+                    "facts": [
+                        # The agent reads the hair as silver where the reader says white.
+                        {
+                            "subject": "Lin Feng",
+                            "attribute": "hair",
+                            "value": "silver",
+                            "category": "characterization",
+                            "change": True,
+                        },
+                        {"subject": "Mei", "attribute": "mood", "value": "wary"},
+                    ],
+                    "entities": [],
+                    "relations": [],
+                    "threads": [],
+                }
+            )
+        ),
+    )
+    persisted = curator.persist(book, chapter=4, text=text)
+    await curator.process(persisted.output_id)
+    assert curator.status(persisted.output_id).steps == dict.fromkeys(STEPS, "done")
+    assert curator.status(persisted.output_id).reasons == {}
+    extraction = curator.step_result(persisted.output_id, "extract")
+    assert extraction["source"] == "agent"
+    facts = {(f["subject"], f["attribute"]): f["value"] for f in extraction["facts"]}
+    assert facts[(LIN, "hair")] == "silver"  # the agent's, over the reader's "white"
+    assert facts[(MEI, "mood")] == "wary"  # the agent's alone
+    assert facts[(LIN, "home")] == "Hangzhou"  # the reader's alone
+    assert facts[(MEI, "eyes")] == "grey"
+    assert facts[(LIN, "owes")] == "forty crowns to Mei"
+    # The reader found a person the agent did not name; she is in the book from chapter 4.
+    varga = store.resource(book, "/entities/characters/ilse-varga")
+    assert varga.chapter_from == 4
+    assert set(varga.aliases) == {"Varga", "Captain Varga", "Captain Ilse Varga"}
+    profile = store.level(book, LIN_PROFILE, "L1", before_chapter=5)
+    assert profile is not None
+    assert "- hair: silver (since ch. 4); before: black (ch. 1)" in profile.text
+    assert "- home: Hangzhou (since ch. 4)" in profile.text

@@ -67,6 +67,26 @@ describe('curation progress', () => {
     expect(reloaded.steps.map((s) => s.error)).toEqual([why, why, '', '', ''])
     expect(curationSkipped(reloaded)).toBe(true)
   })
+
+  it('shows what the extract step read offline when it is done without the agent model', () => {
+    const note = 'no agent model is set up. ... Facts were read by the offline prose reader: ...'
+    const live = newCuration('o2', 5)
+    applyProgress(live, { outputId: 'o2', step: 'summarize', state: 'skipped', reason: 'no agent model' })
+    applyProgress(live, { outputId: 'o2', step: 'extract', state: 'done', reason: note })
+    expect(live.steps[1]).toEqual({ step: 'extract', state: 'done', error: note })
+
+    const reloaded = curationFromStatus({
+      outputId: 'o2',
+      chapter: 5,
+      runId: null,
+      nodeId: null,
+      persistedAt: '',
+      steps: { summarize: 'skipped', extract: 'done', profiles: 'done', index: 'done', check: 'done' },
+      reasons: { summarize: 'no agent model', extract: note },
+    })
+    expect(reloaded.steps.map((s) => s.error)).toEqual(['no agent model', note, '', '', ''])
+    expect(curationSkipped(reloaded)).toBe(true)
+  })
 })
 
 function warning(id: number, chapter: number, intentional = false): WarningView {

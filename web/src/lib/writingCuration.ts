@@ -7,7 +7,8 @@ export const CURATION_STEPS = ['summarize', 'extract', 'profiles', 'index', 'che
 export interface StepView {
   step: string
   state: StepState
-  /** Why it failed, or why it was skipped (no agent model, and where to set one). */
+  /** Why it failed, why it was skipped (no agent model, and where to set one), or what a
+   * step done without the agent model could not do (the offline prose reader's note). */
   error: string
 }
 
@@ -38,25 +39,29 @@ function said(value: unknown): string {
 }
 
 /** Apply one `curation:progress {outputId, step, state, error, reason}`; others' outputs are
- * ignored. A failed step shows its error, a skipped one its reason. */
+ * ignored. A failed step shows its error, a skipped one its reason, a done one its note. */
 export function applyProgress(view: CurationView, message: Record<string, unknown>): boolean {
   if (message.outputId !== view.outputId || typeof message.step !== 'string') return false
   const step = stepOf(view, message.step)
   step.state = asState(message.state)
   step.error =
-    step.state === 'failed' ? said(message.error) : step.state === 'skipped' ? said(message.reason) : ''
+    step.state === 'failed'
+      ? said(message.error)
+      : step.state === 'skipped' || step.state === 'done'
+        ? said(message.reason)
+        : ''
   return true
 }
 
 /** The view of an output from `GET /outputs` (its steps' states, the error on the failed
- * one, the reasons of the skipped ones). */
+ * one, the reasons of the skipped ones and the notes of the done ones). */
 export function curationFromStatus(status: OutputStatus): CurationView {
   const view = newCuration(status.outputId, status.chapter)
   for (const [step, state] of Object.entries(status.steps)) {
     const s = stepOf(view, step)
     s.state = asState(state)
     if (s.state === 'failed') s.error = status.error ?? ''
-    if (s.state === 'skipped') s.error = status.reasons?.[step] ?? ''
+    if (s.state === 'skipped' || s.state === 'done') s.error = status.reasons?.[step] ?? ''
   }
   return view
 }
