@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         altered_value,
         generate_book,
     )
+    from bench.longform_path import run as path_run
 else:  # run as a script: the book generator lies beside this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from longform_book import (
@@ -57,6 +58,7 @@ else:  # run as a script: the book generator lies beside this file
         altered_value,
         generate_book,
     )
+    from longform_path import run as path_run
 
 from storyloom.knowledge.hybrid_search import search_with_vector
 from storyloom.knowledge.search_index import IndexedEntry, content_hash, sync_entries
@@ -179,7 +181,32 @@ def main() -> None:
     parser.add_argument("--entities", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--assemblies", type=int, default=10_000)
+    parser.add_argument(
+        "--part",
+        choices=("all", "storage", "whole-path"),
+        default="all",
+        help="storage: the million-word figures (a)-(d); whole-path: (e) only",
+    )
+    parser.add_argument("--path-chapters", type=int, default=80, help="(e) English chapters")
+    parser.add_argument("--quick", action="store_true", help="(e) at a small size")
     args = parser.parse_args()
+    if args.part != "whole-path":
+        storage(args)
+    if args.part != "storage":
+        quick = args.quick
+        budget = 3_000 if quick else BUDGET  # quick: a budget the small book exceeds
+        path_run(
+            "en",
+            12 if quick else args.path_chapters,
+            8 if quick else 12,
+            10 if quick else 16,
+            4 if quick else 12,
+            budget,
+        )
+        path_run("zh", 6 if quick else 20, 6, 8 if quick else 14, 3 if quick else 6, budget)
+
+
+def storage(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed + 1)
     print(
         "The LLM is scripted and extraction is given: the generator writes the levels, facts,"

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal, cast
 
 from storyloom.core.errors import NotFound
@@ -41,6 +41,15 @@ from storyloom.writing.book_store import (
     Level,
     Relation,
     Resource,
+)
+from storyloom.writing.passages import (
+    IndexedChapter,
+    PassageHit,
+    PassageIndex,
+    chapter_passages,
+    passage_uri,
+    split_passage_uri,
+    terms,
 )
 from storyloom.writing.profiles import profile_path, subject_of
 from storyloom.writing.scene_entities import EntityMatcher
@@ -85,6 +94,12 @@ class AssemblySettings:
     best_arcs: int = 2
     planned_links: int = 12
     """Relation links planned for sure; further ones only take leftover budget."""
+    passage_share: float = 0.5
+    """The share of the budget the plan gives to passages of earlier chapters; better
+    ones beyond it come before anything is widened."""
+    entity_weight: float = 6.0
+    """What naming one of the scene's entities adds to a passage's score (a keyword
+    match adds its BM25 weight, about 1 to 8)."""
 
 
 DEFAULT_SETTINGS = AssemblySettings()
@@ -131,13 +146,20 @@ def rebuild_context(store: BookStore, sources: Sequence[ContextSource]) -> str:
     """The context text again, from each source's (uri, level, version)."""
     out: list[str] = []
     for source in sources:
-        book_id, path = parse_uri(source.uri)
+        base, span = split_passage_uri(source.uri)
+        book_id, path = parse_uri(base)
         if source.version is None:
             raise invalid("version", f"{source.uri} {source.level}: a source needs its version")
         row = store.level(book_id, path, source.level, version=source.version)
         if row is None:
             raise NotFound(f"{source.uri} has no {source.level} version {source.version}")
-        out.append(render_piece(source.uri, source.level, source.version, row.text))
+        text = row.text
+        if span is not None:
+            start, end = span
+            if not 0 <= start < end <= len(text):
+                raise invalid("uri", f"{source.uri}: the passage is outside the text")
+            text = text[start:end]
+        out.append(render_piece(source.uri, source.level, source.version, text))
     return "".join(out)
 
 
@@ -158,27 +180,9 @@ class _Row:
 _PIECE_SLACK = 2
 """Tokens allowed per piece for BPE merges at its edges; the joined text is counted
 exactly at the end anyway."""
-_WORD = re.compile(r"[a-z][a-z'\-]{2,}")
-_HAN_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
-_STOP = frozenset(
-    re.findall(
-        r"\w+",
-        "the and for with that this from into about over after before then than they them"
-        " their there were was are his her him she has had have not but you your our its"
-        " who what when where which while will would could should chapter scene write"
-        " writes writing",
-    )
-)
-
-
-def _terms(text: str) -> frozenset[str]:
-    """Keywords for scoring: Latin words of 3+ letters without stopwords, and Chinese
-    character bigrams (no segmenter needed, and deterministic)."""
-    folded = text.casefold()
-    words = {w for w in _WORD.findall(folded) if w not in _STOP}
-    for run in _HAN_RUN.findall(folded):
-        words.update(run[i : i + 2] for i in range(len(run) - 1))
-    return frozenset(words)
+_terms = terms
+_MIN_PASSAGE_TOKENS = 40
+"""Below this much budget left, no passage is looked for."""
 
 
 class _View:
@@ -269,6 +273,28 @@ class _Snapshot:
         self._row_terms: dict[tuple[str, Level, int], frozenset[str]] = {}
         self._row_mentions: dict[tuple[str, Level, int], frozenset[str]] = {}
         self._header_tokens: dict[tuple[str, Level, int], int] = {}
+        self._passages: PassageIndex | None = None
+
+    def passage_index(self) -> PassageIndex:
+        """Every chapter's newest text at this state, cut into passages (built once)."""
+        with self._lock:
+            if self._passages is not None:
+                return self._passages
+        database_key = str(self.store.database.path)
+        indexed: list[IndexedChapter] = []
+        for ch in self.chapters:
+            series = self._series.get((ch.path, "L2"))
+            if not series:
+                continue
+            row = series[-1]
+            cut = chapter_passages(
+                database_key, self.book_id, ch.path, row.version, partial(self.text, row)
+            )
+            indexed.append(IndexedChapter(ch.path, ch.ordinal, row.version, cut))
+        built = PassageIndex(indexed)
+        with self._lock:
+            self._passages = built
+        return built
 
     def view(self, chapter: int) -> _View:
         with self._lock:
@@ -318,6 +344,14 @@ class _Snapshot:
             self._row_mentions[key] = found
         return found
 
+    def passage_estimate(self, hit: PassageHit) -> int:
+        uri = passage_uri(resource_uri(self.book_id, hit.path), hit.start, hit.end)
+        return count_tokens(f"<<{uri} L2 v{hit.version}>>\n") + hit.tokens + _PIECE_SLACK
+
+    def passage_text(self, hit: PassageHit) -> str:
+        row = _Row(hit.path, "L2", hit.version, 0, 0, None)
+        return self.text(row)[hit.start : hit.end]
+
     def piece_estimate(self, row: _Row) -> int:
         key = (row.path, row.level, row.version)
         header = self._header_tokens.get(key)
@@ -356,7 +390,7 @@ def _snapshot(store: BookStore, book_id: str, state_version: int) -> _Snapshot:
 
 # -- planning ------------------------------------------------------------------------
 
-_META, _SCENE, _PROFILES, _RELATED, _ARCS, _CHAPTERS = range(6)
+_META, _SCENE, _PROFILES, _RELATED, _ARCS, _PASSAGES, _CHAPTERS = range(7)
 """Sections of the context, in reading order: the chapters, closest to the writing,
 come last."""
 
@@ -374,6 +408,9 @@ class _Candidate:
     score: float
     chosen: Level | None = None
     cost: int = 0
+    passage: PassageHit | None = None
+    """Set for a passage: a span of its chapter's L2 (the candidate's key is its URI
+    fragment path, ``<chapter path>#p=<start>-<end>``)."""
 
 
 @dataclass
@@ -384,6 +421,30 @@ class _Planner:
     candidates: dict[str, _Candidate] = field(default_factory=dict)
     planned: list[_Candidate] = field(default_factory=list)
     used: int = 0
+    passages_of: dict[str, list[_Candidate]] = field(default_factory=dict)
+    """Chapter path → its passage candidates (read whole, a chapter needs none of them)."""
+
+    def add_passage(
+        self, hit: PassageHit, *, planned: bool, reason: str, score: float
+    ) -> _Candidate | None:
+        key = f"{hit.path}#p={hit.start}-{hit.end}"
+        if key in self.candidates:
+            return None
+        candidate = _Candidate(
+            key,
+            ("L2",),
+            "L2" if planned else None,
+            reason,
+            _PASSAGES,
+            (hit.ordinal, hit.start),
+            score,
+            passage=hit,
+        )
+        self.candidates[key] = candidate
+        self.passages_of.setdefault(hit.path, []).append(candidate)
+        if planned:
+            self.planned.append(candidate)
+        return candidate
 
     def add(
         self,
@@ -412,11 +473,19 @@ class _Planner:
         return cast(_Row, self.view.get(path, level))
 
     def cost(self, candidate: _Candidate, level: Level) -> int:
+        hit = candidate.passage
+        if hit is not None:
+            return self.snapshot.passage_estimate(hit)
         return self.snapshot.piece_estimate(self._row(candidate.path, level))
 
     def take(self, candidate: _Candidate, ceiling: Level) -> bool:
         """Read ``candidate`` at the richest level up to ``ceiling`` that fits (never
-        lower than it is read already)."""
+        lower than it is read already). A chapter read whole gives back the budget of
+        its passages; a passage of a chapter read whole is not taken."""
+        if candidate.passage is not None:
+            whole = self.candidates.get(candidate.passage.path)
+            if whole is not None and whole.chosen == "L2":
+                return False
         limit = LEVELS.index(ceiling)
         floor = -1 if candidate.chosen is None else LEVELS.index(candidate.chosen)
         for level in reversed(candidate.levels):
@@ -426,27 +495,61 @@ class _Planner:
             if rank <= floor:
                 return False
             cost = self.cost(candidate, level)
-            if self.used - candidate.cost + cost <= self.budget:
-                self.used += cost - candidate.cost
+            parts: list[_Candidate] = []
+            if level == "L2" and candidate.passage is None:
+                parts = [p for p in self.passages_of.get(candidate.path, ()) if p.chosen]
+            freed = sum(p.cost for p in parts)
+            if self.used - candidate.cost - freed + cost <= self.budget:
+                self.used += cost - candidate.cost - freed
                 candidate.chosen, candidate.cost = level, cost
+                for part in parts:
+                    part.chosen, part.cost = None, 0
                 return True
         return False
+
+    def fill_with_passages(
+        self, chapters: Sequence[Resource], reason: Callable[[Resource], str]
+    ) -> None:
+        """Budget no whole chapter fits into any more: passages of the most relevant
+        chapters not read whole, in their order."""
+        index = self.snapshot.passage_index()
+        for rank, ch in enumerate(chapters):
+            if self.budget - self.used < _MIN_PASSAGE_TOKENS:
+                return
+            whole = self.candidates.get(ch.path)
+            if whole is not None and whole.chosen == "L2":
+                continue
+            for hit in index.of_chapter(ch.path):
+                key = f"{hit.path}#p={hit.start}-{hit.end}"
+                candidate = self.candidates.get(key) or self.add_passage(
+                    hit, planned=False, reason=f"{reason(ch)} (a passage)", score=60.0 - rank
+                )
+                if candidate is not None and candidate.chosen is None:
+                    self.take(candidate, "L2")
 
     def upgrade_all(self) -> None:
         for candidate in self._by_score():
             if candidate.chosen is not None and candidate.chosen != candidate.levels[-1]:
                 self.take(candidate, candidate.levels[-1])
 
-    def add_extras(self) -> None:
+    def add_extras(self, min_score: float = -math.inf) -> None:
         for candidate in self._by_score():
-            if candidate.chosen is None:
+            if candidate.chosen is None and candidate.score >= min_score:
                 self.take(candidate, candidate.levels[-1])
 
     def _by_score(self) -> list[_Candidate]:
         return sorted(self.candidates.values(), key=lambda c: (-c.score, c.path))
 
     def demand(self) -> int:
-        return sum(self.cost(c, c.levels[-1]) for c in self.candidates.values())
+        """What every candidate costs at its richest level (a passage of a chapter that
+        can be read whole adds nothing)."""
+        return sum(
+            self.cost(c, c.levels[-1])
+            for c in self.candidates.values()
+            if c.passage is None
+            or (whole := self.candidates.get(c.passage.path)) is None
+            or whole.levels[-1] != "L2"
+        )
 
 
 def _chapter_scores(
@@ -456,7 +559,7 @@ def _chapter_scores(
     chapter: int,
     scene: Sequence[str],
     query_terms: frozenset[str],
-    introduced: Mapping[str, int],
+    introduced: Mapping[str, float],
 ) -> dict[str, tuple[float, list[str], list[str]]]:
     """path → (score, scene entities it mentions, query words it has)."""
     term_sets: dict[str, frozenset[str]] = {}
@@ -488,6 +591,50 @@ def _chapter_scores(
         score = 3.0 * len(named) + keyword + recency + bonus
         out[ch.path] = (score, named, words)
     return out
+
+
+def _stale_chapters(snapshot: _Snapshot, view: _View, chapter: int) -> frozenset[str]:
+    """Earlier chapters whose newest text is not the one valid before ``chapter``
+    (rewritten later in the story's time): they are read only through their levels."""
+    return frozenset(
+        c.path
+        for c in snapshot.passage_index().chapters
+        if c.ordinal < chapter
+        and ((row := view.get(c.path, "L2")) is None or row.version != c.version)
+    )
+
+
+def _passage_hits(
+    snapshot: _Snapshot,
+    chapter: int,
+    scene: Sequence[str],
+    visible: Mapping[str, Resource],
+    query_terms: frozenset[str],
+    settings: AssemblySettings,
+    stale: frozenset[str],
+) -> list[PassageHit]:
+    index = snapshot.passage_index()
+    names = {
+        path: [
+            found
+            for name in dict.fromkeys((visible[path].title, *visible[path].aliases))
+            if (found := _terms(name))
+        ]
+        for path in scene
+    }
+    return index.search(
+        chapter, query_terms, names, entity_weight=settings.entity_weight, exclude=stale
+    )
+
+
+def _passage_reason(hit: PassageHit, title: Callable[[str], str]) -> str:
+    things = [title(p) for p in hit.named[:3]]
+    said = {t.casefold() for t in things}
+    things += [f"“{w}”" for w in hit.words if w not in said and not any(w in t for t in said)][
+        : max(0, 3 - len(things))
+    ]
+    listed = things[0] if len(things) == 1 else ", ".join(things[:-1]) + " and " + things[-1]
+    return f"a passage of chapter {hit.ordinal} on {listed}"
 
 
 def assemble_context(
@@ -615,7 +762,7 @@ def assemble_context(
 
     # 4. Relation links one hop from the scene's entities.
     relations = [r for r in snapshot.relations if r.chapter < chapter]
-    introduced: dict[str, int] = {}
+    introduced: dict[str, float] = {}
     links = 0
     for index, path in enumerate(scene):
         touching = sorted(
@@ -659,10 +806,34 @@ def assemble_context(
                     score=599.0 - links / 100,
                 )
 
-    # 5 and 6. Chapters: the best ones deeper, the rest in brief (arcs first when long).
+    # 5. Passages of earlier chapters: the paragraphs that name the scene's entities (by
+    # any alias) or share the request's words, best first.
     earlier = [c for c in snapshot.chapters if c.ordinal < chapter]
     query_terms = _terms(f"{request.prompt}\n{request.outline}")
-    scores = _chapter_scores(snapshot, view, earlier, chapter, scene, query_terms, introduced)
+    stale = _stale_chapters(snapshot, view, chapter)
+    hits = _passage_hits(snapshot, chapter, scene, visible, query_terms, settings, stale)
+    share = int(request.budget_tokens * settings.passage_share)
+    planned_cost = 0
+    passage_weight: dict[str, float] = {}
+    for hit in hits:
+        cost = snapshot.passage_estimate(hit)
+        planned = planned_cost + cost <= share
+        if planned:
+            planned_cost += cost
+        passage_weight[hit.path] = passage_weight.get(hit.path, 0.0) + hit.score
+        planner.add_passage(
+            hit,
+            planned=planned,
+            reason=_passage_reason(hit, title),
+            score=450.0 + min(hit.score, 49.0),
+        )
+    # A chapter with many good passages is worth reading whole.
+    weights = dict(introduced)
+    for path, weight in passage_weight.items():
+        weights[path] = weights.get(path, 0.0) + min(weight / 20.0, 5.0)
+
+    # 6 and 7. Chapters: the best ones deeper, the rest in brief (arcs first when long).
+    scores = _chapter_scores(snapshot, view, earlier, chapter, scene, query_terms, weights)
     ranked = sorted(earlier, key=lambda c: (-scores[c.path][0], -c.ordinal, c.path))
     recent = {c.path for c in earlier[-settings.recent_chapters :]}
 
@@ -687,7 +858,7 @@ def assemble_context(
     for rank, ch in enumerate(best):
         planner.add(
             ch.path,
-            top="L2" if rank < settings.deep_chapters else "L1",
+            top="L2",
             plan="L1",
             reason=chapter_reason(ch),
             section=_CHAPTERS,
@@ -724,7 +895,7 @@ def assemble_context(
             if ch.parent not in keep and ch.path not in recent:
                 planner.add(
                     ch.path,
-                    top="L1",
+                    top="L2",
                     plan=None,
                     reason=chapter_reason(ch),
                     section=_CHAPTERS,
@@ -734,7 +905,7 @@ def assemble_context(
     for ch in sorted(in_brief, key=lambda c: (-scores[c.path][0], -c.ordinal, c.path)):
         planner.add(
             ch.path,
-            top="L1",
+            top="L2",
             plan="L0",
             reason=chapter_reason(ch),
             section=_CHAPTERS,
@@ -766,16 +937,20 @@ def assemble_context(
             )
 
     # The plan, in priority order, each at the richest planned level that still fits;
-    # then the deep reads, the upgrades, more candidates, and upgrades once more.
+    # then the deep reads, the passages past the plan's share, the upgrades (chapters
+    # read whole, the most relevant first), more candidates, and upgrades once more.
     for candidate in planner.planned:
         planner.take(candidate, cast(Level, candidate.plan))
     for ch in best[: settings.deep_chapters]:
         deep = planner.candidates.get(ch.path)
         if deep is not None and deep.chosen is not None:
             planner.take(deep, "L2")
+    planner.add_extras(min_score=450.0)
     planner.upgrade_all()
     planner.add_extras()
     planner.upgrade_all()
+    fill = [ch for ch in ranked if ch.path not in stale]
+    planner.fill_with_passages(fill, chapter_reason)
     assembled = _render(planner, request, state)
     # The estimates carry slack per piece; what the exact count leaves over goes to one
     # more round of upgrades and candidates (the final count still holds the cap).
@@ -784,7 +959,8 @@ def assemble_context(
         planner.used = assembled.tokens
         planner.upgrade_all()
         planner.add_extras()
-        if any(c.chosen != before[path] for path, c in planner.candidates.items()):
+        planner.fill_with_passages(fill, chapter_reason)
+        if any(c.chosen != before.get(path) for path, c in planner.candidates.items()):
             assembled = _render(planner, request, state)
     return assembled
 
@@ -795,28 +971,35 @@ def _render(planner: _Planner, request: ContextRequest, state: int) -> Assembled
     chosen.sort(key=lambda c: (c.section, c.order, c.path))
     pieces: list[ContextPiece] = []
     seen: set[str] = set()
+    value: dict[str, float] = {}
     for candidate in chosen:
         level = cast(Level, candidate.chosen)
-        row = planner._row(candidate.path, level)
-        body = snapshot.text(row)
+        hit = candidate.passage
+        if hit is not None:
+            body = snapshot.passage_text(hit)
+            version = hit.version
+            uri = passage_uri(resource_uri(request.book_id, hit.path), hit.start, hit.end)
+        else:
+            row = planner._row(candidate.path, level)
+            body = snapshot.text(row)
+            version = row.version
+            uri = resource_uri(request.book_id, candidate.path)
         key = body.strip()
         if key in seen:  # the same text under two paths is read once
             continue
         seen.add(key)
-        uri = resource_uri(request.book_id, candidate.path)
-        text = render_piece(uri, level, row.version, body)
+        text = render_piece(uri, level, version, body)
+        path = hit.path if hit is not None else candidate.path
         pieces.append(
-            ContextPiece(
-                uri, candidate.path, level, row.version, candidate.reason, text, count_tokens(text)
-            )
+            ContextPiece(uri, path, level, version, candidate.reason, text, count_tokens(text))
         )
+        value[uri] = candidate.score
     text = "".join(p.text for p in pieces)
     tokens = count_tokens(text)
     # The estimate keeps slack for merges at piece edges; should the joined count still
     # exceed the budget, the least valuable pieces go, whole.
-    by_value = {p.path: planner.candidates[p.path].score for p in pieces}
     while tokens > request.budget_tokens and pieces:
-        drop = min(pieces, key=lambda p: (by_value[p.path], p.path))
+        drop = min(pieces, key=lambda p: (value[p.uri], p.uri))
         pieces.remove(drop)
         text = "".join(p.text for p in pieces)
         tokens = count_tokens(text)

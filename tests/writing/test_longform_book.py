@@ -107,6 +107,8 @@ def test_the_benchmark_runs_at_a_tiny_size(capsys: pytest.CaptureFixture[str]) -
         "20",
         "--assemblies",
         "60",
+        "--part",
+        "storage",
     ]
     try:
         bench.main()
