@@ -66,6 +66,7 @@ from storyloom.writing.monitor import (
     extract_claims,
     subject_names,
 )
+from storyloom.writing.passages import prepare_passages
 from storyloom.writing.profiles import PROFILE_TYPE_OF_KIND, render_profile
 from storyloom.writing.prose_reader import (
     discover_entities,
@@ -896,7 +897,15 @@ class Curator:
         source_uri = chapter.uri
         facts = [
             Fact(
-                c.subject, c.attribute, c.value, ordinal, c.category, source_uri, c.evidence, out.id
+                c.subject,
+                c.attribute,
+                c.value,
+                ordinal,
+                c.category,
+                source_uri,
+                c.evidence,
+                out.id,
+                source="agent" if extraction.source == "agent" else "prose",
             )
             for c in extraction.facts
             if _memorable(c, current)
@@ -1083,6 +1092,9 @@ class Curator:
         result = self.step_result(out.id, "profiles") or {}
         paths = list(result.get("paths", [])) or [self.store.chapter(out.book_id, out.chapter).path]
         report = await asyncio.to_thread(self.store.index_levels, out.book_id, paths)
+        # Cut the chapters into Role A's passages now, not on the first context request.
+        chapter_path = self.store.chapter(out.book_id, out.chapter).path
+        await asyncio.to_thread(prepare_passages, self.store, out.book_id, [chapter_path])
         provider = self._embeddings() if self._embeddings is not None else None
         vectors = 0
         if provider is not None:
