@@ -67,7 +67,7 @@ from storyloom.writing.monitor import (
     subject_names,
 )
 from storyloom.writing.passages import prepare_passages
-from storyloom.writing.profiles import PROFILE_TYPE_OF_KIND, render_profile
+from storyloom.writing.profiles import PROFILE_TYPE_OF_KIND, profile_resource, render_profile
 from storyloom.writing.prose_reader import (
     discover_entities,
     found_entity_resources,
@@ -937,7 +937,7 @@ class Curator:
                 levels += render_profile(entity, mine, later, path=texts.path).writes(later)
             folder = PROFILE_TYPE_OF_KIND.get(entity.kind, "world-state")
             if texts.path not in existing:
-                resources.append(_profile_resource(book_id, texts.path, entity, folder))
+                resources.append(profile_resource(book_id, texts.path, entity, folder))
             refs.append(
                 ProfileRef(type=folder, name=entity.title, uri=resource_uri(book_id, texts.path))
             )
@@ -1275,17 +1275,3 @@ def _merged(stored: Sequence[Fact], new: Sequence[Fact]) -> list[Fact]:
     by_key = {(f.attribute, f.chapter): f for f in stored}
     by_key.update({(f.attribute, f.chapter): f for f in new})
     return sorted(by_key.values(), key=lambda f: (f.attribute, f.chapter))
-
-
-def _profile_resource(book_id: str, path: str, entity: Resource, folder: str) -> Resource:
-    return Resource(
-        book_id,
-        path,
-        "profile",
-        entity.title,
-        path.rsplit("/", 1)[0],
-        0,
-        entity.chapter_from,
-        (),
-        {"profileType": folder, "subject": entity.path},
-    )

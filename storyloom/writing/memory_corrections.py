@@ -24,7 +24,12 @@ from storyloom.writing.book_store import (
     Resource,
     ResourceNotFound,
 )
-from storyloom.writing.profiles import PROFILE_TYPE_OF_KIND, profile_path, render_profile
+from storyloom.writing.profiles import (
+    PROFILE_TYPE_OF_KIND,
+    profile_path,
+    profile_resource,
+    render_profile,
+)
 from storyloom.writing.uris import invalid, normalize_path, slug
 from storyloom.writing.views import (
     EntityEdit,
@@ -198,19 +203,7 @@ class MemoryCorrections:
             self.store.resource(book_id, path)
         except NotFound:
             folder = PROFILE_TYPE_OF_KIND.get(entity.kind, "world-state")
-            resources.append(
-                Resource(
-                    book_id,
-                    path,
-                    "profile",
-                    entity.title,
-                    path.rsplit("/", 1)[0],
-                    0,
-                    entity.chapter_from,
-                    (),
-                    {"profileType": folder, "subject": entity.path},
-                )
-            )
+            resources.append(profile_resource(book_id, path, entity, folder))
         self.store.commit_chapter_memory(book_id, levels=writes, resources=resources)
 
     # -- entities ------------------------------------------------------------------------

@@ -110,3 +110,18 @@ def _abstract(head: str, parts: Sequence[str]) -> str:
             break
         text = candidate
     return text
+
+
+def profile_resource(book_id: str, path: str, entity: Resource, folder: str) -> Resource:
+    """The profile resource of ``entity`` at ``path`` (a folder of /profiles)."""
+    return Resource(
+        book_id,
+        path,
+        "profile",
+        entity.title,
+        path.rsplit("/", 1)[0],
+        0,
+        entity.chapter_from,
+        (),
+        {"profileType": folder, "subject": entity.path},
+    )

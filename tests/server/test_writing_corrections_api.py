@@ -9,7 +9,6 @@ silver") from the chapter as a fact, which is what the rejection must outlast.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +17,12 @@ import pytest
 
 from storyloom.store.database import Database
 from storyloom.writing.book_store import BookStore, Fact, Relation
+from tests.server.test_writing_api import api, home, ok
 
-API = "/api/writing"
+__all__ = ["api", "home"]  # fixtures shared with the writing API tests
 MARA = "/entities/characters/mara"
 CAPTAIN = "/entities/characters/the-captain"
 OREN = "/entities/characters/oren"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    return home
-
-
-@pytest.fixture
-def api(home: Path, start_server: Callable[..., Any]) -> Iterator[httpx.Client]:
-    server = start_server(home)
-    with httpx.Client(base_url=server.url + API, timeout=30) as client:
-        yield client
-
-
-def ok(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json() if response.content else None
 
 
 def store_of(home: Path) -> BookStore:

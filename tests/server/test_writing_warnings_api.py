@@ -6,39 +6,19 @@ chapter with the legal progression stays quiet."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from storyloom.store.database import Database
 from storyloom.writing.book_store import BookStore, Fact
+from tests.server.test_writing_api import api, home, ok
 
-API = "/api/writing"
+__all__ = ["api", "home"]  # fixtures shared with the writing API tests
 CURATION_DEADLINE_S = 60
 ANNA = "/entities/characters/anna"
 TOMAS = "/entities/characters/tomas"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    return home
-
-
-@pytest.fixture
-def api(home: Path, start_server: Callable[..., Any]) -> Iterator[httpx.Client]:
-    server = start_server(home)
-    with httpx.Client(base_url=server.url + API, timeout=30) as client:
-        yield client
-
-
-def ok(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json() if response.content else None
 
 
 def curated(api: httpx.Client, book_id: str, count: int) -> None:
