@@ -53,14 +53,20 @@ def still_answers(server: LiveServer) -> None:
     assert httpx.get(f"{server.url}/api/health", timeout=30).status_code == 200
 
 
-def raw_request(server: LiveServer, head: str, body: bytes = b"") -> httpx.Response:
-    """One HTTP/1.1 request written as bytes (what httpx would not send or would clean)."""
+def raw_request(
+    server: LiveServer, head: str, body: bytes = b"", *, until_answered: bool = False
+) -> httpx.Response:
+    """One HTTP/1.1 request written as bytes (what httpx would not send or would clean).
+    Read until the server closes, or with ``until_answered`` until the answer's declared
+    length is in (a server draining a body the client never sends closes only later)."""
     address = urlsplit(server.url)
     with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
         sock.sendall(head.replace("\n", "\r\n").encode("latin-1") + b"\r\n" + body)
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
+            if until_answered and _answered(answer):
+                break
     head_bytes, _, content = answer.partition(b"\r\n\r\n")
     status_line, *header_lines = head_bytes.decode("latin-1").split("\r\n")
     headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in header_lines)}
@@ -72,6 +78,17 @@ def raw_request(server: LiveServer, head: str, body: bytes = b"") -> httpx.Respo
             rest = rest[chunk_start + size + 2 :]
         del headers["transfer-encoding"]
     return httpx.Response(int(status_line.split()[1]), headers=headers, content=content)
+
+
+def _answered(answer: bytes) -> bool:
+    head, found, content = answer.partition(b"\r\n\r\n")
+    if not found:
+        return False
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            return len(content) >= int(value)
+    return False
 
 
 def multipart(filename: bytes, content: bytes) -> tuple[str, bytes]:
@@ -455,6 +472,7 @@ def test_a_declared_length_over_the_default_limit_is_refused_before_the_body(
         live_server,
         "POST /api/chats HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n"
         f"Content-Length: {60 * 1024 * 1024}\nConnection: close\n",
+        until_answered=True,
     )
     assert "16 MB" in refused(response, 413)
     still_answers(live_server)
