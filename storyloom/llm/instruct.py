@@ -430,29 +430,23 @@ def _shows_name(turn: PromptTurn, instruct: InstructTemplate, names: _Names) -> 
 def _turn_sequences(
     turn: PromptTurn, instruct: InstructTemplate, position: Literal["first", "last", ""]
 ) -> tuple[str, str, str, str]:
-    """(prefix, prefix label, suffix, suffix label)."""
-    if turn.role == "system":
-        if instruct.system_same_as_user:
-            return instruct.input_sequence, "input sequence", instruct.input_suffix, "input suffix"
-        return (
-            instruct.system_sequence,
-            "system sequence",
-            instruct.system_suffix,
-            "system suffix",
-        )
-    if turn.role == "user":
-        prefix, label = instruct.input_sequence, "input sequence"
-        if position == "first" and instruct.first_input_sequence:
-            prefix, label = instruct.first_input_sequence, "first input sequence"
-        elif position == "last" and instruct.last_input_sequence:
-            prefix, label = instruct.last_input_sequence, "last input sequence"
-        return prefix, label, instruct.input_suffix, "input suffix"
-    prefix, label = instruct.output_sequence, "output sequence"
-    if position == "first" and instruct.first_output_sequence:
-        prefix, label = instruct.first_output_sequence, "first output sequence"
-    elif position == "last" and instruct.last_output_sequence:
-        prefix, label = instruct.last_output_sequence, "last output sequence"
-    return prefix, label, instruct.output_suffix, "output suffix"
+    """(prefix, prefix label, suffix, suffix label); a label is the template's field name
+    in words ("first output sequence")."""
+    if turn.role == "system" and not instruct.system_same_as_user:
+        side, variants = "system", False
+    else:
+        # A system turn written as the user's has no first/last variant of its own.
+        side, variants = ("output" if turn.role == "assistant" else "input"), turn.role != "system"
+    prefix = f"{side}_sequence"
+    if variants and position and getattr(instruct, f"{position}_{prefix}"):
+        prefix = f"{position}_{prefix}"
+    suffix = f"{side}_suffix"
+    return (
+        str(getattr(instruct, prefix)),
+        prefix.replace("_", " "),
+        str(getattr(instruct, suffix)),
+        suffix.replace("_", " "),
+    )
 
 
 def _add_turn(
@@ -1017,6 +1011,21 @@ class TemplateLibrary:
 
     def __init__(self, home: Path | None) -> None:
         self.home = home
+        # path → (mtime_ns, size, parsed JSON): the settings in force resolve templates on
+        # every read, so a file is parsed again only when it changed.
+        self._parsed: dict[Path, tuple[int, int, dict[str, Any]]] = {}
+
+    def _read(self, path: Path) -> dict[str, Any]:
+        try:
+            stat = path.stat()
+        except OSError:
+            return _read_json(path)  # names the file and why it cannot be read
+        cached = self._parsed.get(path)
+        if cached is not None and cached[:2] == (stat.st_mtime_ns, stat.st_size):
+            return dict(cached[2])
+        data = _read_json(path)
+        self._parsed[path] = (stat.st_mtime_ns, stat.st_size, data)
+        return dict(data)
 
     def _folder(self, kind: TemplateKind) -> Path | None:
         return None if self.home is None else self.home / kind
@@ -1029,7 +1038,7 @@ class TemplateLibrary:
             return found
         for path in sorted(folder.glob("*.json")):
             try:
-                data = _read_json(path)
+                data = self._read(path)
             except FileFormatError:
                 found.setdefault(path.stem, path)
                 continue
@@ -1038,7 +1047,7 @@ class TemplateLibrary:
         return found
 
     def _load(self, kind: TemplateKind, path: Path, name: str) -> Any:
-        data = _read_json(path)
+        data = self._read(path)
         data.setdefault("name", name)
         try:
             return _MODELS[kind].model_validate(data)

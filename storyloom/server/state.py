@@ -76,9 +76,12 @@ class ServerState:
     tools: ToolHost = field(init=False)
     writing: WritingStudio = field(init=False)
     local_models: LocalModels = field(init=False)
+    templates: TemplateLibrary = field(init=False)
+    """The instruct and context templates (built in, and imported into the data directory)."""
 
     def __post_init__(self) -> None:
         self.local_models = LocalModels(log_dir=self.home / "logs", embedded=self.run_local_models)
+        self.templates = TemplateLibrary(self.home)
         self._local_sync = threading.Lock()
         if self.node_registry is None:
             self.node_registry = fresh_node_registry()
@@ -126,7 +129,7 @@ class ServerState:
         # The enabled plugins' scripts/ folders, for chat:Script and /api/scripts.
         self.workflows.services.script_folders = plugins.enabled_folders
         # Text-completion prompts use the templates imported into the data directory too.
-        self.workflows.services.prompt_templates = TemplateLibrary(self.home)
+        self.workflows.services.prompt_templates = self.templates
         self.workflow_runs = RunManager(self.workflows, self.hub)
         self.turn_tree = TurnTree(self.database)
         # A reply cut off by a killed server is kept as it was flushed, marked partial.
@@ -238,7 +241,7 @@ class ServerState:
         pointing at it while it runs, and each text-completion role carrying its instruct
         and context templates."""
         effective = self.local_models.apply(self.loaded.effective)
-        return TemplateLibrary(self.home).resolve_settings(effective)
+        return self.templates.resolve_settings(effective)
 
     @property
     def configured_settings(self) -> Settings:

@@ -34,7 +34,7 @@ _ERRORS = error_responses(400, 404, 409, 413, 422)
 
 
 def _library(request: Request) -> TemplateLibrary:
-    return TemplateLibrary(server_state(request).home)
+    return server_state(request).templates
 
 
 class TemplateEntry(BaseModel):
