@@ -195,15 +195,27 @@ def main() -> None:
     if args.part != "storage":
         quick = args.quick
         budget = 3_000 if quick else BUDGET  # quick: a budget the small book exceeds
+        # Full size is the manuscript: 80 chapters of about 1,500 words (120,000),
+        # and a 20-chapter Chinese book of about 2,900 characters a chapter (a web novel's
+        # chapter runs 2,000-4,000).
         path_run(
             "en",
             12 if quick else args.path_chapters,
             8 if quick else 12,
-            10 if quick else 16,
+            10 if quick else 22,
             4 if quick else 12,
             budget,
+            4 if quick else 6,
         )
-        path_run("zh", 6 if quick else 20, 6, 8 if quick else 14, 3 if quick else 6, budget)
+        path_run(
+            "zh",
+            6 if quick else 20,
+            6,
+            8 if quick else 28,
+            3 if quick else 6,
+            budget,
+            4 if quick else 6,
+        )
 
 
 def storage(args: argparse.Namespace) -> None:

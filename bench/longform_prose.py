@@ -229,6 +229,57 @@ _FILLER_EN = (
     "Two sailors argued about the price of rope outside the chandlery.",
     "The bells of the old church rang the hour a little late, as they had for years.",
     "Smoke hung over the roofs and the town smelled of wet ash.",
+    "The ferry was late again, and the crowd on the steps grew loud and then quiet.",
+    "Salt had crusted on every railing along the front, white as frost.",
+    "In the square the fishwives were packing up, sluicing their boards with buckets.",
+    "A fiddler played under the arcade for coins that did not come.",
+    "The tide went out so far that morning that the old wreck showed its ribs.",
+    "Lanterns swung on the masts of the herring boats, small and yellow.",
+    "Someone had chalked a warning on the customs house door, and someone else had rubbed it out.",
+    "The baker's oven smoked, and the smell of burnt crust hung in the lane.",
+    "Carters cursed the mud at the bottom of the hill, where it never dried.",
+    "The church clock said one thing and the harbour bell another.",
+    "Clouds piled up over the headland, heavy and slate-coloured.",
+    "A pair of customs men walked the quay slowly, looking at nothing in particular.",
+    "Washing hung between the houses, stiff with the cold.",
+    "The gulls were quieter than usual, as if they knew something.",
+    "It was the sort of damp that got into boots and stayed there.",
+    "At the chandlery they were out of tar again, and said so to everyone who asked.",
+)
+# What the cast does between the facts: characters are named in most paragraphs, as in a
+# novel, so a keyword search for a name finds many paragraphs, not only the ones that state
+# something about that person. Nothing here is a fact of the vocabulary.
+_ACTIONS_EN = (
+    "{a} poured {b} a cup of tea and said nothing.",
+    "{a} and {b} argued about the price of salt.",
+    "{a} watched the boats come in, counting them.",
+    "{a} asked {b} whether the ferry would run.",
+    "{a} laughed at something {b} said.",
+    "{a} stacked the crates by the door.",
+    "{a} read the harbour notices twice.",
+    "{b} waited while {a} counted the coins.",
+    "{a} mended a net on the steps.",
+    "{a} told {b} the news from upriver.",
+    "{a} bought bread and salt fish at the stall.",
+    "{a} walked with {b} as far as the bridge.",
+    "{a} swept the step and looked at the sky.",
+    "{a} sent {b} a note about the tide tables.",
+    "{a} wondered aloud where {b} had been all morning.",
+    "{b} found {a} by the customs house.",
+)
+_ACTIONS_ZH = (
+    "{a}给{b}倒了一杯茶，什么也没说。",
+    "{a}和{b}为盐价争了几句。",
+    "{a}看着船一条条进港。",
+    "{a}问{b}渡船今天开不开。",
+    "{a}听了{b}的话，笑了起来。",
+    "{a}把木箱码在门边。",
+    "{a}把码头的告示读了两遍。",
+    "{b}等着{a}数铜钱。",
+    "{a}坐在台阶上补渔网。",
+    "{a}把上游的消息告诉了{b}。",
+    "{a}陪{b}走到桥头。",
+    "{b}在税关门口找到了{a}。",
 )
 _FILLER_ZH = (
     "雨从江口那边飘过来，街边的水沟里流着浑黄的水。",
@@ -241,6 +292,16 @@ _FILLER_ZH = (
     "这里的街巷很窄，房屋挤在一起，像在说闲话。",
     "傍晚来得早，沼泽那边的寒气也跟着来了。",
     "老庙的钟敲得晚了一些，这些年一直如此。",
+    "渡船又晚了，台阶上的人先是吵嚷，后来也安静下来。",
+    "栏杆上结了一层盐霜，白得像初冬的霜。",
+    "广场上的鱼贩在收摊，用水桶冲洗案板。",
+    "拱廊下有人拉胡琴，讨几个铜板，却没人理会。",
+    "潮水退得很远，露出了那条旧沉船的龙骨。",
+    "渔船桅杆上的灯笼晃来晃去，又小又黄。",
+    "面铺的炉子冒着烟，巷子里一股焦糊味。",
+    "山脚下的泥总也不干，赶车的人骂个不停。",
+    "云层压在岬角上，又沉又灰。",
+    "两个税丁沿着码头慢慢走，什么也不看。",
 )
 
 
@@ -249,7 +310,7 @@ def _en_sentences(c: Character, rng: random.Random) -> dict[str, list[str]]:
     return {
         "eyes": [
             "{n} looked up, and the lamplight caught eyes of a pale {v}.",
-            "Her eyes were {v}, people said, like the sea before a storm; {n} never believed it.",
+            "{n}'s eyes were {v}, people said, like the sea before a storm.",
             "There was something unsettling in {n}'s {v} eyes.",
         ],
         "hair": [
@@ -292,7 +353,7 @@ def _zh_sentences() -> dict[str, list[str]]:
         "scar": ["{n}的{v}上有一道细细的疤。"],
         "brother": ["{n}的哥哥{v}十五岁就出海了。"],
         "home": ["{n}住在{v}，说话还带着那里的口音。"],
-        "hidden:ledger": ["{n}把账本藏在{v}，谁也不会去找。"],
+        "hidden:账本": ["{n}把账本藏在{v}，谁也不会去找。"],
         "owes": ["{n}还欠{v}，这笔债压在心头。"],
         "oath": ["{n}曾发誓{v}，一直记着。"],
     }
@@ -304,8 +365,11 @@ def generate_prose_book(
     chapters: int = 80,
     characters: int = 12,
     paragraphs: int = 14,
+    sentences: int = 4,
     seed: int = 11,
 ) -> ProseBook:
+    """A book of ``chapters`` chapters of ``paragraphs`` paragraphs, each of about
+    ``sentences`` sentences of filler around what it states."""
     rng = random.Random(seed)
     cast: list[Character] = []
     if lang == "en":
@@ -336,7 +400,8 @@ def generate_prose_book(
                 "eyes": rng.choice(_COLOURS_EN),
                 "hair": rng.choice(_HAIR_EN),
                 "scar": rng.choice(_SCARS_EN),
-                "brother": f"{rng.choice(_EN_FIRST)} {c.name.split()[1]}",
+                "brother": f"{rng.choice([f for f in _EN_FIRST if f != c.first])}"
+                f" {c.name.split()[1]}",
                 "home": rng.choice(_TOWNS_EN[2:]),
                 "owes": f"{rng.randint(3, 90) * 10} crowns to {rng.choice(others).name}",
                 "oath": rng.choice(
@@ -362,7 +427,7 @@ def generate_prose_book(
                 "oath": rng.choice(("要替师父报仇", "永不再过江", "守住这座灯塔")),
             }
             if index % 3 == 0:
-                values["hidden:ledger"] = rng.choice(_PLACES_ZH)
+                values["hidden:账本"] = rng.choice(_PLACES_ZH)
         for attribute, value in sorted(values.items()):
             template = rng.choice(templates[attribute])
             name = rng.choice((c.name, c.first, c.name))
@@ -375,6 +440,9 @@ def generate_prose_book(
     movers = rng.sample(cast, min(4, len(cast)))
     for i, c in enumerate(movers):
         chapter = rng.randint(late - 1, max(late, chapters - 4))
+        # a change comes after what it changes, never beside it in the same chapter
+        stated = [f.chapter for fs in planned.values() for f in fs if f.subject == c.name]
+        chapter = min(max(chapter, max(stated, default=0) + 1), chapters)
         match i:
             case 0:
                 v = "silver" if lang == "en" else "银色"
@@ -408,12 +476,29 @@ def generate_prose_book(
                 )
                 plant(ProseFact(c.name, "status", "dead", chapter, s, change=True))
     book = ProseBook(lang, "The Salt Ledger" if lang == "en" else "盐账", cast, [], [])
+    died = {
+        f.subject: f.chapter
+        for fs in planned.values()
+        for f in fs
+        if f.attribute == "status" and f.value == "dead"
+    }
+    actions = _ACTIONS_EN if lang == "en" else _ACTIONS_ZH
+
+    def scene(number: int) -> str:
+        """One of the living cast doing something, sometimes with another."""
+        alive = [c for c in cast if died.get(c.name, chapters + 1) > number]
+        a, b = rng.sample(alive, 2)
+        forms = [
+            (c.name, c.first, c.alias.capitalize() if lang == "en" else c.alias) for c in (a, b)
+        ]
+        return rng.choice(actions).format(a=rng.choice(forms[0]), b=rng.choice(forms[1]))
+
     for number in range(1, chapters + 1):
         facts = planned.get(number, [])
         slots = rng.sample(range(paragraphs), min(len(facts), paragraphs))
         paras: list[str] = []
         for p in range(paragraphs):
-            body = rng.sample(filler, 4)
+            body = rng.sample(filler, sentences)
             if p in slots:
                 fact = facts[slots.index(p)]
                 c = next(x for x in cast if x.name == fact.subject)
@@ -423,12 +508,12 @@ def generate_prose_book(
                     if lang == "en"
                     else f"{rng.choice((c.name, c.first, c.alias))}一早就到了码头。"
                 )
-                body = [lead, body[0], fact.sentence, body[1]]
+                half = max(1, (sentences - 2) // 2)
+                body = [lead, *body[:half], fact.sentence, *body[half : sentences - 2]]
                 book.facts.append(fact)
-            elif rng.random() < 0.5:
-                c = rng.choice(cast)
-                who = rng.choice((c.name, c.first, c.alias.capitalize()))
-                body.insert(1, f"{who} said nothing of it." if lang == "en" else f"{who}没有多说。")
+            else:
+                body[1] = scene(number)
+                body[-1] = scene(number)
             paras.append((" " if lang == "en" else "").join(body))
         for fact in facts[paragraphs:]:  # more facts than paragraphs: add one each
             paras.append(fact.sentence)
@@ -459,7 +544,9 @@ def probes(book: ProseBook, count: int, seed: int = 5) -> list[Probe]:
 
 
 def contradictions(book: ProseBook, chapter: int) -> list[Contradiction]:
-    """Sentences for a new chapter ``chapter`` that break facts stated before it."""
+    """Sentences for a new chapter ``chapter`` that break facts stated before it: a dead
+    character who speaks or acts, an eye or hair colour that is not the newest, rooms in a
+    town the character does not live in (or has moved away from), a wrong brother."""
     out: list[Contradiction] = []
     en = book.lang == "en"
     before = [f for f in book.facts if f.chapter < chapter]
@@ -470,9 +557,15 @@ def contradictions(book: ProseBook, chapter: int) -> list[Contradiction]:
         match attribute:
             case "status" if fact.value == "dead":
                 s = (
-                    f'"Not tonight," {subject} said, and walked out into the rain.'
+                    f'"Not tonight," {subject} said quietly.'
                     if en
-                    else f"{subject}说：“今晚不行。”说完走进了雨里。"
+                    else f"{subject}说：“今晚不行。”"
+                )
+                out.append(Contradiction("dead-speaks", subject, "status", s))
+                s = (
+                    f"{subject} opened the door and walked out into the rain."
+                    if en
+                    else f"{subject}推开门，走进了雨里。"
                 )
                 out.append(Contradiction("dead-acts", subject, "status", s))
             case "eyes":
@@ -493,10 +586,15 @@ def contradictions(book: ProseBook, chapter: int) -> list[Contradiction]:
                 )
                 out.append(Contradiction("attribute", subject, "hair", s))
             case "home":
-                place = "Kesmere" if fact.value != "Kesmere" else "Orsk"
-                if not en:
-                    place = "洛阳" if fact.value != "洛阳" else "成都"
-                s = f"{subject} lives in {place} now." if en else f"{subject}住在{place}。"
+                stale = [f.value for f in before if (f.subject, f.attribute) == (subject, "home")]
+                place = stale[0] if len(stale) > 1 else ("Kesmere" if en else "洛阳")
+                if place == fact.value:
+                    place = "Orsk" if en else "成都"
+                s = (
+                    f"The rain had got into {subject}'s rooms in {place} again."
+                    if en
+                    else f"{subject}住在{place}。"
+                )
                 out.append(Contradiction("whereabouts", subject, "home", s))
             case "brother":
                 s = (
@@ -508,21 +606,76 @@ def contradictions(book: ProseBook, chapter: int) -> list[Contradiction]:
     return out
 
 
-def lost_limb(book: ProseBook, chapter: int) -> tuple[ProseFact, Contradiction]:
-    """A lost arm stated in ``chapter`` - 1 and a sentence in ``chapter`` that uses it."""
-    c = book.characters[-1]
+def consistent(book: ProseBook, chapter: int) -> list[str]:
+    """Sentences for a new chapter ``chapter`` that agree with every newest fact, mention
+    the dead only in memory, and make legal changes (a move, a dye): none may warn."""
     en = book.lang == "en"
-    fact = ProseFact(
-        c.name,
-        "lost_limb",
-        "left arm" if en else "左臂",
-        chapter - 1,
-        f"{c.name} lost his left arm at the mill." if en else f"{c.name}在磨坊失去了左臂。",
-    )
+    out: list[str] = []
+    newest: dict[tuple[str, str], ProseFact] = {}
+    for f in book.facts:
+        if f.chapter < chapter:
+            newest[(f.subject, f.attribute)] = f
+    dead = {s for (s, a), f in newest.items() if a == "status" and f.value == "dead"}
+    for (subject, attribute), fact in sorted(newest.items()):
+        v = fact.value
+        if subject in dead:
+            if attribute == "status":
+                out.append(
+                    f"Years ago, {subject} had walked these same streets."
+                    if en
+                    else f"{subject}生前常走这条街，大家都还记得。"
+                )
+            continue
+        match attribute:
+            case "eyes":
+                out.append(
+                    f"{subject}'s {v} eyes narrowed." if en else f"{subject}眯起了{v}的眼睛。"
+                )
+            case "hair":
+                out.append(
+                    f"{subject} pushed back a lock of {v} hair."
+                    if en
+                    else f"{subject}拨开一缕{v}的头发。"
+                )
+            case "home":
+                out.append(
+                    f"The rain had got into {subject}'s rooms in {v} again."
+                    if en
+                    else f"{subject}住在{v}。"
+                )
+            case "brother":
+                out.append(
+                    f"{subject}'s brother {v} waited by the door."
+                    if en
+                    else f"{subject}的哥哥{v}等在门口。"
+                )
+    living = sorted({c.name for c in book.characters} - dead)
+    if living:
+        out.append(
+            f"{living[0]} moved to Veyle in the autumn, to be near the water."
+            if en
+            else f"{living[0]}秋天搬到了泉州。"
+        )
+    if len(living) > 1:
+        out.append(
+            f"{living[1]} had dyed her hair blue by midsummer."
+            if en
+            else f"{living[1]}把头发染成了蓝色。"
+        )
+    return out
+
+
+def lost_limb(book: ProseBook) -> tuple[str, Contradiction]:
+    """A sentence in which a living character loses his left arm, and one (for a later
+    chapter) in which he uses it."""
+    dead = {f.subject for f in book.facts if f.attribute == "status"}
+    c = next(x for x in reversed(book.characters) if x.name not in dead)
+    en = book.lang == "en"
+    stated = f"{c.name} lost his left arm at the mill." if en else f"{c.name}在磨坊失去了左臂。"
     use = Contradiction(
         "lost-limb",
         c.name,
         "lost_limb",
         f"{c.name} raised his left arm to wave." if en else f"{c.name}举起左臂挥了挥手。",
     )
-    return fact, use
+    return stated, use

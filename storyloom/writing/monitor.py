@@ -486,7 +486,8 @@ def extract_claims(
     used, other attributes whose value some fact of the book has used, world rules and
     the narrative person. Pronouns are resolved (:mod:`storyloom.writing.referents`);
     sentences of memory or flashback say nothing about now. One claim per (subject,
-    attribute, value), with its first sentence."""
+    attribute, value), with its first sentence, except that every sentence in which the
+    dead act or a lost limb is used is a claim of its own."""
     lex = lexicon or Lexicon.build(store, book_id)
     current = store.facts_as_of(book_id, chapter)
     lost: dict[str, list[Fact]] = {}
@@ -501,6 +502,8 @@ def extract_claims(
 
     def add(claim: Claim) -> None:
         key = (claim.subject, claim.attribute, _norm(claim.value))
+        if claim.uses or (claim.attribute == "status" and claim.value == "alive"):
+            key = (*key[:2], f"{key[2]}\x1f{claim.evidence}")  # each such sentence needs a fix
         if key not in claims or (claim.change and not claims[key].change):
             claims[key] = claim
 
@@ -980,7 +983,10 @@ def check_claims(
         if claim.attribute.casefold() == "status" and _norm(expected.value) in _DEAD:
             category = "timeline"
         value = found or claim.value
-        mark = fingerprint(book_id, chapter, claim.subject, claim.attribute, value)
+        # Each sentence in which the dead act or a lost limb is used needs its own fix.
+        per_sentence = claim.uses or category == "timeline"
+        said = f"{value}\x1f{claim.evidence}" if per_sentence else value
+        mark = fingerprint(book_id, chapter, claim.subject, claim.attribute, said)
         if mark in out:
             continue
         out[mark] = Finding(

@@ -105,6 +105,14 @@ _ZH_NOT_NAMES = _word_set(
     "哥哥 弟弟 姐姐 妹妹 父亲 母亲 爸爸 妈妈 儿子 女儿 丈夫 妻子 先生 小姐 夫人 老师 师父 "
     "大人 公子 姑娘 东西 时候 地方 这里 那里 后来 然后 突然 已经"
 )
+# The commonest Chinese surnames (single characters), for names jieba does not know.
+_ZH_SURNAMES = frozenset(
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程"
+    "苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝"
+    "龚邵万钱严覃武戴莫孔向汤柳楚燕岳柏"
+)
+# Characters that end a name run rather than continue it (numbers, verbs, particles).
+_ZH_NOT_IN_NAME = "一二三四五六七八九十百千两等在是的了就也都还已曾正便又说把被和与从向对"
 _ZH_PERSON_AFTER = regex.compile(
     r"^(?:说|笑|看|望|把|欠|失去|死|也|站|走|喜欢|发誓|搬|住|留着|有|是一|想|问|答|点头|摇头|"
     r"的(?:哥哥|弟弟|姐姐|妹妹|父亲|母亲|女儿|儿子|丈夫|妻子|左|右|脸|眼|头发|手))"
@@ -139,6 +147,8 @@ class _Candidate:
     """Occurrences not at a sentence start (where any word is capitalised)."""
     place: int = 0
     person: int = 0
+    cued: int = 0
+    """Occurrences a person's word stands beside (说, 的哥哥, 看着...)."""
     first: int = 0
     titles: Counter[str] = field(default_factory=Counter)
 
@@ -172,6 +182,9 @@ def _discover_en(
         for match in _NAME_RUN.finditer(text):
             words = match.group(0).split()
             start = match.start()
+            # "Mara Quill's" is Mara Quill, said with a possessive.
+            if words and words[-1].endswith(("'s", "’s")):
+                words[-1] = words[-1][:-2]
             # Strip sentence-opening function words and titles off the front.
             title = ""
             while words and (words[0].casefold() in _NOT_NAMES or words[0].casefold() in TITLES):
@@ -223,8 +236,13 @@ def _merge_en(
     for name in keep:
         if " " in name:
             continue
-        holders = [f for f in full if name in f.split()]
-        if len(holders) == 1:
+        holders = sorted((f for f in full if name in f.split()), key=lambda f: -keep[f].count)
+        # "Wren" is Wren Ashby's, named on every page, not Wren Dorne's, her cousin named
+        # once: a name two full names share goes to one that far outnumbers the rest.
+        if len(holders) == 1 or (
+            len(holders) > 1
+            and keep[holders[0]].count >= 3 * sum(keep[h].count for h in holders[1:])
+        ):
             owner[name] = holders[0]
     out: list[FoundEntity] = []
     for name in sorted(keep):
@@ -265,6 +283,8 @@ def _discover_zh(
     chapters: Sequence[str], first_chapter: int, min_mentions: int
 ) -> list[FoundEntity]:
     posseg: Any = _posseg()
+    posseg.dt.tokenizer.check_initialized()
+    frequency: Mapping[str, int] = posseg.dt.tokenizer.FREQ
     found: dict[str, _Candidate] = {}
     for offset, text in enumerate(chapters):
         position = 0
@@ -272,7 +292,13 @@ def _discover_zh(
             word, flag = str(pair.word), str(pair.flag)
             before = text[max(0, position - 3) : position]
             position += len(word)
-            if flag not in ("nr", "ns") or not 2 <= len(word) <= 4 or word in _ZH_NOT_NAMES:
+            if not 2 <= len(word) <= 4 or word in _ZH_NOT_NAMES:
+                continue
+            # jieba tags a name it has never seen as a noun now and then (方寒): a word
+            # that opens with a surname and is in no dictionary is a name as well.
+            if flag not in ("nr", "ns") and not (
+                word[0] in _ZH_SURNAMES and len(word) <= 3 and not frequency.get(word)
+            ):
                 continue
             if not all(_CJK.match(ch) for ch in word):
                 continue
@@ -283,6 +309,7 @@ def _discover_zh(
             after = text[position : position + 4]
             if _ZH_PERSON_AFTER.match(after) or _ZH_PERSON_BEFORE.search(before):
                 candidate.person += 2
+                candidate.cued += 1
             elif _ZH_PLACE_BEFORE.search(before):
                 candidate.place += 2
             elif flag == "ns":
@@ -298,14 +325,46 @@ def _discover_zh(
             found[stem].count += merged.count
             found[stem].place += merged.place
             found[stem].person += merged.person
+            found[stem].cued += merged.cued
             found[stem].first = min(found[stem].first, merged.first)
     out = []
+    text = "\n".join(chapters)
+    claimed: Counter[str] = Counter()
+    kept: list[tuple[str, _Candidate, EntityKind, list[str]]] = []
     for name, c in sorted(found.items()):
         if c.count < min_mentions:
             continue
         kind: EntityKind = "location" if c.place > c.person else "character"
-        out.append(FoundEntity(kind, name, (), first_chapter + c.first, c.count))
+        # A dictionary word jieba calls a name (钟声, 胡琴), or a run it glued together
+        # (上结), is a name only when used as one.
+        known = frequency.get(name, 0) > 0
+        if kind == "character" and c.cued < 2 and (known or name[0] not in _ZH_SURNAMES):
+            continue
+        nicknames = _zh_nicknames(name) if kind == "character" else []
+        aliases = [a for a in nicknames if text.count(a) >= 2]
+        claimed.update(aliases)
+        kept.append((name, c, kind, aliases))
+    # A nickname of exactly one person is theirs, not an entity of its own.
+    taken = {a for a, n in claimed.items() if n == 1}
+    for name, c, kind, aliases in kept:
+        if name in taken:
+            continue
+        mine = tuple(a for a in aliases if a in taken)
+        out.append(FoundEntity(kind, name, mine, first_chapter + c.first, c.count))
     return out
+
+
+def _zh_nicknames(name: str) -> list[str]:
+    """What a Chinese name 姓名 is called by among friends and kin: the given name (two
+    characters), 婉儿, 瑶瑶, 小瑶, 阿瑶, 寒哥, 青姑, 远叔, 川子, 老林."""
+    if not 2 <= len(name) <= 3 or name[0] not in _ZH_SURNAMES:
+        return []
+    given = name[1:]
+    last = given[-1]
+    out = [given] if len(given) == 2 else []
+    out += [given + "儿", last * 2, "小" + last, "阿" + last, "老" + name[0]]
+    out += [last + suffix for suffix in "哥姐叔姑婶伯妹弟爷娘嫂子"]
+    return [a for a in out if a != name]
 
 
 @lru_cache(maxsize=1)
@@ -356,7 +415,7 @@ class Reading:
 
 _COLOURS_EN = (
     "green|blue|grey|gray|brown|hazel|amber|black|silver|red|auburn|blond|blonde|golden|"
-    "gold|white|copper|chestnut|violet|ginger|sandy|dark brown|light brown|steel grey|"
+    "gold|white|copper|chestnut|violet|ginger|sandy|fair|dark|dark brown|light brown|steel grey|"
     "iron grey|ash blonde|jet black|pale blue|sea green|ice blue|coal black|raven black"
 )
 _COLOURS_ZH = "绿|蓝|灰|黑|褐|棕|琥珀|金|银|红|白|紫|赤|碧"
@@ -395,13 +454,22 @@ _OCCUPATIONS = (
     r"watchman|detective|journalist|painter|musician|singer|actor|actress|writer|poet|"
     r"librarian|archivist|scholar|professor|student|midwife|butcher|cook|chef|maid|"
     r"servant|steward|shipwright|navigator|surgeon|hunter|miner|weaver|potter|printer|"
-    r"translator|ferryman|lighthouse keeper|harbourmaster|harbour master|magistrate|judge"
+    r"translator|ferryman|lighthouse keeper|harbourmaster|harbour master|magistrate|judge|"
+    r"cooper|notary|chandler|lamplighter|glazier|tanner|fletcher|saddler|vintner|boatwright|"
+    r"wheelwright|shoemaker|cobbler|brewer|miller|bookbinder|locksmith|goldsmith|"
+    r"silversmith|stonemason|ropemaker|sailmaker|dockhand|porter|courier|herbalist|"
+    r"alchemist|bailiff|constable|sheriff|governess|tutor|gardener|shepherd|fishwife|"
+    r"ostler|groom|coachman|boatman|bargeman|lockkeeper|mapmaker|clockmaker|watchmaker"
 )
 _CLAUSE_END = r"(?=\s*(?:[,.;:!?—–\"”]|\band\b|\bbut\b|\bwhen\b|\bwhere\b|\bafter\b|\bbefore\b|$))"
 _RANK_WORDS = (
     r"captain|lieutenant|sergeant|commander|colonel|general|admiral|major|corporal|"
     r"inspector|chief inspector|superintendent|bishop|abbess|abbot"
 )
+
+# A name the book does not know as an entity: one or two capitalised words (case-sensitive
+# even inside the patterns' IGNORECASE).
+_CAPITALISED_NAME = r"(?-i:[A-Z][a-z'’\-]+(?:\s+[A-Z][a-z'’\-]+)?)"
 
 # Each pattern: (attribute, category, change, compiled-with-{P}-placeholders). P is the
 # person group (a name, a possessive or a pronoun); its resolution decides the subject.
@@ -417,6 +485,9 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
     )
     POSS = rf"(?P<who>(?:{person})(?:'s|’s)|her|his)"
     N = rf"(?P<name>{person})"
+    # A relative's name need not be one of the book's entities: a brother named once.
+    # "Ilse's brother Jory Corvin"; "Tobin's brother Sabine Lisle" is not Sabine Harrow.
+    KN = rf"(?P<name>(?:{person})(?:\s+(?-i:[A-Z][a-z'’\-]+))?|{_CAPITALISED_NAME})"
     C = rf"(?P<v>{_COLOURS_EN})"
     flags = regex.IGNORECASE
     raw: list[tuple[str, FactCategory, bool, str]] = [
@@ -438,6 +509,10 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("hair", "characterization", False,
          rf"\b{P}\s+(?:had|has|wore)\s+(?:her|his)?\s*(?:\w+\s+){{0,2}}?{C}\s+hair\b"),
         ("eyes", "characterization", False, rf"\b{P}\b[^.;]{{0,60}}?\beyes\s+the\s+{C}\s+of\b"),
+        ("eyes", "characterization", False,
+         rf"\b{P}\b[^.;]{{0,60}}?\beyes\s+of\s+(?:a\s+|an\s+)?(?:\w+\s+)?{C}\b"),
+        ("hair", "characterization", False,
+         rf"\b{P}\b[^.;]{{0,40}}?\b(?:lock|strand|curl|wisp|tuft|coil|braid)s?\s+of\s+(?:her\s+|his\s+)?(?:\w+\s+)?{C}\s+hair\b"),
         ("eyes", "characterization", False, rf"\b{P}\b[^.;]{{0,40}}?\bwith\s+{C}\s+eyes\b"),
         ("hair", "characterization", False, rf"\b{P}\b[^.;]{{0,40}}?\bwith\s+{C}\s+hair\b"),
         ("height", "characterization", False,
@@ -449,7 +524,7 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("height", "characterization", False,
          rf"\b{P}\s+stood\s+(?P<v>(?:\w+|\d+)\s+(?:feet|foot|metres|meters)(?:\s+\w+)?)\s+tall\b"),
         ("scar", "characterization", False,
-         rf"\bscar\b[^.;]{{0,30}}?\b(?:down|across|along|on|over|through|split|splitting|marking|crossed|crossing)\s+(?P<who>her|his)\s+(?P<v>{_BODY})"),
+         rf"\bscar\b[^.;]{{0,30}}?\b(?:down|across|along|on|over|through|split|splitting|marking|crossed|crossing)\s+{POSS}\s+(?P<v>{_BODY})"),
         ("scar", "characterization", False,
          rf"\b(?P<who>(?:{person}))(?:'s|’s)?\b[^.;]{{0,40}}?\bscar\b[^.;]{{0,30}}?\b(?:down|across|along|on|over|through|split|splitting|marking|crossed|crossing)\s+the\s+(?P<v>{_BODY})"),
         ("mark", "characterization", False,
@@ -460,7 +535,9 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("home", "factual", True,
          rf"\b{P}\s+(?:had\s+)?(?:moved|relocated|gone\s+to\s+live|went\s+to\s+live)\s+(?:back\s+)?(?:to|in)\s+(?P<v>{person}|{_PLACE_NAME})"),
         ("home", "factual", False,
-         rf"\b{P}\s+(?:had\s+)?(?:lived|lives|was\s+living|has\s+lived|dwelt|settled|kept\s+(?:her|his)?\s*rooms|made\s+(?:her|his)\s+home)\s+(?:\w+\s+){{0,3}}?in\s+(?P<v>{person}|{_PLACE_NAME})"),
+         rf"\b{P}\s+(?:had\s+)?(?:lived|lives|was\s+living|has\s+lived|dwelt|settled|kept\s+(?:her|his)?\s*rooms|made\s+(?:her|his)\s+home|grew\s+up|grown\s+up|was\s+born|been\s+born|was\s+raised|been\s+raised)\s+(?:\w+\s+){{0,3}}?in\s+(?P<v>{person}|{_PLACE_NAME})"),
+        ("home", "factual", False,
+         rf"\bhome,?\s+for\s+{P},?\s+(?:was|had\s+been|is)\s+(?:[^.;]{{0,40}}?\s+)?in\s+(?P<v>{person}|{_PLACE_NAME})"),
         ("home", "factual", False,
          rf"\b{POSS}\s+(?:\w+\s+)?(?:rooms|house|flat|apartment|home|lodgings|cottage|quarters)\s+(?:in|at)\s+(?P<v>{person}|{_PLACE_NAME})"),
         # occupation and rank
@@ -471,9 +548,9 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("occupation", "factual", True,
          rf"\b{P}\s+(?:became|had\s+become)\s+(?:a|an|the)\s+(?P<v>(?:\w+\s+)?(?:{_OCCUPATIONS}))\b"),
         ("occupation", "factual", False,
-         rf"\b{P}\s+(?:was|is|worked\s+as|served\s+as|had\s+been)\s+(?:a|an|the\s+(?:town's|village's|city's|ship's)?)\s*(?P<v>(?:\w+\s+)?(?:{_OCCUPATIONS}))\b"),
+         rf"\b{P}\s+(?:was|is|(?:had\s+|has\s+)?worked\s+as|(?:had\s+|has\s+)?served\s+as|had\s+been)\s+(?:a|an|the\s+(?:town's|village's|city's|ship's)?)\s*(?P<v>(?:\w+\s+)?(?:{_OCCUPATIONS}))\b"),
         ("occupation", "factual", False,
-         rf"\b{P}\s+(?:worked|works|served)\s+as\s+(?:a|an|the)\s+(?P<v>[a-z]+(?:\s+[a-z]+)?){_CLAUSE_END}"),
+         rf"\b{P}\s+(?:had\s+|has\s+)?(?:worked|works|served)\s+as\s+(?:a|an|the)\s+(?P<v>[a-z]+(?:\s+[a-z]+)?){_CLAUSE_END}"),
         ("occupation", "factual", False,
          rf"\b{P},\s+(?:a|an|the)\s+(?P<v>(?:\w+\s+)?(?:{_OCCUPATIONS}))\s*[,.]"),
         # life
@@ -500,6 +577,8 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
          rf"\b{P}\s+(?:owned|owns|possessed|inherited|bought|had\s+bought|had\s+inherited)\s+(?P<v>(?:a|an|the|her|his)\s+[^,.;]{{2,40}}?){_CLAUSE_END}"),
         ("hidden", "factual", True,
          rf"\b{P}\s+(?:had\s+)?hid(?:den)?\s+(?:the|a|an|her|his)\s+(?P<item>[a-z]+(?:\s+[a-z]+)?)\s+(?P<v>(?:under|beneath|behind|inside|in|below|within|among|beside|above)\s+[^,.;]{{2,50}}?){_CLAUSE_END}"),
+        ("hidden", "factual", False,
+         rf"\b{P}\s+(?:alone\s+)?knew\s+(?:that\s+)?(?:the|her|his)\s+(?P<item>[a-z]+)\s+(?:lay|was\s+hidden|lay\s+hidden|was\s+kept|was)\s+(?P<v>(?:under|beneath|behind|inside|in|below|within)\s+[^,.;]{{2,50}}?){_CLAUSE_END}"),
         # debts
         ("owes", "factual", False,
          rf"\b{P}\s+(?:still\s+)?(?:owed|owes)\s+{N}\s+(?P<amt>{_AMOUNT})"),
@@ -509,14 +588,16 @@ def _en_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
          rf"\b{P}\s+(?:had\s+)?borrowed\s+(?P<amt>{_AMOUNT})\s+from\s+{N}"),
         # oaths
         ("oath", "narrative", True,
-         rf"\b{P}\s+(?:had\s+)?(?:swore|sworn|vowed|pledged|promised)\s+(?:an\s+oath\s+|a\s+vow\s+|on\s+[^,.;]{{2,30}}?\s+)?(?P<v>(?:to|that)\s+[^.;!?]{{3,80}}?){_CLAUSE_END}"),
+         rf"\b{P}\s+(?:had\s+)?(?:swore|sworn|vowed|pledged|promised)\s+(?:an\s+oath\s+|a\s+vow\s+|on\s+[^,.;]{{2,30}}?\s+)?(?P<v>(?:never\s+)?(?:to|that)\s+[^.;!?]{{3,80}}?){_CLAUSE_END}"),
         # kin: the person (who) has a relative (name)
         ("kin", "factual", False,
-         rf"\b{POSS}\s+{_KIN_ADJ}(?P<kin>brother|sister|father|mother|son|daughter|husband|wife),?\s+{N}"),
+         rf"\b{POSS}\s+{_KIN_ADJ}(?P<kin>brother|sister|father|mother|son|daughter|husband|wife),?\s+{KN}"),
         ("kin", "factual", False,
-         rf"\b{N},\s+{POSS}\s+{_KIN_ADJ}(?P<kin>brother|sister|father|mother|son|daughter|husband|wife)\b"),
+         rf"\b(?P<who>{person})\b[^.;]{{0,60}}?\b{KN},\s+(?:the|her|his)\s+{_KIN_ADJ}(?P<kin>brother|sister|father|mother|son|daughter|husband|wife)\b"),
         ("kin", "factual", False,
-         rf"\b{N}\s+(?:was|is|had\s+been)\s+{POSS}\s+{_KIN_ADJ}(?P<kin>brother|sister|father|mother|son|daughter|husband|wife)\b"),
+         rf"\b{KN},\s+{POSS}\s+{_KIN_ADJ}(?P<kin>brother|sister|father|mother|son|daughter|husband|wife)\b"),
+        ("kin", "factual", False,
+         rf"\b{KN}\s+(?:was|is|had\s+been)\s+{POSS}\s+{_KIN_ADJ}(?P<kin>brother|sister|father|mother|son|daughter|husband|wife)\b"),
         ("kin", "factual", True, rf"\b{P}\s+(?:had\s+)?married\s+{N}"),
     ]  # fmt: skip
     return [(a, c, ch, regex.compile(p, flags)) for a, c, ch, p in raw]
@@ -532,6 +613,9 @@ _PLACE_NAME = (
 def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Pattern[str]]]:
     P = rf"(?P<who>{person}|她|他)"
     N = rf"(?P<name>{person})"
+    # A relative named only here: a surname and one or two more characters (叶海十五岁).
+    surname = "".join(sorted(_ZH_SURNAMES))
+    KN = rf"(?P<name>{person}|[{surname}]\p{{Han}}(?:(?![{_ZH_NOT_IN_NAME}])\p{{Han}})?)"
     C = rf"(?P<v>{_COLOURS_ZH})"
     KIN = "|".join(sorted(_KIN_ZH, key=len, reverse=True))
     PLACE = rf"(?P<v>{person}|[\p{{Han}}]{{2,8}}?)(?=[，。！？；、的里]|$|居住|定居|生活)"
@@ -546,11 +630,15 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
          rf"{P}(?:的|有|有着|留着)?(?:一头)?{C}色?的?(?:长|短|卷)?(?:头发|发)"),
         ("eyes", "characterization", False,
          rf"{P}的(?:眼睛|眸子|双眸|眼眸)(?:是|呈)?{C}色"),
+        ("eyes", "characterization", False,
+         rf"{P}[^。！？]{{0,16}}?一双{C}色?的?(?:眼睛|眸子|眼眸)"),
+        ("hair", "characterization", False,
+         rf"{P}[^。！？]{{0,12}}?一(?:缕|头|把|绺)?{C}色?的?(?:头发|发丝|长发|短发)"),
         ("hair", "characterization", False, rf"{P}的(?:头发|长发|短发)(?:是|呈)?{C}色"),
         ("height", "characterization", False,
          rf"{P}(?:个子|身材|长得)(?:很|十分|非常)?(?P<v>高|矮)"),
         ("scar", "characterization", False,
-         rf"{P}的?(?P<v>(?:左|右)?(?:脸颊|脸|额头|眉|下巴|脖子|手臂|手背|眼角))上有一道[^，。]{{0,6}}?疤"),
+         rf"{P}的?(?P<v>(?:左|右)?(?:脸颊|脸|额头|额角|眉|下巴|脖子|脖颈|手臂|手背|手腕|手|肩膀|肩|胸口|眼角|耳朵|耳后))上有一道[^，。]{{0,6}}?疤"),
         ("home", "factual", True, rf"{P}[^，。！？的]{{0,6}}?(?:搬到|嫁到|迁到|迁居)了?{PLACE}"),
         ("home", "factual", False,
          rf"{P}(?:一直|从小)?(?:住在|居住在|生活在|定居在|定居于){PLACE}"),
@@ -558,7 +646,7 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
          rf"{P}是(?:一名|一个|一位|一|名|个|位)(?P<v>[\p{{Han}}]{{1,5}}?)(?=[，。！？；]|$)"),
         ("death", "timeline", True, rf"{P}[^，。！？]{{0,4}}?(?P<v>死于[^，。！？；]{{1,12}})"),
         ("status", "timeline", True,
-         rf"{P}(?:已经|早已|终于)?(?P<v>死了|去世|身亡|死去|病死|被杀|遇害|牺牲|已死)"),
+         rf"{P}[^，。！？“”]{{0,8}}?(?:已经|早已|终于)?(?P<v>死了|去世|身亡|死去|病死|被杀|遇害|牺牲|已死)"),
         ("lost_limb", "factual", True,
          rf"{P}[^，。！？]{{0,4}}?(?:失去了|失去|断了|没了)(?P<v>(?:左|右)(?:臂|手臂|手|腿|脚|眼|耳))"),
         ("injury", "factual", True,
@@ -567,11 +655,12 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("hidden", "factual", True,
          rf"{P}[^，。！？]{{0,4}}?把(?P<item>[\p{{Han}}]{{1,6}}?)藏(?:在|到)了?(?P<v>[^，。！？；]{{2,16}})"),
         ("oath", "narrative", True,
-         rf"{P}[^，。！？]{{0,4}}?(?:发誓|立誓|起誓|发下誓言)(?:要|说|，)?(?P<v>[^。！？；]{{2,30}})"),
+         rf"{P}[^，。！？]{{0,4}}?(?:发誓|立誓|起誓|发下誓言)(?:说|，)?(?P<v>[^，。！？；]{{2,30}})"),
         ("owns", "factual", False, rf"{P}(?:拥有|继承了|买下了)(?P<v>[^，。！？；]{{2,12}})"),
-        ("kin", "factual", False, rf"{P}的(?P<kin>{KIN}){N}"),
-        ("kin", "factual", False, rf"{N}是{P}的(?P<kin>{KIN})"),
+        ("kin", "factual", False, rf"{P}的(?P<kin>{KIN}){KN}"),
+        ("kin", "factual", False, rf"{KN}是{P}的(?P<kin>{KIN})"),
         ("kin", "factual", True, rf"{P}(?:和|与|嫁给了|娶了){N}(?:结婚|成亲)?"),
+        ("kin", "factual", True, rf"{P}[^，。！？“”]{{1,8}}?(?:嫁给了|娶了){N}"),
     ]  # fmt: skip
     # The last pattern is only marriage when a marriage word is in it.
     return [(a, c, ch, regex.compile(p)) for a, c, ch, p in raw]
@@ -834,7 +923,7 @@ def _sentence_facts(
             if chinese:
                 if any(cue in head for cue in _NEGATED_ZH):
                     continue
-            elif (attribute != "oath" and _NEGATED_EN.search(match.group(0))) or (
+            elif (attribute != "oath" and _NEGATED_EN.search(_asserted(match, attribute))) or (
                 _HYPOTHETICAL_EN.search(sentence[: match.start()][-20:]) is not None
             ):
                 continue
@@ -852,17 +941,24 @@ def _sentence_facts(
             if attribute == "kin":
                 other = resolve("name")
                 kin_word = groups.get("kin") or ("spouse" if _marriage(match.group(0)) else "")
-                if not kin_word or other is None or other.path == who.path:
+                if not kin_word or (other is not None and other.path == who.path):
+                    continue
+                if other is None and not _unknown_name(unmark(groups["name"])):
                     continue
                 attr = (_KIN_ZH if chinese else _KIN_EN).get(kin_word.casefold(), kin_word)
                 value = _clean(unmark(groups["name"]))
-                kind = "spouse" if attr == "spouse" else f"kin:{attr}"
-                relation = Relation(who.path, other.path, kind, evidence, 0)
                 gender = _GENDER_OF_KIN.get(kin_word.casefold())
-                if gender is not None and other.path not in resolver.gender:
-                    resolver.gender[other.path] = gender
+                # A relative the book knows as an entity is a relation too; one named only
+                # here is a fact of the person's (their brother's name).
+                if other is not None:
+                    kind = "spouse" if attr == "spouse" else f"kin:{attr}"
+                    relation = Relation(who.path, other.path, kind, evidence, 0)
+                    if gender is not None and other.path not in resolver.gender:
+                        resolver.gender[other.path] = gender
             elif attribute == "owes":
-                value = f"{_clean(unmark(groups['amt']))} to {_clean(unmark(groups['name']))}"
+                amount, creditor = _clean(unmark(groups["amt"])), _clean(unmark(groups["name"]))
+                # 欠沈瑶130两银子: a Chinese debt reads creditor first.
+                value = f"{creditor}{amount}" if chinese else f"{amount} to {creditor}"
             elif attribute == "hidden":
                 attr = f"hidden:{_clean(unmark(groups['item']))}"
             elif attribute in ("eyes", "hair"):
@@ -877,6 +973,8 @@ def _sentence_facts(
                 value = value[0] + "臂"
             elif attribute in ("occupation", "rank"):
                 value = value.casefold()
+            elif attribute == "home" and chinese and not _zh_place(value):
+                continue
             if not value:
                 continue
             yield (
@@ -885,6 +983,33 @@ def _sentence_facts(
             )
             if attribute == "death":
                 yield Claim(who.path, "status", "dead", "timeline", evidence, True), None
+
+
+def _zh_place(value: str) -> bool:
+    """Whether ``value`` reads as a place's name (扬州), not a description of a spot
+    (一间箍桶铺楼上, 楼上)."""
+    return (
+        value[:1] not in "一二三四五六七八九十这那几每某" and value[-1:] not in "上下里中内外旁边头"
+    )
+
+
+def _asserted(match: regex.Match[str], attribute: str) -> str:
+    """The part of a match a negation would deny: for kin, from the relative's name on
+    ("Mara had not written to Ivo, the brother in the north" still names her brother)."""
+    groups = match.groupdict()
+    if attribute != "kin" or groups.get("name") is None:
+        return match.group(0)
+    start = min(match.start("name"), match.start("kin") if groups.get("kin") else match.end())
+    return match.string[start : match.end()]
+
+
+def _unknown_name(written: str) -> bool:
+    """Whether ``written`` reads as a person's name (not a capitalised function word or
+    title)."""
+    words = written.split()
+    return (
+        bool(words) and words[0].casefold() not in _NOT_NAMES and words[0].casefold() not in TITLES
+    )
 
 
 _ZH_CLAUSE = regex.compile(r"[，,；;]")

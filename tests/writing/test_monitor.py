@@ -130,6 +130,19 @@ def test_dead_character_acting_later_is_a_timeline_finding(store: BookStore) -> 
     assert check_claims(store, book, extract_claims(store, book, acting, 9), 9) == []
 
 
+def test_every_sentence_in_which_the_dead_act_is_a_finding_of_its_own(store: BookStore) -> None:
+    book = book_with_chapters(store, 20)
+    characters(store, book)
+    store.add_facts(book, [fact(MEI, "status", "dead", 10, category="timeline")])
+    text = '"Not tonight," Mei said quietly. Mei opened the door and walked out into the rain.'
+    findings = check_claims(store, book, extract_claims(store, book, text, 15), 15)
+    assert [f.evidence for f in findings] == [
+        '"Not tonight," Mei said quietly.',
+        "Mei opened the door and walked out into the rain.",
+    ]
+    assert len({f.fingerprint for f in findings}) == 2
+
+
 def test_world_rule_violation_is_found(store: BookStore) -> None:
     book = book_with_chapters(store, 4)
     characters(store, book)
