@@ -154,3 +154,32 @@ describe('importing a manuscript', () => {
     expect(wrapper.find(q('writing-import-preview')).exists()).toBe(false)
   })
 })
+
+describe('saving a chapter in the editor', () => {
+  it("shows the chapter's curation with the progress that came before the save was answered", async () => {
+    const { wrapper, connection } = await mountPage()
+    server.respond = (call) => {
+      if (call.url.startsWith('/api/writing/books/b1/resource')) {
+        return { status: 200, body: { path: '/manuscript/arc-01/chapter-002', levels: { L2: { text: 'Lin waits.' } } } }
+      }
+      if (call.url === '/api/writing/books/b1/chapters/2' && call.method === 'PUT') {
+        // The server curates at once: without an agent model it is done before it answers.
+        for (const step of ['summarize', 'extract', 'profiles', 'index', 'check']) {
+          const skipped = step === 'summarize'
+          connection.emit({ type: 'curation:progress', outputId: 'o2', bookId: 'b1', step, state: skipped ? 'skipped' : 'done', reason: skipped ? 'no agent model' : '' })
+        }
+        return { status: 200, body: { chapter: TREE.manuscript[0]!.chapters[1], outputId: 'o2', created: true } }
+      }
+      return base(call)
+    }
+    await wrapper.findAll(q('manuscript-chapter'))[1]!.trigger('click')
+    await flushPromises()
+    await wrapper.get(q('chapter-editor')).setValue('Lin waits in the rain.')
+    await wrapper.get(q('chapter-save')).trigger('click')
+    await flushPromises()
+    const curation = wrapper.get(q('curation-status'))
+    expect(curation.attributes('data-done')).toBe('true')
+    expect(curation.findAll(q('curation-step')).map((s) => s.attributes('data-state'))).toEqual(['skipped', 'done', 'done', 'done', 'done'])
+    expect(curation.get(q('curation-reason')).text()).toBe('no agent model')
+  })
+})
