@@ -12,10 +12,8 @@ Role C's warning names him, his status, the chapter and the sentence that killed
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
@@ -83,20 +81,6 @@ def project(home: Path) -> None:
     init_project(home / "projects" / "default")
 
 
-def wait_until_curated(server: RunningServer, book_id: str, count: int) -> list[dict[str, Any]]:
-    """The book's kept outputs, once ``count`` of them finished every curation step."""
-    deadline = time.monotonic() + 90
-    while True:
-        outputs: list[dict[str, Any]] = server.api(f"{API}/books/{book_id}/outputs")
-        failed = [o for o in outputs if o.get("error")]
-        assert not failed, failed
-        finished = [o for o in outputs if set(o["steps"].values()) <= {"done", "skipped"}]
-        if len(finished) >= count:
-            return outputs
-        assert time.monotonic() < deadline, f"curation did not finish: {outputs}"
-        time.sleep(0.1)
-
-
 def fact(page: Page, attribute: str) -> Locator:
     return page.locator(f'{tid("resource-fact")}[data-attribute="{attribute}"]')
 
@@ -125,8 +109,18 @@ def test_the_studio_learns_an_imported_manuscript_and_warns_of_a_dead_man_who_sp
     preview.locator(tid("writing-import-confirm")).click()
     expect(preview).to_have_count(0)
     expect(page.locator(tid("manuscript-chapter"))).to_have_count(3)
-    outputs = wait_until_curated(server, book_id, 3)
-    assert {o["chapter"] for o in outputs} == {1, 2, 3}
+
+    # The page follows the import's curation as a whole until every chapter is learned.
+    progress = page.locator(tid("import-curation"))
+    expect(progress).to_have_attribute("data-total", "3")
+    expect(progress).to_have_attribute("data-done", "true", timeout=90_000)
+    expect(progress.locator(tid("import-curation-text"))).to_have_text(
+        "All 3 chapters are curated: the book's memory is up to date."
+    )
+    expect(progress.locator(tid("import-curation-failure"))).to_have_count(0)
+    outputs = server.api(f"{API}/books/{book_id}/outputs")
+    assert sorted(o["chapter"] for o in outputs) == [1, 2, 3]
+    assert all(set(o["steps"].values()) <= {"done", "skipped"} for o in outputs), outputs
 
     # Mara's facts, each with the sentence and chapter it was read from.
     page.click(tid("writing-tab-entities"))
