@@ -34,6 +34,7 @@ from storyloom.writing.views import (
     FactVersionView,
     GraphView,
     ImportBody,
+    ImportedChapters,
     ImportPreviewView,
     IntentionalBody,
     MergeBody,
@@ -338,9 +339,10 @@ async def preview_import(
         return await asyncio.to_thread(WritingStudio.preview_import, data, filename)
 
 
-@router.post("/books/{book_id}/import", response_model=Tree, responses=_ERRORS)
-def import_chapters(request: Request, book_id: BookId, body: ImportBody) -> Tree:
-    """Append the previewed chapters; each is kept and curated in the background."""
+@router.post("/books/{book_id}/import", response_model=ImportedChapters, responses=_ERRORS)
+def import_chapters(request: Request, book_id: BookId, body: ImportBody) -> ImportedChapters:
+    """Append the previewed chapters; each is kept and curated in the background (the
+    answer names each chapter's output, whose ``curation:progress`` the page follows)."""
     return _studio(request).import_chapters(book_id, body.chapters, body.arc)
 
 

@@ -55,9 +55,11 @@ from storyloom.writing.views import (
     ContextBody,
     ContextPieceView,
     ContextView,
+    CurationStarted,
     GraphNode,
     GraphView,
     ImportChapter,
+    ImportedChapters,
     ImportPreviewView,
     LevelVersion,
     LevelView,
@@ -664,18 +666,22 @@ class WritingStudio:
 
     def import_chapters(
         self, book_id: str, chapters: Sequence[ChapterToImport], arc: str | None = None
-    ) -> Tree:
+    ) -> ImportedChapters:
         """Append the chapters (as the author edited the preview); each is kept, so its
-        curation makes it part of the book's memory."""
+        curation makes it part of the book's memory. The answer names the curation started,
+        so that the page can follow an import's progress as a whole."""
         self.store.book(book_id)
         added = [(self.store.add_chapter(book_id, d.title, arc=arc), d.text) for d in chapters]
         if added:
             # Before curation starts: its chapters then find these people by name.
             import_entities(self.store, book_id, [t for _, t in added], added[0][0].ordinal)
+        started: list[CurationStarted] = []
         for chapter, text in added:
             if text.strip():
-                self.keep_chapter(book_id, chapter.ordinal, text)
-        return self.tree(book_id)
+                kept = self.keep_chapter(book_id, chapter.ordinal, text)
+                if kept.created:
+                    started.append(CurationStarted(output_id=kept.output_id, chapter=kept.chapter))
+        return ImportedChapters(tree=self.tree(book_id), curation=started)
 
     def export(self, book_id: str, fmt: str) -> tuple[bytes, str, str]:
         """``(content, file name, media type)`` of the book's current text."""

@@ -421,5 +421,20 @@ class ImportBody(_Body):
     arc: str | None = Field(default=None, max_length=1_000)
 
 
+class CurationStarted(_View):
+    """One imported chapter whose curation began: the output its progress names."""
+
+    output_id: str
+    chapter: int
+
+
+class ImportedChapters(_View):
+    """The book after an import, and the curation it started (one output per chapter with
+    text, in chapter order) for the page to follow with ``curation:progress``."""
+
+    tree: Tree
+    curation: list[CurationStarted]
+
+
 class ChapterWorkflowView(_View):
     workflow_id: str

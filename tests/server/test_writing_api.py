@@ -133,7 +133,7 @@ def test_a_markdown_manuscript_is_previewed_then_imported_into_a_tree_with_word_
     ]
     book_id = new_book(api)
     chapters = [{"title": c["title"], "text": c["text"]} for c in preview["chapters"]]
-    tree = ok(api.post(f"/books/{book_id}/import", json={"chapters": chapters}))
+    tree = ok(api.post(f"/books/{book_id}/import", json={"chapters": chapters}))["tree"]
     (arc,) = tree["manuscript"]
     assert [c["ordinal"] for c in arc["chapters"]] == [1, 2, 3]
     assert [c["words"] for c in arc["chapters"]] == [c["words"] for c in preview["chapters"]]
@@ -141,6 +141,28 @@ def test_a_markdown_manuscript_is_previewed_then_imported_into_a_tree_with_word_
     assert "/meta/outline" in [r["path"] for r in tree["meta"]]
     summary = ok(api.get("/books"))[0]
     assert (summary["chapters"], summary["words"]) == (3, arc["words"])
+
+
+def test_the_import_answer_names_the_curation_it_started_one_output_per_chapter_with_text(
+    api: httpx.Client,
+) -> None:
+    book_id = new_book(api)
+    chapters = [
+        {"title": "The Harbour", "text": "Mara walked the harbour wall at dawn."},
+        {"title": "An empty page", "text": "   "},
+        {"title": "The Storm", "text": "The storm broke over the salt road."},
+    ]
+    imported = ok(api.post(f"/books/{book_id}/import", json={"chapters": chapters}))
+    (arc,) = imported["tree"]["manuscript"]
+    assert [c["ordinal"] for c in arc["chapters"]] == [1, 2, 3]
+    started = imported["curation"]
+    # A chapter without text has nothing to learn: no curation is started for it.
+    assert [s["chapter"] for s in started] == [1, 3]
+    assert all(s["outputId"].startswith("out_") for s in started)
+    outputs = curated(api, book_id, 2)
+    assert {(o["outputId"], o["chapter"]) for o in outputs} == {
+        (s["outputId"], s["chapter"]) for s in started
+    }
 
 
 def test_an_unreadable_import_file_is_a_422_naming_it(api: httpx.Client) -> None:

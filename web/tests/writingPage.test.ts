@@ -41,7 +41,7 @@ const PREVIEW = {
 // The lookups every test makes (the book list is read with GET only, answered by `base`).
 const server = useFakeFetch((url) => {
   if (/^\/api\/writing\/books\/b\d\/tree$/.test(url)) return { status: 200, body: TREE }
-  if (/^\/api\/writing\/books\/b\d\/(warnings|threads|outputs)/.test(url)) return { status: 200, body: [] }
+  if (/^\/api\/writing\/books\/b\d\/(warnings|threads)/.test(url)) return { status: 200, body: [] }
   if (url === '/api/writing/import/preview') return { status: 200, body: PREVIEW }
   return undefined
 })
@@ -52,12 +52,13 @@ function base(call: Call): Reply {
   if (call.url === '/api/writing/books' && call.method === 'GET') return { status: 200, body: [BOOK] }
   if (call.url === '/api/writing/books' && call.method === 'POST') return { status: 200, body: { ...BOOK, id: 'b2', title: (call.body as { title: string }).title } }
   if (call.url === '/api/writing/books/b1/chapter-workflow') return { status: 200, body: { workflowId: 'writing-chapter' } }
-  if (call.url.endsWith('/import')) return { status: 200, body: TREE }
+  if (call.url.endsWith('/outputs')) return { status: 200, body: [] }
+  if (call.url.endsWith('/import')) return { status: 200, body: { tree: TREE, curation: [] } }
   return { status: 200, body: {} }
 }
 
-async function mountPage(path = '/writing/b1') {
-  server.respond = base
+async function mountPage(path = '/writing/b1', respond: (call: Call) => Reply = base) {
+  server.respond = respond
   const router = createRouter({ history: createMemoryHistory(), routes })
   await router.push(path)
   await router.isReady()
@@ -152,5 +153,100 @@ describe('importing a manuscript', () => {
     ])
     expect(router.currentRoute.value.params.bookId).toBe('b2')
     expect(wrapper.find(q('writing-import-preview')).exists()).toBe(false)
+  })
+})
+
+describe("an import's curation", () => {
+  const step = (outputId: string, name: string, state: string, extra: Record<string, unknown> = {}) => ({
+    type: 'curation:progress',
+    outputId,
+    bookId: 'b1',
+    step: name,
+    state,
+    ...extra,
+  })
+  const finish = (outputId: string) => ['summarize', 'extract', 'profiles', 'index', 'check'].map((name) => step(outputId, name, 'done'))
+
+  it('is shown for the import as a whole, with the progress that came before the import was answered', async () => {
+    const { wrapper, connection } = await mountPage()
+    expect(wrapper.find(q('import-curation')).exists()).toBe(false)
+    server.respond = (call) => {
+      if (call.url === '/api/writing/books/b1/import') {
+        // Curation starts before the answer: the first chapter is done already.
+        for (const m of finish('o1')) connection.emit(m)
+        const curation = [
+          { outputId: 'o1', chapter: 4 },
+          { outputId: 'o2', chapter: 5 },
+        ]
+        return { status: 200, body: { tree: TREE, curation } }
+      }
+      return base(call)
+    }
+    const input = wrapper.get(q('writing-import-file'))
+    Object.defineProperty(input.element, 'files', { value: [new File(['# One'], 'rain.md')], configurable: true })
+    await input.trigger('change')
+    await flushPromises()
+    await wrapper.get(q('writing-import-confirm')).trigger('click')
+    await flushPromises()
+    const shown = wrapper.get(q('import-curation'))
+    expect(shown.get(q('import-curation-text')).text()).toBe('Curating: 1 of 2 chapters')
+    expect(shown.attributes('data-done')).toBe('false')
+    connection.emit(step('o2', 'extract', 'failed', { error: 'extract: bad JSON' }))
+    await flushPromises()
+    expect(wrapper.get(q('import-curation-failure')).text()).toContain('Chapter 5, Facts, entities and relations: extract: bad JSON')
+    await wrapper.get(q('import-curation-retry')).trigger('click')
+    await flushPromises()
+    expect(server.calls.some((c) => c.method === 'POST' && c.url === '/api/writing/outputs/o2/retry')).toBe(true)
+    expect(wrapper.find(q('import-curation-failure')).exists()).toBe(false)
+    for (const m of finish('o2')) connection.emit(m)
+    await flushPromises()
+    expect(wrapper.get(q('import-curation')).attributes('data-done')).toBe('true')
+    expect(wrapper.get(q('import-curation-text')).text()).toBe("All 2 chapters are curated: the book's memory is up to date.")
+    await wrapper.get(q('import-curation-dismiss')).trigger('click')
+    expect(wrapper.find(q('import-curation')).exists()).toBe(false)
+  })
+
+  it('after a reload shows the unfinished outputs as in progress', async () => {
+    const all = { summarize: 'done', extract: 'done', profiles: 'done', index: 'done', check: 'done' }
+    const outputs = [
+      { outputId: 'o1', chapter: 1, runId: null, nodeId: null, persistedAt: '', steps: all, error: null, reasons: {} },
+      { outputId: 'o2', chapter: 2, runId: null, nodeId: null, persistedAt: '', steps: { ...all, index: 'running', check: 'pending' }, error: null, reasons: {} },
+      { outputId: 'o3', chapter: 3, runId: null, nodeId: null, persistedAt: '', steps: { ...all, extract: 'pending', profiles: 'pending', index: 'pending', check: 'pending' }, error: null, reasons: {} },
+    ]
+    const listing = (call: Call): Reply => (call.url === '/api/writing/books/b1/outputs' ? { status: 200, body: outputs } : base(call))
+    const { wrapper, connection } = await mountPage('/writing/b1', listing)
+    expect(wrapper.get(q('import-curation-text')).text()).toBe('Curating: 0 of 2 chapters')
+    for (const m of finish('o2')) connection.emit(m)
+    await flushPromises()
+    expect(wrapper.get(q('import-curation-text')).text()).toBe('Curating: 1 of 2 chapters')
+  })
+})
+
+describe('saving a chapter in the editor', () => {
+  it("shows the chapter's curation with the progress that came before the save was answered", async () => {
+    const { wrapper, connection } = await mountPage()
+    server.respond = (call) => {
+      if (call.url.startsWith('/api/writing/books/b1/resource')) {
+        return { status: 200, body: { path: '/manuscript/arc-01/chapter-002', levels: { L2: { text: 'Lin waits.' } } } }
+      }
+      if (call.url === '/api/writing/books/b1/chapters/2' && call.method === 'PUT') {
+        // The server curates at once: without an agent model it is done before it answers.
+        for (const step of ['summarize', 'extract', 'profiles', 'index', 'check']) {
+          const skipped = step === 'summarize'
+          connection.emit({ type: 'curation:progress', outputId: 'o2', bookId: 'b1', step, state: skipped ? 'skipped' : 'done', reason: skipped ? 'no agent model' : '' })
+        }
+        return { status: 200, body: { chapter: TREE.manuscript[0]!.chapters[1], outputId: 'o2', created: true } }
+      }
+      return base(call)
+    }
+    await wrapper.findAll(q('manuscript-chapter'))[1]!.trigger('click')
+    await flushPromises()
+    await wrapper.get(q('chapter-editor')).setValue('Lin waits in the rain.')
+    await wrapper.get(q('chapter-save')).trigger('click')
+    await flushPromises()
+    const curation = wrapper.get(q('curation-status'))
+    expect(curation.attributes('data-done')).toBe('true')
+    expect(curation.findAll(q('curation-step')).map((s) => s.attributes('data-state'))).toEqual(['skipped', 'done', 'done', 'done', 'done'])
+    expect(curation.get(q('curation-reason')).text()).toBe('no agent model')
   })
 })

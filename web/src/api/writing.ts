@@ -272,13 +272,19 @@ export function previewImport(file: File, fetchImpl?: Fetch): Promise<ImportPrev
   return postForm<ImportPreview>(`${BASE}/import/preview`, { file }, fetchImpl)
 }
 
+// Generated from the server's model: the curation an import started (one output per
+// chapter with text), whose `curation:progress` the page follows. The tree is read as
+// `getTree` reads it (the generated Tree marks its defaulted lists optional).
+export type CurationStarted = components['schemas']['CurationStarted']
+export type ImportedChapters = Omit<components['schemas']['ImportedChapters'], 'tree'> & { tree: BookTree }
+
 export function importChapters(
   bookId: string,
   chapters: { title: string; text: string }[],
   arc?: string,
   fetchImpl?: Fetch,
-): Promise<BookTree> {
-  return requestJson<BookTree>('POST', `${book(bookId)}/import`, arc ? { chapters, arc } : { chapters }, fetchImpl)
+): Promise<ImportedChapters> {
+  return requestJson<ImportedChapters>('POST', `${book(bookId)}/import`, arc ? { chapters, arc } : { chapters }, fetchImpl)
 }
 
 export function chapterWorkflow(bookId: string, fetchImpl?: Fetch): Promise<{ workflowId: string }> {

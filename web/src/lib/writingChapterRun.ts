@@ -35,6 +35,9 @@ export interface ChapterRunHooks {
   onChecked: () => void
 }
 
+/** How many outputs' unshown progress is remembered (the newest ones). */
+const UNSHOWN_OUTPUTS = 16
+
 const requestKey = (r: HumanRequest) => `${r.runId}/${r.nodeId}/${r.seq}`
 
 export function useChapterRun(connection: Connection | null, hooks: ChapterRunHooks) {
@@ -46,6 +49,9 @@ export function useChapterRun(connection: Connection | null, hooks: ChapterRunHo
   const keep = ref<KeepState>('open')
   const curation = ref<CurationView | null>(null)
   const answered = reactive(new Set<string>())
+  // Progress of this book's outputs that are not on screen: a saved chapter's curation
+  // can start (and finish) before the save's answer names its output.
+  const unshown = new Map<string, ServerMessage[]>()
   let awaitingWorkflow: string | null = null
   // Events of a run whose `workflow:run-accepted` has not arrived yet.
   let early: RunEventMessage[] = []
@@ -158,16 +164,32 @@ export function useChapterRun(connection: Connection | null, hooks: ChapterRunHo
     keep.value = 'persisted'
     const ordinal = typeof msg.chapter === 'number' ? msg.chapter : chapter.value
     if (!curation.value || curation.value.outputId !== msg.outputId) {
-      const next = newCuration(msg.outputId, ordinal)
-      // An output persisted before (created: false) has nothing queued: show it as done.
-      if (msg.created === false) for (const s of next.steps) s.state = 'done'
-      curation.value = next
+      if (msg.created === false) {
+        // An output persisted before has nothing queued: show it as done.
+        const next = newCuration(msg.outputId, ordinal)
+        for (const s of next.steps) s.state = 'done'
+        curation.value = next
+      } else followCuration(msg.outputId, ordinal)
     }
     hooks.onPersisted(ordinal)
   }
 
   function onProgress(msg: ServerMessage): void {
-    if (curation.value && msg.bookId === hooks.bookId()) applyProgress(curation.value, msg)
+    if (msg.bookId !== hooks.bookId() || typeof msg.outputId !== 'string') return
+    if (curation.value && applyProgress(curation.value, msg)) return
+    const seen = unshown.get(msg.outputId) ?? []
+    unshown.delete(msg.outputId)
+    unshown.set(msg.outputId, [...seen, msg])
+    if (unshown.size > UNSHOWN_OUTPUTS) unshown.delete(unshown.keys().next().value as string)
+  }
+
+  /** Show the curation of an output just kept, with whatever progress it has made. */
+  function followCuration(outputId: string, ordinal: number): void {
+    if (curation.value?.outputId === outputId) return
+    const next = newCuration(outputId, ordinal)
+    for (const msg of unshown.get(outputId) ?? []) applyProgress(next, msg)
+    unshown.delete(outputId)
+    curation.value = next
   }
 
   function onProfiles(msg: ServerMessage): void {
@@ -226,5 +248,6 @@ export function useChapterRun(connection: Connection | null, hooks: ChapterRunHo
     keepOutput,
     discardOutput,
     showCuration,
+    followCuration,
   }
 }
