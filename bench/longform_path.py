@@ -24,26 +24,10 @@ import uvicorn
 from uvicorn.config import Config
 
 if TYPE_CHECKING:
-    from bench.longform_prose import (
-        Probe,
-        ProseBook,
-        consistent,
-        contradictions,
-        generate_prose_book,
-        lost_limb,
-        probes,
-    )
+    from bench import longform_prose as prose
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from longform_prose import (
-        Probe,
-        ProseBook,
-        consistent,
-        contradictions,
-        generate_prose_book,
-        lost_limb,
-        probes,
-    )
+    import longform_prose as prose
 
 from storyloom.knowledge.hybrid_search import search_with_vector
 from storyloom.knowledge.search_index import IndexedEntry, content_hash, sync_entries
@@ -87,7 +71,7 @@ def wait_curated(api: httpx.Client, book_id: str, count: int) -> None:
         time.sleep(0.2)
 
 
-def chunk_index(db: Database, book: ProseBook) -> dict[str, str]:
+def chunk_index(db: Database, book: prose.ProseBook) -> dict[str, str]:
     kb = "bench-bm25-chunks"
     entries: list[IndexedEntry] = []
     for number, (_, text) in enumerate(book.chapters, start=1):
@@ -108,7 +92,7 @@ def chunk_index(db: Database, book: ProseBook) -> dict[str, str]:
     return {e.entry_id: e.text for e in entries}
 
 
-def bm25(db: Database, chunks: dict[str, str], probe: Probe, tokens: int) -> str:
+def bm25(db: Database, chunks: dict[str, str], probe: prose.Probe, tokens: int) -> str:
     hits = search_with_vector(
         db, probe.prompt, None, kb_ids=["bench-bm25-chunks"], model_id=None, top_k=500
     )
@@ -147,7 +131,7 @@ def run(
     budget: int,
     sentences: int = 4,
 ) -> None:
-    book = generate_prose_book(
+    book = prose.generate_prose_book(
         lang=lang,  # type: ignore[arg-type]
         chapters=chapters,
         characters=characters,
@@ -191,7 +175,7 @@ def run(
                 chunks = chunk_index(db, book)
                 ours = theirs = wanted = newest_ok = newest_n = future = 0
                 ctx_ms: list[float] = []
-                for probe in probes(book, probe_count):
+                for probe in prose.probes(book, probe_count):
                     t0 = time.perf_counter()
                     ctx = ok(
                         api.post(
@@ -232,16 +216,16 @@ def run(
             server.should_exit = True
 
 
-def role_c(api: httpx.Client, book_id: str, book: ProseBook, chapters: int) -> None:
+def role_c(api: httpx.Client, book_id: str, book: prose.ProseBook, chapters: int) -> None:
     """Three new chapters through the chapter routes: one in which a character loses an
     arm, one of seeded contradictions (that arm used among them), then a clean one that
     agrees with every fact and makes legal changes. What the warnings route reports."""
-    stated, use = lost_limb(book)
+    stated, use = prose.lost_limb(book)
     filler = book.chapters[-1][1].split("\n\n")[0]
     ok(api.post(f"/books/{book_id}/chapters", json={"title": "Mill", "text": f"{filler} {stated}"}))
     wait_curated(api, book_id, chapters + 1)
     target = chapters + 2
-    seeded = [*contradictions(book, target), use]
+    seeded = [*prose.contradictions(book, target), use]
     ok(
         api.post(
             f"/books/{book_id}/chapters",
@@ -256,7 +240,7 @@ def role_c(api: httpx.Client, book_id: str, book: ProseBook, chapters: int) -> N
         row = caught.setdefault(c.kind, [0, 0])
         row[1] += 1
         row[0] += any(c.subject in w and c.sentence[:40] in w for w in blob)
-    clean = consistent(book, target + 1)
+    clean = prose.consistent(book, target + 1)
     ok(api.post(f"/books/{book_id}/chapters", json={"title": "Clean", "text": " ".join(clean)}))
     wait_curated(api, book_id, target + 1)
     alarms = ok(api.get(f"/books/{book_id}/warnings", params={"chapter": target + 1}))

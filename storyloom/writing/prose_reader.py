@@ -617,6 +617,9 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
     surname = "".join(sorted(_ZH_SURNAMES))
     KN = rf"(?P<name>{person}|[{surname}]\p{{Han}}(?:(?![{_ZH_NOT_IN_NAME}])\p{{Han}})?)"
     C = rf"(?P<v>{_COLOURS_ZH})"
+    # Words between a person and what is said of them, as long as no one else is named and
+    # nothing is only said or thought (陈默听说苏婉嫁给了他, 他以为她死了).
+    GAP = rf"[^，。！？“”说道听想以她他{_MARK_LETTER}]"
     KIN = "|".join(sorted(_KIN_ZH, key=len, reverse=True))
     PLACE = rf"(?P<v>{person}|[\p{{Han}}]{{2,8}}?)(?=[，。！？；、的里]|$|居住|定居|生活)"
     raw: list[tuple[str, FactCategory, bool, str]] = [
@@ -646,7 +649,7 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
          rf"{P}是(?:一名|一个|一位|一|名|个|位)(?P<v>[\p{{Han}}]{{1,5}}?)(?=[，。！？；]|$)"),
         ("death", "timeline", True, rf"{P}[^，。！？]{{0,4}}?(?P<v>死于[^，。！？；]{{1,12}})"),
         ("status", "timeline", True,
-         rf"{P}[^，。！？“”]{{0,8}}?(?:已经|早已|终于)?(?P<v>死了|去世|身亡|死去|病死|被杀|遇害|牺牲|已死)"),
+         rf"{P}{GAP}{{0,8}}?(?:已经|早已|终于)?(?P<v>死了|去世|身亡|死去|病死|被杀|遇害|牺牲|已死)"),
         ("lost_limb", "factual", True,
          rf"{P}[^，。！？]{{0,4}}?(?:失去了|失去|断了|没了)(?P<v>(?:左|右)(?:臂|手臂|手|腿|脚|眼|耳))"),
         ("injury", "factual", True,
@@ -660,7 +663,7 @@ def _zh_patterns(person: str) -> list[tuple[str, FactCategory, bool, regex.Patte
         ("kin", "factual", False, rf"{P}的(?P<kin>{KIN}){KN}"),
         ("kin", "factual", False, rf"{KN}是{P}的(?P<kin>{KIN})"),
         ("kin", "factual", True, rf"{P}(?:和|与|嫁给了|娶了){N}(?:结婚|成亲)?"),
-        ("kin", "factual", True, rf"{P}[^，。！？“”]{{1,8}}?(?:嫁给了|娶了){N}"),
+        ("kin", "factual", True, rf"{P}{GAP}{{1,8}}?(?:嫁给了|娶了){N}"),
     ]  # fmt: skip
     # The last pattern is only marriage when a marriage word is in it.
     return [(a, c, ch, regex.compile(p)) for a, c, ch, p in raw]
@@ -891,7 +894,10 @@ def replace_chapter(relation: Relation, chapter: int) -> Relation:
 
 _NEGATED_EN = regex.compile(r"\b(?:not|never|no longer|wasn't|isn't|hadn't|didn't)\b", regex.I)
 _HYPOTHETICAL_EN = regex.compile(r"\b(?:if|unless|whether|as if|as though|might|would)\b", regex.I)
-_NEGATED_ZH = ("没有", "不是", "并非", "没", "不曾", "如果", "假如", "要是")
+_NEGATED_ZH = (
+    *("没有", "不是", "并非", "没", "不曾", "如果", "假如", "要是"),
+    *("以为", "差点", "险些", "几乎", "快死", "要死"),  # thought so, or nearly
+)
 
 
 def _sentence_facts(

@@ -385,3 +385,12 @@ def test_a_chinese_move_keeps_the_town_not_the_room_above_the_shop() -> None:
     read = _read_book(chapters)[1]
     homes = {(f[2], f[3]) for f in read if f[1] == "home"}
     assert homes == {("金陵", False), ("扬州", True)}
+
+
+def test_a_chinese_death_read_across_words_but_not_a_near_death_or_a_mistaken_one() -> None:
+    chapters = [
+        "周远在开春前病死了。陈默以为他快死了。苏婉差点死了。",
+        "陈默和苏婉在码头说话。苏婉看着陈默。陈默笑了。周远的坟在山坡上，周远走了一年了。",
+    ]
+    deaths = {f[0] for f in _read_book(chapters)[1] if f[1] == "status"}
+    assert deaths == {"周远"}
