@@ -142,7 +142,7 @@ def run(
     print(
         f"\n(e) whole path, {lang}: {chapters} chapters,"
         f" {book.words():,} {'characters' if lang == 'zh' else 'words'},"
-        f" {len(book.characters)} characters, {len(book.facts)} facts stated in prose"
+        f" {len(book.characters)} in the cast, {len(book.facts)} facts stated in prose"
     )
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
