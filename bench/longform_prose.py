@@ -77,24 +77,17 @@ class ProseBook:
             parts.append(f"## {head.format(n=n, t=title)}\n\n{text}\n")
         return "\n".join(parts)
 
+    def newest(self, chapter: int) -> dict[tuple[str, str], ProseFact]:
+        """The newest fact of each (subject, attribute) stated before ``chapter``."""
+        out: dict[tuple[str, str], ProseFact] = {}
+        for fact in sorted(self.facts, key=lambda f: f.chapter):
+            if fact.chapter < chapter:
+                out[(fact.subject, fact.attribute)] = fact
+        return dict(sorted(out.items()))
+
     def needed(self, probe: Probe) -> list[ProseFact]:
         """The newest fact of each attribute of the probe's characters, before its chapter."""
-        newest: dict[tuple[str, str], ProseFact] = {}
-        for fact in sorted(self.facts, key=lambda f: f.chapter):
-            if fact.subject in probe.characters and fact.chapter < probe.chapter:
-                newest[(fact.subject, fact.attribute)] = fact
-        return sorted(newest.values(), key=lambda f: (f.subject, f.attribute))
-
-    def stale(self, probe: Probe) -> list[ProseFact]:
-        """Facts of the probe's characters superseded before its chapter."""
-        newest = {(f.subject, f.attribute): f for f in self.needed(probe)}
-        return [
-            f
-            for f in self.facts
-            if f.subject in probe.characters
-            and f.chapter < probe.chapter
-            and newest[(f.subject, f.attribute)] is not f
-        ]
+        return [f for (s, _), f in self.newest(probe.chapter).items() if s in probe.characters]
 
     def future(self, chapter: int) -> list[ProseFact]:
         return [f for f in self.facts if f.chapter >= chapter]
@@ -305,7 +298,7 @@ _FILLER_ZH = (
 )
 
 
-def _en_sentences(c: Character, rng: random.Random) -> dict[str, list[str]]:
+def _en_sentences() -> dict[str, list[str]]:
     """Sentence templates per attribute; ``{v}`` is the value, ``{n}`` a name."""
     return {
         "eyes": [
@@ -383,7 +376,7 @@ def generate_prose_book(
         for i in picks:
             name, short = _ZH_NAMES[i]
             cast.append(Character(name, short, _ZH_ALIAS[i], name))
-    templates = _en_sentences(cast[0], rng) if lang == "en" else _zh_sentences()
+    templates = _en_sentences() if lang == "en" else _zh_sentences()
     filler = _FILLER_EN if lang == "en" else _FILLER_ZH
     # where each fact is stated: spread over the first 70% of the book
     span = max(2, int(chapters * 0.7))
@@ -550,10 +543,7 @@ def contradictions(book: ProseBook, chapter: int) -> list[Contradiction]:
     out: list[Contradiction] = []
     en = book.lang == "en"
     before = [f for f in book.facts if f.chapter < chapter]
-    newest: dict[tuple[str, str], ProseFact] = {}
-    for f in before:
-        newest[(f.subject, f.attribute)] = f
-    for (subject, attribute), fact in sorted(newest.items()):
+    for (subject, attribute), fact in book.newest(chapter).items():
         match attribute:
             case "status" if fact.value == "dead":
                 s = (
@@ -611,12 +601,9 @@ def consistent(book: ProseBook, chapter: int) -> list[str]:
     the dead only in memory, and make legal changes (a move, a dye): none may warn."""
     en = book.lang == "en"
     out: list[str] = []
-    newest: dict[tuple[str, str], ProseFact] = {}
-    for f in book.facts:
-        if f.chapter < chapter:
-            newest[(f.subject, f.attribute)] = f
+    newest = book.newest(chapter)
     dead = {s for (s, a), f in newest.items() if a == "status" and f.value == "dead"}
-    for (subject, attribute), fact in sorted(newest.items()):
+    for (subject, attribute), fact in newest.items():
         v = fact.value
         if subject in dead:
             if attribute == "status":

@@ -39,6 +39,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -264,28 +265,37 @@ def main() -> None:
         model.stop()
 
 
-def client_overhead(base_url: str, model: str, repeat: int) -> None:
-    """Section 1."""
-    med = statistics.median
-    endpoint = ChatEndpoint(base_url=base_url, model=model, parameters=SAMPLING, max_retries=0)
+def race(
+    bare: Callable[[], tuple[float, int, float]], endpoint: ChatEndpoint, repeat: int
+) -> tuple[float, float, float, float]:
+    """Median (first token, tokens/s) of the bare request and of storyloom's stream of the
+    same request, taken in turns after one warming call of the bare one."""
     bare_first, ours_first, bare_rate, ours_rate = [], [], [], []
-    bare_stream(base_url, MESSAGES)  # warm the slot and the prompt cache alike
+    bare()  # warm the slot and the prompt cache alike
     for _ in range(repeat):
-        first, tokens, total = bare_stream(base_url, MESSAGES)
+        first, tokens, total = bare()
         bare_first.append(first)
         bare_rate.append(tokens / max(total - first, 1e-9))
         first, tokens, total = asyncio.run(storyloom_stream(endpoint))
         ours_first.append(first)
         ours_rate.append(tokens / max(total - first, 1e-9))
-    print(
-        f"1. client  bare httpx: first token {med(bare_first) * 1000:.0f} ms, "
-        f"{med(bare_rate):.1f} tokens/s"
+    med = statistics.median
+    return med(bare_first), med(bare_rate), med(ours_first), med(ours_rate)
+
+
+def client_overhead(base_url: str, model: str, repeat: int) -> None:
+    """Section 1."""
+    endpoint = ChatEndpoint(base_url=base_url, model=model, parameters=SAMPLING, max_retries=0)
+    bare_first, bare_rate, ours_first, ours_rate = race(
+        lambda: bare_stream(base_url, MESSAGES), endpoint, repeat
     )
     print(
-        f"   client  storyloom:  first token {med(ours_first) * 1000:.0f} ms, "
-        f"{med(ours_rate):.1f} tokens/s"
+        f"1. client  bare httpx: first token {bare_first * 1000:.0f} ms, {bare_rate:.1f} tokens/s"
     )
-    print(f"ratio: {med(ours_first) / med(bare_first):.3f} (first token, storyloom / bare)")
+    print(
+        f"   client  storyloom:  first token {ours_first * 1000:.0f} ms, {ours_rate:.1f} tokens/s"
+    )
+    print(f"ratio: {ours_first / bare_first:.3f} (first token, storyloom / bare)")
 
 
 def bare_completion(root: str, prompt: str, stop: list[str]) -> tuple[float, int, float]:
@@ -316,31 +326,24 @@ def bare_completion(root: str, prompt: str, stop: list[str]) -> tuple[float, int
 
 def text_overhead(base_url: str, model: str, repeat: int) -> None:
     """Section 5."""
-    med = statistics.median
     endpoint = ChatEndpoint(
         base_url=base_url, model=model, parameters=SAMPLING, max_retries=0, api="llamacpp"
     )
     endpoint = TemplateLibrary(None).resolve(endpoint)
     prompt = messages_prompt(MESSAGES, endpoint)
     root = base_url.removesuffix("/v1")
-    bare_first, ours_first, bare_rate, ours_rate = [], [], [], []
-    bare_completion(root, prompt.text, prompt.stop)
-    for _ in range(repeat):
-        first, tokens, total = bare_completion(root, prompt.text, prompt.stop)
-        bare_first.append(first)
-        bare_rate.append(tokens / max(total - first, 1e-9))
-        first, tokens, total = asyncio.run(storyloom_stream(endpoint))
-        ours_first.append(first)
-        ours_rate.append(tokens / max(total - first, 1e-9))
-    print(
-        f"5. /completion  bare httpx: first token {med(bare_first) * 1000:.0f} ms, "
-        f"{med(bare_rate):.1f} tokens/s"
+    bare_first, bare_rate, ours_first, ours_rate = race(
+        lambda: bare_completion(root, prompt.text, prompt.stop), endpoint, repeat
     )
     print(
-        f"   /completion  storyloom (ChatML template): first token "
-        f"{med(ours_first) * 1000:.0f} ms, {med(ours_rate):.1f} tokens/s"
+        f"5. /completion  bare httpx: first token {bare_first * 1000:.0f} ms,"
+        f" {bare_rate:.1f} tokens/s"
     )
-    print(f"ratio: {med(ours_first) / med(bare_first):.3f} (first token, storyloom / bare)")
+    print(
+        f"   /completion  storyloom (ChatML template): first token {ours_first * 1000:.0f} ms,"
+        f" {ours_rate:.1f} tokens/s"
+    )
+    print(f"ratio: {ours_first / bare_first:.3f} (first token, storyloom / bare)")
 
 
 def through_rest(base_url: str, repeat: int, turns: int, wanted: set[str]) -> None:
