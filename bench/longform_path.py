@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import uvicorn
-from uvicorn.config import Config
 
 if TYPE_CHECKING:
     from bench import longform_prose as prose
@@ -33,21 +30,11 @@ from storyloom.knowledge.hybrid_search import search_with_vector
 from storyloom.knowledge.search_index import IndexedEntry, content_hash, sync_entries
 from storyloom.server.app import create_app
 from storyloom.store.database import Database
+from storyloom.testing.loopback import serve_in_thread
 from storyloom.writing.tokens import count_tokens
 
 API = "/api/writing"
 CURATION_DEADLINE_S = 3_600.0
-
-
-def serve(home: Path) -> tuple[str, uvicorn.Server]:
-    app = create_app(home, environ={}, local_models=False)
-    config = Config(app, host="127.0.0.1", port=0, log_level="warning", ws="websockets-sansio")
-    sock = config.bind_socket()
-    server = uvicorn.Server(config)
-    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
-    while not server.started:
-        time.sleep(0.01)
-    return f"http://127.0.0.1:{sock.getsockname()[1]}", server
 
 
 def ok(response: httpx.Response) -> Any:
@@ -147,73 +134,73 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
-        base, server = serve(home)
-        try:
-            with httpx.Client(base_url=base + API, timeout=120) as api:
-                book_id = ok(api.post("/books", json={"title": book.title}))["id"]
-                preview = ok(
+        with (
+            serve_in_thread(create_app(home, environ={}, local_models=False)) as base,
+            httpx.Client(base_url=base + API, timeout=120) as api,
+        ):
+            book_id = ok(api.post("/books", json={"title": book.title}))["id"]
+            preview = ok(
+                api.post(
+                    "/import/preview",
+                    files={"file": ("manuscript.md", book.markdown().encode())},
+                )
+            )
+            found = len(preview["chapters"])
+            body = [{"title": c["title"], "text": c["text"]} for c in preview["chapters"]]
+            start = time.perf_counter()
+            ok(api.post(f"/books/{book_id}/import", json={"chapters": body}))
+            wait_curated(api, book_id, found)
+            curation_s = time.perf_counter() - start
+            tree = ok(api.get(f"/books/{book_id}/tree"))
+            entities = sum(
+                1 for line in str(tree).split("'path': ") if line.startswith("'/entities/")
+            )
+            print(
+                f"    import: {found} chapters found; curation {curation_s / found:.2f} s"
+                f" per chapter ({curation_s:.0f} s); entity nodes in the tree: {entities}"
+            )
+            db = Database.in_home(home)
+            chunks = chunk_index(db, book)
+            ours = theirs = wanted = newest_ok = newest_n = future = 0
+            ctx_ms: list[float] = []
+            for probe in prose.probes(book, probe_count):
+                t0 = time.perf_counter()
+                ctx = ok(
                     api.post(
-                        "/import/preview",
-                        files={"file": ("manuscript.md", book.markdown().encode())},
+                        f"/books/{book_id}/context",
+                        json={
+                            "chapter": probe.chapter,
+                            "prompt": probe.prompt,
+                            "budgetTokens": budget,
+                        },
                     )
                 )
-                found = len(preview["chapters"])
-                body = [{"title": c["title"], "text": c["text"]} for c in preview["chapters"]]
-                start = time.perf_counter()
-                ok(api.post(f"/books/{book_id}/import", json={"chapters": body}))
-                wait_curated(api, book_id, found)
-                curation_s = time.perf_counter() - start
-                tree = ok(api.get(f"/books/{book_id}/tree"))
-                entities = sum(
-                    1 for line in str(tree).split("'path': ") if line.startswith("'/entities/")
-                )
-                print(
-                    f"    import: {found} chapters found; curation {curation_s / found:.2f} s"
-                    f" per chapter ({curation_s:.0f} s); entity nodes in the tree: {entities}"
-                )
-                db = Database.in_home(home)
-                chunks = chunk_index(db, book)
-                ours = theirs = wanted = newest_ok = newest_n = future = 0
-                ctx_ms: list[float] = []
-                for probe in prose.probes(book, probe_count):
-                    t0 = time.perf_counter()
-                    ctx = ok(
-                        api.post(
-                            f"/books/{book_id}/context",
-                            json={
-                                "chapter": probe.chapter,
-                                "prompt": probe.prompt,
-                                "budgetTokens": budget,
-                            },
-                        )
-                    )
-                    ctx_ms.append((time.perf_counter() - t0) * 1000)
-                    flat = bm25(db, chunks, probe, int(ctx["tokens"]))
-                    for fact in book.needed(probe):
-                        wanted += 1
-                        ours += held(ctx["text"], ctx["pieces"], fact, slugs[fact.subject])
-                        theirs += fact.sentence in flat
-                        if fact.change:
-                            newest_n += 1
-                            newest_ok += held(ctx["text"], ctx["pieces"], fact, slugs[fact.subject])
-                    future += sum(f.sentence in ctx["text"] for f in book.future(probe.chapter))
-                r_ours = ours / max(wanted, 1)
-                r_bm25 = theirs / max(wanted, 1)
-                ctx_ms.sort()
-                print(
-                    f"    needed-fact recall at {budget:,} tokens over {probe_count} scenes:"
-                    f" storyloom {ours}/{wanted} = {r_ours:.1%},"
-                    f" BM25 top-k chunks {theirs}/{wanted} = {r_bm25:.1%}"
-                )
-                print(
-                    f"    newest state after legal changes: {newest_ok}/{newest_n};"
-                    f" facts from the target chapter or later in a context: {future} (target 0);"
-                    f" context route p50 {ctx_ms[len(ctx_ms) // 2]:.0f} ms"
-                )
-                role_c(api, book_id, book, found)
-                print(f"ratio ({lang}): {r_ours / r_bm25 if r_bm25 else float('inf'):.2f}")
-        finally:
-            server.should_exit = True
+                ctx_ms.append((time.perf_counter() - t0) * 1000)
+                flat = bm25(db, chunks, probe, int(ctx["tokens"]))
+                for fact in book.needed(probe):
+                    wanted += 1
+                    got = held(ctx["text"], ctx["pieces"], fact, slugs[fact.subject])
+                    ours += got
+                    theirs += fact.sentence in flat
+                    if fact.change:
+                        newest_n += 1
+                        newest_ok += got
+                future += sum(f.sentence in ctx["text"] for f in book.future(probe.chapter))
+            r_ours = ours / max(wanted, 1)
+            r_bm25 = theirs / max(wanted, 1)
+            ctx_ms.sort()
+            print(
+                f"    needed-fact recall at {budget:,} tokens over {probe_count} scenes:"
+                f" storyloom {ours}/{wanted} = {r_ours:.1%},"
+                f" BM25 top-k chunks {theirs}/{wanted} = {r_bm25:.1%}"
+            )
+            print(
+                f"    newest state after legal changes: {newest_ok}/{newest_n};"
+                f" facts from the target chapter or later in a context: {future} (target 0);"
+                f" context route p50 {ctx_ms[len(ctx_ms) // 2]:.0f} ms"
+            )
+            role_c(api, book_id, book, found)
+            print(f"ratio ({lang}): {r_ours / r_bm25 if r_bm25 else float('inf'):.2f}")
 
 
 def role_c(api: httpx.Client, book_id: str, book: prose.ProseBook, chapters: int) -> None:

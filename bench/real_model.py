@@ -37,16 +37,13 @@ import asyncio
 import json
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
-from storyloom.cli.serve import bind_socket
 from storyloom.core.settings import ChatEndpoint, LocalModelSettings
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.errors import JsonAnswerError
@@ -55,6 +52,7 @@ from storyloom.llm.local_model import LocalModelServer
 from storyloom.llm.structured_output import parse_json_answer, response_format
 from storyloom.project.project_file import init_project
 from storyloom.server.app import create_app
+from storyloom.testing.loopback import serve_in_thread
 from storyloom.writing.curation import EXTRACT_SYSTEM, AgentExtraction
 
 MESSAGES = [
@@ -178,16 +176,6 @@ async def storyloom_stream(endpoint: ChatEndpoint) -> tuple[float, int, float]:
             tokens += 1
             first = first or time.perf_counter() - start
     return first, tokens, time.perf_counter() - start
-
-
-def serve(home: Path) -> tuple[str, uvicorn.Server]:
-    app = create_app(home, environ={}, local_models=False)
-    sock = bind_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="websockets-sansio"))
-    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
-    while not server.started:
-        time.sleep(0.01)
-    return f"http://127.0.0.1:{sock.getsockname()[1]}", server
 
 
 def home_for(base: str, root: Path) -> Path:
@@ -350,31 +338,27 @@ def through_rest(base_url: str, repeat: int, turns: int, wanted: set[str]) -> No
     """Sections 2 and 3, through a storyloom server whose user model is ``base_url``."""
     med = statistics.median
     with tempfile.TemporaryDirectory() as folder:
-        base, server = serve(home_for(base_url, Path(folder)))
-        try:
-            with httpx.Client(base_url=base, timeout=300) as api:
-                if "path" in wanted:
-                    path_times, bare_times = [], []
-                    chat_id = new_chat(api, "on")
-                    for text in TURNS[:repeat]:
-                        seconds, reply = turn(api, chat_id, text)
-                        sent = api.get(
-                            f"/api/chats/{chat_id}/messages/{reply['id']}/prompt"
-                        ).json()["messages"]
-                        path_times.append(seconds)
-                        bare_times.append(bare_stream(base_url, sent)[2])
-                    print(
-                        f"2. a chat turn through REST: {med(path_times) * 1000:.0f} ms; the same "
-                        f"messages straight to llama.cpp: {med(bare_times) * 1000:.0f} ms"
-                    )
-                    print(
-                        f"ratio: {med(path_times) / med(bare_times):.3f} "
-                        "(whole turn, storyloom / bare)"
-                    )
-                if "filament" in wanted:
-                    filament_compliance(api, turns)
-        finally:
-            server.should_exit = True
+        app = create_app(home_for(base_url, Path(folder)), environ={}, local_models=False)
+        with serve_in_thread(app) as base, httpx.Client(base_url=base, timeout=300) as api:
+            if "path" in wanted:
+                path_times, bare_times = [], []
+                chat_id = new_chat(api, "on")
+                for text in TURNS[:repeat]:
+                    seconds, reply = turn(api, chat_id, text)
+                    sent = api.get(f"/api/chats/{chat_id}/messages/{reply['id']}/prompt").json()[
+                        "messages"
+                    ]
+                    path_times.append(seconds)
+                    bare_times.append(bare_stream(base_url, sent)[2])
+                print(
+                    f"2. a chat turn through REST: {med(path_times) * 1000:.0f} ms; the same "
+                    f"messages straight to llama.cpp: {med(bare_times) * 1000:.0f} ms"
+                )
+                print(
+                    f"ratio: {med(path_times) / med(bare_times):.3f} (whole turn, storyloom / bare)"
+                )
+            if "filament" in wanted:
+                filament_compliance(api, turns)
 
 
 def filament_compliance(api: httpx.Client, turns: int) -> None:
