@@ -134,7 +134,6 @@ CompletionApi = Literal["chat", "text", "llamacpp", "koboldcpp"]
 OpenAI-compatible ``/v1/completions`` (vLLM, TabbyAPI, text-generation-webui, KoboldCpp,
 llama.cpp); llamacpp: llama.cpp's native ``/completion``; koboldcpp: KoboldCpp's
 ``/api/v1/generate`` (streamed through ``/api/extra/generate/stream``)."""
-COMPLETION_APIS: tuple[CompletionApi, ...] = ("chat", "text", "llamacpp", "koboldcpp")
 
 
 class _ChatEndpointFields(BaseModel):

@@ -20,6 +20,7 @@ sequences, and the last output sequence left open for the model to continue.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -977,6 +978,13 @@ _MODELS: dict[TemplateKind, type[InstructTemplate] | type[ContextTemplate]] = {
 _UNSAFE_NAME = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
 
 
+@functools.cache
+def _builtins(kind: TemplateKind) -> Mapping[str, InstructTemplate | ContextTemplate]:
+    """The built-in templates of ``kind``, built once: the library looks them up on every
+    resolve, and the settings in force resolve their templates on each read."""
+    return builtin_instruct_templates() if kind == "instruct" else builtin_context_templates()
+
+
 def _file_name(name: str) -> str:
     cleaned = _UNSAFE_NAME.sub("_", name).strip().strip(".")
     if not cleaned:
@@ -1058,11 +1066,10 @@ class TemplateLibrary:
         path = self._files(kind).get(name)
         if path is not None:
             return self._load(kind, path, name)
-        builtins: Mapping[str, Any] = (
-            builtin_instruct_templates() if kind == "instruct" else builtin_context_templates()
-        )
+        builtins = _builtins(kind)
         if name in builtins:
-            return builtins[name]
+            # A copy: the built-ins are built once and shared.
+            return builtins[name].model_copy()
         where = (
             f"the built-in templates and {self._folder(kind)}"
             if self.home
@@ -1079,10 +1086,7 @@ class TemplateLibrary:
         return template
 
     def _names(self, kind: TemplateKind) -> list[str]:
-        builtins = (
-            builtin_instruct_templates() if kind == "instruct" else builtin_context_templates()
-        )
-        return sorted(set(builtins) | set(self._files(kind)), key=str.lower)
+        return sorted(set(_builtins(kind)) | set(self._files(kind)), key=str.lower)
 
     def instruct_names(self) -> list[str]:
         return self._names("instruct")
@@ -1091,10 +1095,7 @@ class TemplateLibrary:
         return self._names("context")
 
     def is_builtin(self, kind: TemplateKind, name: str) -> bool:
-        builtins = (
-            builtin_instruct_templates() if kind == "instruct" else builtin_context_templates()
-        )
-        return name in builtins
+        return name in _builtins(kind)
 
     def import_file(self, path: Path) -> tuple[TemplateKind, str]:
         """Validate a SillyTavern instruct or context file as a whole and store it in the
@@ -1148,9 +1149,9 @@ class TemplateLibrary:
     def instruct_for_model(self, model: str) -> str:
         """The stored template whose ``activation_regex`` matches ``model`` (SillyTavern's
         auto-select), else :func:`template_for_model`."""
-        for name in self._files("instruct"):
+        for name, path in self._files("instruct").items():
             try:
-                template = self.instruct(name)
+                template: InstructTemplate = self._load("instruct", path, name)
             except FileFormatError:
                 continue
             pattern = _activation_pattern(template.activation_regex)
@@ -1165,9 +1166,8 @@ class TemplateLibrary:
         instruct_name = endpoint.instruct_template or self.instruct_for_model(endpoint.model)
         context_name = endpoint.context_template
         if not context_name:
-            context_name = (
-                instruct_name if instruct_name in self.context_names() else DEFAULT_CONTEXT
-            )
+            bound = instruct_name in _builtins("context") or instruct_name in self._files("context")
+            context_name = instruct_name if bound else DEFAULT_CONTEXT
         return ResolvedTemplates(self.instruct(instruct_name), self.context(context_name))
 
     def resolve(self, endpoint: ChatEndpoint) -> ChatEndpoint:

@@ -140,16 +140,19 @@ def _llamacpp_finish(event: Mapping[str, Any]) -> str | None:
     return "stop"
 
 
-def _llamacpp_usage(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    predicted = event.get("tokens_predicted")
-    evaluated = event.get("tokens_evaluated")
-    if not isinstance(predicted, int) or not isinstance(evaluated, int):
+def _token_usage(prompt: Any, completion: Any) -> dict[str, Any] | None:
+    """OpenAI's ``usage`` from a backend's two token counts (None unless both are ints)."""
+    if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
     return {
-        "prompt_tokens": evaluated,
-        "completion_tokens": predicted,
-        "total_tokens": evaluated + predicted,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
     }
+
+
+def _llamacpp_usage(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    return _token_usage(event.get("tokens_evaluated"), event.get("tokens_predicted"))
 
 
 class TextCompletionClient(EndpointClient):
@@ -224,13 +227,7 @@ def _whole_result(api: CompletionApi, data: Any, tags: ThinkTags) -> ChatResult:
                 raise ValueError("the answer has no 'results' list")
             first = results[0]
             text, finish = first.get("text"), first.get("finish_reason")
-            prompt, completion = first.get("prompt_tokens"), first.get("completion_tokens")
-            if isinstance(prompt, int) and isinstance(completion, int):
-                usage = {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                }
+            usage = _token_usage(first.get("prompt_tokens"), first.get("completion_tokens"))
     thought, reply = split_think(text if isinstance(text, str) else "", tags)
     return ChatResult(
         text=reply,

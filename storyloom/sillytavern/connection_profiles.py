@@ -78,13 +78,11 @@ def profiles_of(data: Mapping[str, Any]) -> list[StConnectionProfile]:
 
 
 def read_connection_profiles(
-    path_or_data: Path | str | bytes | Mapping[str, Any], *, source: str = "settings.json"
+    path_or_data: Path | str | bytes, *, source: str = "settings.json"
 ) -> list[StConnectionProfile]:
-    """The connection profiles of a SillyTavern settings.json (its path, its bytes or its
-    parsed JSON). A file that is not a JSON object is a :class:`FileFormatError` naming
-    ``source`` (or the path)."""
-    if isinstance(path_or_data, Mapping):
-        return profiles_of(path_or_data)
+    """The connection profiles of a SillyTavern settings.json (its path or its bytes). A
+    file that is not a JSON object is a :class:`FileFormatError` naming ``source`` (or
+    the path)."""
     if isinstance(path_or_data, str | Path):
         where = Path(path_or_data)
         try:

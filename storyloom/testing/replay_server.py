@@ -340,13 +340,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"".join(self._unsent))
             self._unsent.clear()
 
-    def _stream_chat(self, reply: Reply, model: str, include_usage: bool) -> None:
+    def _start_event_stream(self) -> None:
+        """Send the headers of a chunked SSE answer; its events follow via _write_chunk."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self._unsent = []
+
+    def _stream_chat(self, reply: Reply, model: str, include_usage: bool) -> None:
+        self._start_event_stream()
         special = (reply.cut_after_chunks, reply.error_after_chunks, reply.hold_after_chunks)
         flush_each = not reply.burst
         if reply.burst and special == (None, None, None) and not reply.chunk_delay_s:
@@ -399,12 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _text_completion(reply, model, wire))
             return
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        self._unsent = []
+        self._start_event_stream()
         flush = not reply.burst
         if not self._write_pieces(
             reply,

@@ -6,6 +6,7 @@ Nothing is faked below HTTP: every client call crosses a real socket to
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -13,11 +14,32 @@ from typing import Any
 import pytest
 
 from storyloom.core.settings import ChatEndpoint
+from storyloom.llm.answer_stream import AnswerStream
 from storyloom.llm.chat import ChatClient
+from storyloom.llm.errors import LLMCancelled
 from storyloom.llm.retry import RetryPolicy
 from storyloom.testing.replay_server import ReplayLLMServer
 
 EndpointFactory = Callable[..., ChatEndpoint]
+_HANG_GUARD_S = 20  # only stops a hung test; never a timing assertion
+
+
+async def stop_from_another_task(stream: AnswerStream, seen: str) -> LLMCancelled:
+    """Consume ``stream`` in a task until its text is ``seen``, close it from here, and
+    return the cancellation the consumer got."""
+    reached = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in stream:
+            if stream.text == seen:
+                reached.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(reached.wait(), _HANG_GUARD_S)
+    await stream.aclose()
+    with pytest.raises(LLMCancelled) as caught:
+        await asyncio.wait_for(task, _HANG_GUARD_S)
+    return caught.value
 
 
 @pytest.fixture

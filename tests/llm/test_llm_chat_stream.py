@@ -13,6 +13,8 @@ from storyloom.llm.errors import LLMCancelled, LLMError, LLMTimeout, StreamCut
 from storyloom.llm.retry import RetryPolicy
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
+from .conftest import stop_from_another_task
+
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Tell me a story."}]
 HANG_GUARD_S = 20  # only stops a hung test; never a timing assertion
 
@@ -287,19 +289,8 @@ async def test_aclose_from_another_task_stops_the_consumer(
 ) -> None:
     llm.script(Reply(text="one two three", hold_after_chunks=2))
     stream = client.stream(MESSAGES)
-    got_two = asyncio.Event()
-
-    async def consume() -> None:
-        async for _ in stream:
-            if stream.text == "one two ":
-                got_two.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(got_two.wait(), HANG_GUARD_S)
-    await stream.aclose()
-    with pytest.raises(LLMCancelled) as caught:
-        await asyncio.wait_for(task, HANG_GUARD_S)
-    assert caught.value.partial_text == "one two "
+    stopped = await stop_from_another_task(stream, "one two ")
+    assert stopped.partial_text == "one two "
     assert stream.stopped
     assert await _disconnected(llm)
 

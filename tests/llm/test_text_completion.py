@@ -11,7 +11,7 @@ from storyloom.core.settings import ChatEndpoint, CompletionApi
 from storyloom.llm.chat import ChatClient
 from storyloom.llm.connection_check import check_chat_endpoint
 from storyloom.llm.context_size import probe_context_size
-from storyloom.llm.errors import LLMCancelled, LLMError
+from storyloom.llm.errors import LLMError
 from storyloom.llm.instruct import (
     PromptTurn,
     builtin_context_templates,
@@ -22,7 +22,7 @@ from storyloom.llm.retry import RetryPolicy
 from storyloom.llm.text_completion import TextCompletionClient
 from storyloom.testing.replay_server import RecordedRequest, ReplayLLMServer, Reply
 
-from .conftest import EndpointFactory
+from .conftest import EndpointFactory, stop_from_another_task
 
 HANG_GUARD_S = 20  # only stops a hung test; never a timing assertion
 APIS: list[CompletionApi] = ["text", "llamacpp", "koboldcpp"]
@@ -174,19 +174,8 @@ async def test_cancelling_mid_stream_keeps_the_partial_text(
         text_endpoint(llm, make_endpoint, api), retry_policy=fast_retries
     ) as client:
         stream = client.stream("p")
-        got_two = asyncio.Event()
-
-        async def consume() -> None:
-            async for _ in stream:
-                if stream.text == "one two ":
-                    got_two.set()
-
-        task = asyncio.create_task(consume())
-        await asyncio.wait_for(got_two.wait(), HANG_GUARD_S)
-        await stream.aclose()
-        with pytest.raises(LLMCancelled) as caught:
-            await asyncio.wait_for(task, HANG_GUARD_S)
-    assert caught.value.partial_text == "one two "
+        stopped = await stop_from_another_task(stream, "one two ")
+    assert stopped.partial_text == "one two "
     assert stream.stopped
     assert await asyncio.to_thread(llm.wait_for_disconnect, 1, HANG_GUARD_S)
     aborts = [r for r in llm.requests if r.path == "/api/extra/abort"]
