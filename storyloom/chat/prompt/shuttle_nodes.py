@@ -410,16 +410,10 @@ class TokenBudget(NodeType[TokenBudgetConfig]):
     )
 
     def fingerprint(self, config: TokenBudgetConfig, services: WorkflowServices) -> str | None:
-        # The turn's connection is not in the skein: every endpoint it may pick is here.
-        settings = services.require_settings()
-        endpoints = [
-            settings.user_llm,
-            *(settings.connections[n] for n in sorted(settings.connections)),
-        ]
         return "||".join(
             f"{llm.model}|{llm.token_encoding}|{llm.context_window}|{llm.tokenizer}|"
             f"{llm.tokenizer_model}|{llm.base_url}|{templates_fingerprint(services, llm)}"
-            for llm in endpoints
+            for llm in turn_endpoints(services, "user")
         )
 
     async def run(
@@ -566,17 +560,11 @@ class TextPromptNode(NodeType[TextPromptConfig]):
     )
 
     def fingerprint(self, config: TextPromptConfig, services: WorkflowServices) -> str | None:
-        # The turn's connection is not in the skein: every endpoint it may pick is here.
-        settings = services.require_settings()
-        endpoints = [
-            settings.endpoint_for(config.role),
-            *(settings.connections[n] for n in sorted(settings.connections)),
-        ]
         return "||".join(
             templates_fingerprint(
                 services, endpoint, config.instruct_template, config.context_template
             )
-            for endpoint in endpoints
+            for endpoint in turn_endpoints(services, config.role)
         )
 
     async def run(
@@ -722,13 +710,22 @@ async def _streamed(ctx: NodeContext, stream: AnswerStream) -> dict[str, Any]:
     return {"text": stream.text, "reasoning": stream.reasoning_text, "steps": [], "variables": []}
 
 
+def turn_endpoints(services: WorkflowServices, role: str) -> list[ChatEndpoint]:
+    """Every endpoint a turn's ``role`` may be answered by (see :func:`turn_endpoint`):
+    the role's model and each connection, for a fingerprint, since the turn's connection
+    is not in the skein."""
+    settings = services.require_settings()
+    return [
+        settings.endpoint_for(role),
+        *(settings.connections[n] for n in sorted(settings.connections)),
+    ]
+
+
 def turn_endpoint(ctx: NodeContext, inputs: Mapping[str, Any], role: str) -> ChatEndpoint:
     """The endpoint a chat turn's ``role`` asks: for the user role, the connection the
     turn's snapshot names (the group member's, the chat's or the character's), else the
     role's model. The snapshot is the node's input, else the run's."""
-    raw = inputs.get("snapshot")
-    if raw is None:
-        raw = ctx.interface_inputs.get("snapshot")
+    raw = _snapshot_source(ctx, inputs).get("snapshot")
     name: Any = None
     chosen_in: Any = ""
     if role == "user" and isinstance(raw, ContextSnapshot):
@@ -742,15 +739,18 @@ def turn_endpoint(ctx: NodeContext, inputs: Mapping[str, Any], role: str) -> Cha
     )
 
 
+def _snapshot_source(ctx: NodeContext, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Where a turn's snapshot is read: the node's input, else the run's (a pipeline
+    saved before the invoker had this input still runs its agent and its connection)."""
+    return inputs if inputs.get("snapshot") is not None else ctx.interface_inputs
+
+
 def _agent_snapshot(ctx: NodeContext, inputs: Mapping[str, Any]) -> ContextSnapshot | None:
     """The turn's snapshot when it names an agent profile the process can run."""
     agents = ctx.services.agents
     if agents is None:
         return None
-    source: Mapping[str, Any] = inputs
-    if inputs.get("snapshot") is None:
-        # A pipeline saved before the invoker had this input still runs its agent.
-        source = ctx.interface_inputs
+    source = _snapshot_source(ctx, inputs)
     raw = source.get("snapshot")
     if raw is None:
         return None

@@ -30,9 +30,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from storyloom.chat.prompt.prompt_ast import block_extra
 from storyloom.chat.prompt.skein import BlockKind, Skein, SkeinBlock
 from storyloom.chat.prompt.token_budget import MessageCost
-from storyloom.chat.prompt.weaver import parse_example, weave_sources
+from storyloom.chat.prompt.weaver import group_text, parse_example, weave_sources
 from storyloom.llm.instruct import (
     PromptPiece,
     PromptTurn,
@@ -49,10 +50,6 @@ _CHARACTER_FIELDS = {"personality": "personality"}
 description, the base and evolved persona) are the ``description``."""
 
 NEW_CHAT_BLOCK = "newMainChat"
-
-
-def _extra(block: SkeinBlock, key: str, default: Any = None) -> Any:
-    return (block.model_extra or {}).get(key, default)
 
 
 @dataclass
@@ -73,7 +70,7 @@ def _story_field(block: SkeinBlock) -> str:
         case BlockKind.CHARACTER:
             return _CHARACTER_FIELDS.get(block.source.field or "", "description")
         case BlockKind.LORE:
-            return "wiAfter" if _extra(block, "group") == "worldInfoAfter" else "wiBefore"
+            return "wiAfter" if block_extra(block, "group") == "worldInfoAfter" else "wiBefore"
         case (
             BlockKind.SUMMARY
             | BlockKind.RAG
@@ -109,7 +106,7 @@ def _layout(blocks: Sequence[SkeinBlock]) -> _Layout:
         elif block.kind is BlockKind.EXAMPLES:
             layout.examples.append([*pending_lore, block])
             pending_lore = []
-        elif block.kind is BlockKind.LORE and not _extra(block, "group"):
+        elif block.kind is BlockKind.LORE and not block_extra(block, "group"):
             # Lore at the examples' top or bottom: with the example next to it.
             if layout.examples:
                 layout.examples[-1].append(block)
@@ -128,14 +125,11 @@ def _field_text(blocks: Sequence[SkeinBlock]) -> str:
     parts: list[str] = []
     index = 0
     while index < len(blocks):
-        group = _extra(blocks[index], "group")
+        group = block_extra(blocks[index], "group")
         end = index + 1
-        while group and end < len(blocks) and _extra(blocks[end], "group") == group:
+        while group and end < len(blocks) and block_extra(blocks[end], "group") == group:
             end += 1
-        text = "\n".join(b.content.strip() for b in blocks[index:end])
-        if group:
-            text = str(_extra(blocks[index], "group_format") or "{0}").replace("{0}", text)
-        parts.append(text)
+        parts.append(group_text(blocks[index:end]) if group else blocks[index].content.strip())
         index = end
     return "\n".join(parts)
 
@@ -162,7 +156,7 @@ def _example_turns(
                 PromptTurn(role="system", content=block.content, source=sources.key([block]))
             )
             continue
-        speakers = _extra(block, "speakers") or {}
+        speakers = block_extra(block, "speakers") or {}
         parsed = parse_example(
             block.content, str(speakers.get("user") or user), str(speakers.get("char") or char)
         )

@@ -23,6 +23,7 @@ Empty blocks send nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,17 +97,16 @@ def weave_sources(
             index += 1
             continue
         if group:
-            parts: list[str] = []
             end = index
-            while end < len(blocks) and blocks[end].depth is None:
-                if _extra(blocks[end], "group") != group:
-                    break
-                parts.append(blocks[end].content.strip())
+            while (
+                end < len(blocks)
+                and blocks[end].depth is None
+                and _extra(blocks[end], "group") == group
+            ):
                 end += 1
-            template = str(_extra(block, "group_format") or "{0}")
-            content = template.replace("{0}", "\n".join(parts))
-            ids = tuple(b.id for b in blocks[index:end])
-            items.append(_Item({"role": block.role, "content": content}, index, block_ids=ids))
+            run = blocks[index:end]
+            message = {"role": block.role, "content": group_text(run)}
+            items.append(_Item(message, index, block_ids=tuple(b.id for b in run)))
             index = end
             continue
         if block.kind is BlockKind.EXAMPLES:
@@ -126,6 +126,13 @@ def weave_sources(
     if squash_system:
         items = _squash(items)
     return [WovenMessage(item.message, item.block_ids) for item in items]
+
+
+def group_text(blocks: Sequence[SkeinBlock]) -> str:
+    """The text of adjacent blocks of one group: theirs, one a line, inside the first
+    block's ``group_format`` (world info's ``{0}``)."""
+    template = str(_extra(blocks[0], "group_format") or "{0}")
+    return template.replace("{0}", "\n".join(b.content.strip() for b in blocks))
 
 
 def _history_message(

@@ -859,7 +859,7 @@ class ChatService:
         if self.presets is not None and character.source_preset:
             try:
                 live = self.presets.character(character.source_preset)
-                card = {**card, "extensions": live.model_dump(mode="json").get("extensions")}
+                card = {**card, "extensions": live.extensions}
             except (StoryloomError, OSError):
                 pass  # the character is gone or broken: the chat's copy of the card
         speaker = conversation.metadata.get(VIEW_KEY)
