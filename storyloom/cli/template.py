@@ -47,9 +47,7 @@ def list_templates(home: HomeOption = None, as_json: JsonOption = False) -> None
         listing = {
             kind: [
                 {"name": name, "builtin": library.is_builtin(kind, name)}
-                for name in (
-                    library.instruct_names() if kind == "instruct" else library.context_names()
-                )
+                for name in library.names(kind)
             ]
             for kind in kinds
         }

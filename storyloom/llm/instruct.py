@@ -1085,14 +1085,9 @@ class TemplateLibrary:
         template: ContextTemplate = self._get("context", name)
         return template
 
-    def _names(self, kind: TemplateKind) -> list[str]:
+    def names(self, kind: TemplateKind) -> list[str]:
+        """The templates of ``kind``, built in or stored, sorted."""
         return sorted(set(_builtins(kind)) | set(self._files(kind)), key=str.lower)
-
-    def instruct_names(self) -> list[str]:
-        return self._names("instruct")
-
-    def context_names(self) -> list[str]:
-        return self._names("context")
 
     def is_builtin(self, kind: TemplateKind, name: str) -> bool:
         return name in _builtins(kind)

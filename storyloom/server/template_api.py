@@ -62,16 +62,12 @@ class TemplateImported(BaseModel):
 
 
 def _list(library: TemplateLibrary) -> TemplateList:
-    return TemplateList(
-        instruct=[
-            TemplateEntry(name=n, builtin=library.is_builtin("instruct", n))
-            for n in library.instruct_names()
-        ],
-        context=[
-            TemplateEntry(name=n, builtin=library.is_builtin("context", n))
-            for n in library.context_names()
-        ],
-    )
+    def entries(kind: TemplateKind) -> list[TemplateEntry]:
+        return [
+            TemplateEntry(name=n, builtin=library.is_builtin(kind, n)) for n in library.names(kind)
+        ]
+
+    return TemplateList(instruct=entries("instruct"), context=entries("context"))
 
 
 def _document(library: TemplateLibrary, kind: TemplateKind, name: str) -> TemplateDocument:

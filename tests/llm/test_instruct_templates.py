@@ -336,10 +336,10 @@ def test_the_library_imports_files_that_win_over_builtins_and_deletes_them(
 def test_the_library_saves_lists_and_names_what_it_cannot_find(tmp_path: Path) -> None:
     library = TemplateLibrary(tmp_path)
     library.save("context", ContextTemplate(name="My story", chat_start="---"))
-    assert "My story" in library.context_names()
-    assert "Default" in library.context_names()
+    assert "My story" in library.names("context")
+    assert "Default" in library.names("context")
     assert library.context("My story").chat_start == "---"
-    assert "Llama 3 Instruct" in library.instruct_names()
+    assert "Llama 3 Instruct" in library.names("instruct")
     with pytest.raises(NotFound, match=r"'Nope'.*built-in templates and .*instruct"):
         library.instruct("Nope")
 
