@@ -68,8 +68,6 @@ async def ask_agent_json(
     not fit after the retry as :class:`AgentJsonError` (or what ``accept`` raised)."""
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     try:
-        if accept is None:
-            return await ask_json(endpoint, messages, model, what=what)
         return await ask_json(endpoint, messages, model, what=what, accept=accept)
     except AgentJsonError:
         raise

@@ -273,6 +273,7 @@ class _Snapshot:
         self._row_terms: dict[tuple[str, Level, int], frozenset[str]] = {}
         self._row_mentions: dict[tuple[str, Level, int], frozenset[str]] = {}
         self._header_tokens: dict[tuple[str, Level, int], int] = {}
+        self._passage_headers: dict[tuple[str, int, int, int], int] = {}
         self._passages: PassageIndex | None = None
 
     def passage_index(self) -> PassageIndex:
@@ -345,8 +346,15 @@ class _Snapshot:
         return found
 
     def passage_estimate(self, hit: PassageHit) -> int:
-        uri = passage_uri(resource_uri(self.book_id, hit.path), hit.start, hit.end)
-        return count_tokens(f"<<{uri} L2 v{hit.version}>>\n") + hit.tokens + _PIECE_SLACK
+        # Asked of every hit, and again each time the planner weighs one: its header
+        # is counted once per snapshot.
+        key = (hit.path, hit.start, hit.end, hit.version)
+        header = self._passage_headers.get(key)
+        if header is None:
+            uri = passage_uri(resource_uri(self.book_id, hit.path), hit.start, hit.end)
+            header = count_tokens(f"<<{uri} L2 v{hit.version}>>\n")
+            self._passage_headers[key] = header
+        return header + hit.tokens + _PIECE_SLACK
 
     def passage_text(self, hit: PassageHit) -> str:
         row = _Row(hit.path, "L2", hit.version, 0, 0, None)
@@ -413,6 +421,11 @@ class _Candidate:
     fragment path, ``<chapter path>#p=<start>-<end>``)."""
 
 
+def _passage_key(hit: PassageHit) -> str:
+    """A passage candidate's key: its chapter path with the URI fragment."""
+    return f"{hit.path}#p={hit.start}-{hit.end}"
+
+
 @dataclass
 class _Planner:
     snapshot: _Snapshot
@@ -427,7 +440,7 @@ class _Planner:
     def add_passage(
         self, hit: PassageHit, *, planned: bool, reason: str, score: float
     ) -> _Candidate | None:
-        key = f"{hit.path}#p={hit.start}-{hit.end}"
+        key = _passage_key(hit)
         if key in self.candidates:
             return None
         candidate = _Candidate(
@@ -520,8 +533,7 @@ class _Planner:
             if whole is not None and whole.chosen == "L2":
                 continue
             for hit in index.of_chapter(ch.path):
-                key = f"{hit.path}#p={hit.start}-{hit.end}"
-                candidate = self.candidates.get(key) or self.add_passage(
+                candidate = self.candidates.get(_passage_key(hit)) or self.add_passage(
                     hit, planned=False, reason=f"{reason(ch)} (a passage)", score=60.0 - rank
                 )
                 if candidate is not None and candidate.chosen is None:

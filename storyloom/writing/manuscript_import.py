@@ -283,8 +283,9 @@ def import_entities(
     """Create the characters and places ``texts`` (chapters ``first_chapter``, the next,
     …) name that the book does not know yet by any of their names; each exists from the
     chapter that first names it. Answers the entities created."""
-    known = {n.casefold() for r in store.entities(book_id) for n in (r.title, *r.aliases)}
-    known_paths = {r.path for r in store.entities(book_id)}
+    entities = store.entities(book_id)
+    known = {n.casefold() for r in entities for n in (r.title, *r.aliases)}
+    known_paths = {r.path for r in entities}
     created = [
         r
         for r in found_entity_resources(

@@ -20,7 +20,7 @@ import importlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -443,6 +443,34 @@ class Lexicon:
         lexicon.kin_names = tuple(sorted((n for n in names if n), key=lambda n: (-len(n), n)))
         return lexicon
 
+    # The patterns below depend on the lexicon only: compiled once for all its sentences.
+
+    @cached_property
+    def home_patterns(self) -> _HomePatterns | None:
+        """The whereabouts patterns over :attr:`places` (None when there are none)."""
+        return _HomePatterns.of(self.places) if self.places else None
+
+    @cached_property
+    def zh_kin_pattern(self) -> re.Pattern[str] | None:
+        """A kin word then one of the Chinese :attr:`kin_names` (None when there are none)."""
+        names = "|".join(re.escape(n) for n in self.kin_names if _CJK.search(n))
+        return re.compile(rf"({_ZH_KIN})[，,]?({names})") if names else None
+
+    @cached_property
+    def colour_patterns(self) -> dict[str, tuple[set[str], list[tuple[str, re.Pattern[str]]]]]:
+        """Colour family → (the values the book's facts gave it, the patterns of
+        :func:`_described_colours`)."""
+        out: dict[str, tuple[set[str], list[tuple[str, re.Pattern[str]]]]] = {}
+        for family in ("hair", "eyes"):
+            values = {
+                v
+                for a, f in _COLOUR_FAMILY.items()
+                if f == family
+                for v in self.vocabulary.get(a, ())
+            }
+            out[family] = (values, _colour_patterns(family, values))
+        return out
+
 
 def _attribute_words(attribute: str) -> tuple[str, ...]:
     key = attribute.strip().casefold()
@@ -602,11 +630,8 @@ def _colour_claims(
     """Hair and eye colours described: "her blue eyes", "his eyes were grey as ash",
     "silver-haired Lin Feng", "她蓝色的眼睛", "眼睛是绿色的"."""
     lower = sentence.casefold()
-    for family in ("hair", "eyes"):
-        values = {
-            v for a, f in _COLOUR_FAMILY.items() if f == family for v in lex.vocabulary.get(a, ())
-        }
-        for value, at in _described_colours(lower, family, values):
+    for family, (values, patterns) in lex.colour_patterns.items():
+        for value, at in _described_colours(lower, patterns):
             if _negated_before(lower, at):
                 continue
             if family == "eyes" and value in _SORE_EYES and value not in values:
@@ -618,17 +643,16 @@ def _colour_claims(
                 yield Claim(subject, stored[0], value, known[stored[0]], sentence, change)
 
 
-def _described_colours(lower: str, attribute: str, values: set[str]) -> list[tuple[str, int]]:
-    """Colours said of one of the attribute's words, before it (``blue eyes``,
-    ``blue-grey eyes``, ``silver-haired``, ``蓝色的眼睛``) or after it (``eyes were
-    grey``, ``头发是银色的``); a compound colour counts once ("silver-white hair")."""
+def _colour_patterns(attribute: str, values: set[str]) -> list[tuple[str, re.Pattern[str]]]:
+    """(side, pattern) finding colours said of one of the attribute's words, before it
+    (``blue eyes``, ``blue-grey eyes``, ``silver-haired``, ``蓝色的眼睛``) or after it
+    (``eyes were grey``, ``头发是银色的``): the common colours and ``values``."""
     colours = sorted({*_COLOURS, *values}, key=len, reverse=True)
     en = "|".join(re.escape(c) for c in colours if not _CJK.search(c))
     zh = "|".join(re.escape(c) for c in colours if _CJK.search(c))
     words = _ATTRIBUTE_WORDS.get(attribute, (attribute,))
     en_words = "|".join(re.escape(w) for w in words if not _CJK.search(w))
     zh_words = "|".join(re.escape(w) for w in words if _CJK.search(w))
-    by_word: dict[int, tuple[str, int]] = {}
     patterns: list[tuple[str, str]] = []
     if en and en_words:
         patterns.append(("before", rf"\b({en})(?:[\s-]+[a-z]+)?[\s-]+(?:{en_words})\b"))
@@ -636,8 +660,17 @@ def _described_colours(lower: str, attribute: str, values: set[str]) -> list[tup
     if zh and zh_words:
         patterns.append(("before", rf"((?:{zh})+色?)的?(?:{zh_words})"))
         patterns.append(("after", rf"(?:{zh_words})(?:{_ZH_FILLER})?((?:{zh})+色?)"))
+    return [(side, re.compile(pattern)) for side, pattern in patterns]
+
+
+def _described_colours(
+    lower: str, patterns: Sequence[tuple[str, re.Pattern[str]]]
+) -> list[tuple[str, int]]:
+    """Colours the :func:`_colour_patterns` find in ``lower``; a compound colour counts
+    once ("silver-white hair")."""
+    by_word: dict[int, tuple[str, int]] = {}
     for side, pattern in patterns:
-        for match in re.finditer(pattern, lower):
+        for match in pattern.finditer(lower):
             key = match.end() if side == "before" else match.start()
             found = (match.group(1), match.start(1))
             if key not in by_word or found[1] < by_word[key][1]:
@@ -694,10 +727,29 @@ def _dead_acting(
         yield Claim(subject, "status", "alive", "timeline", sentence, revived)
 
 
-def _places_pattern(lex: Lexicon) -> str | None:
-    if not lex.places:
-        return None
-    return "|".join(re.escape(p) for p in lex.places)
+@dataclass(frozen=True)
+class _HomePatterns:
+    """Whereabouts patterns over a book's place names (see :func:`_home_claims`)."""
+
+    noun_in: re.Pattern[str]
+    place_noun: re.Pattern[str]
+    lives_in: re.Pattern[str]
+    zh_place_noun: re.Pattern[str]
+    zh_lives_in: re.Pattern[str]
+
+    @classmethod
+    def of(cls, places: Sequence[str]) -> _HomePatterns:
+        names = "|".join(re.escape(p) for p in places)
+        return cls(
+            re.compile(rf"\b(?:{_HOME_NOUNS})\s+(?:in|at|on)\s+(?:the\s+)?({names})\b"),
+            re.compile(rf"\b({names})\s+(?:{_HOME_NOUNS})\b"),
+            re.compile(
+                rf"\b(?:(?:back|at)\s+home\s+(?:in|to)|home\s+(?:in|to)|(?:lives|lived|living|"
+                rf"live|resides|resided)\s+in)\s+({names})\b"
+            ),
+            re.compile(rf"(?:在|回到|住在)?({names})的(?:{_ZH_HOME_NOUNS})"),
+            re.compile(rf"(?:住在|回到|回)({names})(?:的?家)?"),
+        )
 
 
 def _home_claims(
@@ -707,36 +759,30 @@ def _home_claims(
     flat", "back home in Lisbon", "lives in Lisbon", "她在里斯本的公寓", "住在里斯本".
     Someone else's home ("her sister's flat"), a former one ("her old flat", "had
     lived") and a move ("moved to Porto": a progression) are not contradictions."""
-    places = _places_pattern(lex)
-    if places is None:
+    patterns = lex.home_patterns
+    if patterns is None:
         return
     lower = sentence.casefold()
     moved = change or _MOVE_EN.search(sentence) is not None or any(c in sentence for c in _MOVE_ZH)
     found: list[tuple[str | None, str, int]] = []
-    for match in re.finditer(
-        rf"\b(?:{_HOME_NOUNS})\s+(?:in|at|on)\s+(?:the\s+)?({places})\b", lower
-    ):
+    for match in patterns.noun_in.finditer(lower):
         owner = _possessor(sentence, refs, match.start(), _HOME_GAP)
         if owner is not None:
             found.append((owner, sentence[match.start(1) : match.end(1)], match.start(1)))
-    for match in re.finditer(rf"\b({places})\s+(?:{_HOME_NOUNS})\b", lower):
+    for match in patterns.place_noun.finditer(lower):
         owner = _possessor(sentence, refs, match.start(), _HOME_GAP)
         if owner is not None:
             found.append((owner, sentence[match.start(1) : match.end(1)], match.start(1)))
-    for match in re.finditer(
-        rf"\b(?:(?:back|at)\s+home\s+(?:in|to)|home\s+(?:in|to)|(?:lives|lived|living|live|"
-        rf"resides|resided)\s+in)\s+({places})\b",
-        lower,
-    ):
+    for match in patterns.lives_in.finditer(lower):
         if _PAST_HOME.search(lower[max(0, match.start() - 12) : match.start()]):
             continue
         place = sentence[match.start(1) : match.end(1)]
         found.append((_owner(refs, match.start()), place, match.start(1)))
-    for match in re.finditer(rf"(?:在|回到|住在)?({places})的(?:{_ZH_HOME_NOUNS})", lower):
+    for match in patterns.zh_place_noun.finditer(lower):
         owner = _possessor(sentence, refs, match.start(), _ZH_HOME_GAP)
         if owner is not None:
             found.append((owner, sentence[match.start(1) : match.end(1)], match.start(1)))
-    for match in re.finditer(rf"(?:住在|回到|回)({places})(?:的?家)?", lower):
+    for match in patterns.zh_lives_in.finditer(lower):
         if match.group(0).startswith("回") and not match.group(0).endswith("家"):
             continue
         place = sentence[match.start(1) : match.end(1)]
@@ -767,12 +813,11 @@ def _kin_claims(
         at = match.start("kin")
         owner = _possessor(sentence, refs, at, _KIN_GAP)
         found.append((owner, match.group("kin"), match.group("name")))
-    if lex.kin_names and _CJK.search(sentence):
-        names = "|".join(re.escape(n) for n in lex.kin_names if _CJK.search(n))
-        if names:
-            for match in re.finditer(rf"({_ZH_KIN})[，,]?({names})", lower):
-                owner = _possessor(sentence, refs, match.start(), _ZH_KIN_GAP)
-                found.append((owner, match.group(1), sentence[match.start(2) : match.end(2)]))
+    zh_kin = lex.zh_kin_pattern if _CJK.search(sentence) else None
+    if zh_kin is not None:
+        for match in zh_kin.finditer(lower):
+            owner = _possessor(sentence, refs, match.start(), _ZH_KIN_GAP)
+            found.append((owner, match.group(1), sentence[match.start(2) : match.end(2)]))
     for owner, kin, name in found:
         attribute = _KIN_WORDS.get(kin.casefold())
         name = re.sub(r"['’]s$", "", name.strip())

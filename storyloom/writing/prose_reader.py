@@ -778,7 +778,7 @@ class _Resolver:
     def see(self, text: str) -> None:
         """Record the people ``text`` names, in order, as the most recent ones; the first
         is the sentence's subject, whom a "she" or "he" opening the next one stands for."""
-        named = [p for p in self._ordered(text) if p.kind == "character"]
+        named = [p for p in self.named(text) if p.kind == "character"]
         opener = _OPENING_PRONOUN.match(text)
         referent = self.resolve(opener.group(1), text, 0, []) if opener else None
         if referent is not None:
@@ -786,14 +786,9 @@ class _Resolver:
         elif named:
             self.last_subject = named[0]
         for person in named:
-            if person.kind != "character":
-                continue
             if person in self.recent:
                 self.recent.remove(person)
             self.recent.append(person)
-
-    def _ordered(self, text: str) -> list[Person]:
-        return self.named(text)
 
     def new_paragraph(self) -> None:
         """A paragraph names its people afresh; one that opens with "she" or "he" goes on
@@ -862,13 +857,13 @@ def read_facts(text: str, people: Sequence[Person], chapter: int) -> Reading:
         paragraphs = [p.strip() for p in text.split("\n") if p.strip()]
     else:
         paragraphs = [" ".join(p.split()) for p in regex.split(r"\n\s*\n", text) if p.strip()]
-    all_sentences = [s for p in paragraphs for s in split_sentences(p)]
-    resolver.learn_gender(all_sentences)
+    sentences = [split_sentences(p) for p in paragraphs]
+    resolver.learn_gender([s for paragraph in sentences for s in paragraph])
     facts: dict[tuple[str, str, str], Claim] = {}
     relations: dict[tuple[str, str, str], Relation] = {}
-    for paragraph in paragraphs:
+    for paragraph in sentences:
         resolver.new_paragraph()
-        for sentence in split_sentences(paragraph):
+        for sentence in paragraph:
             for claim, relation in (
                 _sentence_facts(sentence, patterns, resolver, chinese)
                 if not chinese
@@ -884,12 +879,8 @@ def read_facts(text: str, people: Sequence[Person], chapter: int) -> Reading:
             resolver.see(sentence)
     return Reading(
         list(facts.values()),
-        [replace_chapter(r, chapter) for r in relations.values()],
+        [replace(r, chapter=chapter) for r in relations.values()],
     )
-
-
-def replace_chapter(relation: Relation, chapter: int) -> Relation:
-    return Relation(relation.from_path, relation.to_path, relation.kind, relation.reason, chapter)
 
 
 _NEGATED_EN = regex.compile(r"\b(?:not|never|no longer|wasn't|isn't|hadn't|didn't)\b", regex.I)
@@ -934,18 +925,15 @@ def _sentence_facts(
             ):
                 continue
             groups = match.groupdict()
-            other_path: str | None = None
-            if attribute == "kin":
-                named = resolve("name")
-                other_path = named.path if named is not None else None
-            who = resolve("who", other_path)
+            # A kin pattern's relative is read first: the person cannot be their own kin.
+            other = resolve("name") if attribute == "kin" else None
+            who = resolve("who", other.path if other is not None else None)
             if who is None:
                 continue
             value = _clean(unmark(groups.get("v") or ""))
             relation: Relation | None = None
             attr = attribute
             if attribute == "kin":
-                other = resolve("name")
                 kin_word = groups.get("kin") or ("spouse" if _marriage(match.group(0)) else "")
                 if not kin_word or (other is not None and other.path == who.path):
                     continue
