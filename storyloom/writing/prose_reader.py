@@ -36,11 +36,11 @@ import regex
 
 from storyloom.writing.book_store import FactCategory, Relation, Resource
 from storyloom.writing.monitor import Claim, is_change, split_sentences
+from storyloom.writing.referents import HE, KIN_GENDER, SHE, Gender
 from storyloom.writing.scene_entities import EntityMatcher
 from storyloom.writing.uris import slug
 
 EntityKind = Literal["character", "location"]
-Gender = Literal["f", "m"]
 
 _CJK = regex.compile(r"\p{Han}")
 
@@ -429,10 +429,7 @@ _KIN_ZH: Mapping[str, str] = {
     "母亲": "mother", "妈妈": "mother", "儿子": "son", "女儿": "daughter",
     "丈夫": "spouse", "妻子": "spouse",
 }  # fmt: skip
-_GENDER_OF_KIN: Mapping[str, Gender] = {
-    "brother": "m", "sister": "f", "father": "m", "mother": "f", "son": "m",
-    "daughter": "f", "husband": "m", "wife": "f",
-}  # fmt: skip
+_GENDER_OF_KIN: Mapping[str, Gender] = {**KIN_GENDER, "husband": "m", "wife": "f"}
 _KIN_ADJ = (
     r"(?:(?:older|younger|elder|little|big|baby|twin|beloved|dead|late|only|half-|step-?)\s*)*"
 )
@@ -699,8 +696,6 @@ def shared_words(people: Sequence[Person]) -> list[str]:
     )
 
 
-_EN_FEMALE = regex.compile(r"\b(?:she|her|hers|herself)\b", regex.IGNORECASE)
-_EN_MALE = regex.compile(r"\b(?:he|him|his|himself)\b", regex.IGNORECASE)
 _ZH_COLOUR_WORD = {"绿": "绿色", "蓝": "蓝色", "灰": "灰色", "黑": "黑色", "褐": "褐色",
                    "棕": "棕色", "琥珀": "琥珀色", "金": "金色", "银": "银色", "红": "红色",
                    "白": "白色", "紫": "紫色", "赤": "红色", "碧": "绿色"}  # fmt: skip
@@ -746,7 +741,7 @@ class _Resolver:
                 elif "他" in head and "她" not in head:
                     votes["m"] += 1
             else:
-                f, m = _EN_FEMALE.search(head), _EN_MALE.search(head)
+                f, m = SHE.search(head), HE.search(head)
                 if f and not m:
                     votes["f"] += 1
                 elif m and not f:

@@ -19,8 +19,8 @@ from storyloom.writing.scene_entities import EntityMatcher, EntityMention
 
 Gender = Literal["m", "f"]
 
-_HE = re.compile(r"\b(?:he|him|his|himself)\b", re.IGNORECASE)
-_SHE = re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)
+HE = re.compile(r"\b(?:he|him|his|himself)\b", re.IGNORECASE)
+SHE = re.compile(r"\b(?:she|her|hers|herself)\b", re.IGNORECASE)
 PRONOUN = re.compile(r"\b(?:he|him|his|himself|she|her|hers|herself)\b|他|她", re.IGNORECASE)
 _QUOTED = re.compile(r"“[^”]*”|\"[^\"\n]*\"|「[^」]*」|『[^』]*』")
 KIN_GENDER: Mapping[str, Gender] = {
@@ -78,8 +78,8 @@ class Genders:
                 continue
             if last is None:
                 continue
-            he = len(_HE.findall(narration)) + narration.count("他")
-            she = len(_SHE.findall(narration)) + narration.count("她")
+            he = len(HE.findall(narration)) + narration.count("他")
+            she = len(SHE.findall(narration)) + narration.count("她")
             if he and not she:
                 self.vote(last, "m")
             elif she and not he:
