@@ -5,7 +5,7 @@ import type { FactView, ResNode } from '../src/api/writing'
 import { draftOf, editFactBody, emptyDraft, factRef, mergeTargets, newFactBody } from '../src/lib/factCorrections'
 
 const MARA = '/entities/characters/mara'
-const FACT: FactView = { subject: MARA, attribute: 'home', value: 'Lisbon', chapter: 2, category: 'factual', evidence: 'She lived in Lisbon.', source: 'prose' }
+const FACT: FactView = { subject: MARA, attribute: 'home', value: 'Lisbon', chapter: 2, category: 'factual', evidence: 'She lived in Lisbon.', source: 'prose', sourceUri: '' }
 
 describe('a new fact', () => {
   it('is the trimmed draft, its chapter a number', () => {

@@ -41,6 +41,7 @@ function view(path: string, kind: string, title: string, text = ''): ResourceVie
     history: [],
     relations: [],
     facts: [],
+    stateVersion: 0,
   }
 }
 

@@ -2,6 +2,7 @@
 // change its members, ask a member to speak, import a SillyTavern group chat.
 import { ApiError, errorFromResponse, type Fetch, requestJson } from './client'
 import type { ChatMessage, Conversation } from './chat'
+import type { components } from './schema'
 
 export type ActivationStrategy = 'natural' | 'list' | 'manual'
 export type GenerationMode = 'swap' | 'append' | 'append_disabled'
@@ -9,13 +10,9 @@ export type GenerationMode = 'swap' | 'append' | 'append_disabled'
 export const ACTIVATION_STRATEGIES: readonly ActivationStrategy[] = ['natural', 'list', 'manual']
 export const GENERATION_MODES: readonly GenerationMode[] = ['swap', 'append', 'append_disabled']
 
-export interface GroupMember {
-  character_id: string
-  muted: boolean
-  /** The named connection that writes this member's replies (null: the chat's). */
-  connection?: string | null
-  [extra: string]: unknown
-}
+// Generated from the server's model: the member, whether it may speak, and the named
+// connection that writes its replies (null: the chat's); unknown keys kept.
+export type GroupMember = components['schemas']['GroupMember']
 
 export interface GroupSettings {
   members: GroupMember[]

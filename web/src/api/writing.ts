@@ -1,15 +1,13 @@
 // Typed calls for /api/writing (the long-form writing studio) and the shapes they carry:
-// the camelCase JSON of storyloom/server/writing_api.py, written by hand from the issue's
-// contract until the OpenAPI schema is regenerated.
+// the camelCase JSON of storyloom/server/writing_api.py. Those marked below are generated
+// from the server's models; the rest were written by hand from the issue's contract.
 import { type Fetch, postForm, requestJson } from './client'
 import type { components } from './schema'
 
 export type Level = 'L0' | 'L1' | 'L2'
 export const LEVELS: readonly Level[] = ['L0', 'L1', 'L2']
 
-export type FactSource = components['schemas']['FactView']['source']
-
-export type FactCategory = 'characterization' | 'factual' | 'narrative' | 'timeline' | 'world'
+export type FactCategory = FactView['category']
 
 export interface BookSummary {
   id: string
@@ -56,58 +54,14 @@ export interface BookTree {
   profiles: ResNode[]
 }
 
-export interface LevelView {
-  text: string
-  version: number
-  asOfChapter: number
-  tokens: number
-  source: string
-}
-
-export interface HistoryRow {
-  level: Level
-  version: number
-  asOfChapter: number
-  source: string
-  createdAt: string
-}
-
-export interface RelationView {
-  from: string
-  to: string
-  kind: string
-  reason: string
-  chapter: number
-}
-
-export interface FactView {
-  subject: string
-  attribute: string
-  value: string
-  chapter: number
-  category: FactCategory
-  sourceUri?: string
-  /** The sentence the fact was read from. */
-  evidence?: string
-  /** Who made it: the author, the agent model or the offline prose reader. */
-  source?: FactSource
-}
-
-export interface ResourceView {
-  path: string
-  uri: string
-  kind: string
-  title: string
-  aliases: string[]
-  attrs: Record<string, unknown>
-  levels: Partial<Record<Level, LevelView>>
-  history: HistoryRow[]
-  relations: RelationView[]
-  facts: FactView[]
-  /** Facts the author rejected: curation never brings them back. */
-  rejectedFacts?: FactView[]
-  stateVersion?: number
-}
+// Generated from the server's models: a resource at a chapter (its levels, their versions,
+// its relations, the facts it holds with the sentence and source of each, and the ones the
+// author rejected).
+export type LevelView = components['schemas']['LevelView']
+export type HistoryRow = components['schemas']['LevelVersion']
+export type RelationView = components['schemas']['RelationView']
+export type FactView = components['schemas']['FactView']
+export type ResourceView = components['schemas']['ResourceView']
 
 export interface GraphNode {
   path: string
@@ -342,10 +296,6 @@ export type FactList = components['schemas']['FactList']
 export type NewFactBody = components['schemas']['NewFact']
 export type FactEditBody = components['schemas']['FactEdit']
 export type FactRefBody = components['schemas']['FactRef']
-
-export function listFacts(bookId: string, subject: string, fetchImpl?: Fetch): Promise<FactList> {
-  return requestJson<FactList>('GET', `${book(bookId)}/facts?subject=${encodeURIComponent(subject)}`, undefined, fetchImpl)
-}
 
 export function addFact(bookId: string, body: NewFactBody, fetchImpl?: Fetch): Promise<FactList> {
   return requestJson<FactList>('POST', `${book(bookId)}/facts`, body, fetchImpl)

@@ -3,6 +3,7 @@
 // record without one by its id). An entry the token budget cut counts as left out, so the
 // list agrees with "cut by the budget".
 import type { CutBlock, LoreRecord } from '../api/chat'
+import type { TextPromptView } from '../api/types'
 
 export interface LoreEntryView {
   record: LoreRecord
@@ -80,7 +81,7 @@ export interface TextSpan {
 
 /** The prompt's text cut at its pieces; what no piece covers (an older record) is one
  * span of its own, so the spans always join to the text. */
-export function textPromptSpans(prompt: { text: string; pieces?: { start: number; end: number; kind: string; source: string; block?: string | null }[] }): TextSpan[] {
+export function textPromptSpans(prompt: Pick<TextPromptView, 'text' | 'pieces'>): TextSpan[] {
   const spans: TextSpan[] = []
   let at = 0
   const pieces = [...(prompt.pieces ?? [])].sort((a, b) => a.start - b.start)

@@ -1,7 +1,7 @@
 // The logic behind Settings → Connections and the connection selects, kept free of Vue so
 // it can be unit-tested. A connection's form is the role form (settingsForm.ts: address,
-// model, write-only key, samplers, context, local model) plus its name, API and templates.
-import type { ChatEndpointUpdate, ChatEndpointView, CompletionApi } from '../api/types'
+// model, write-only key, API, templates, samplers, context, local model) plus its name.
+import type { ChatEndpointUpdate, ChatEndpointView } from '../api/types'
 import { type Built, buildChatUpdate, type ChatForm, chatFormFromView } from './settingsForm'
 
 export const CONNECTION_NAME_MAX = 80
@@ -29,19 +29,10 @@ export const NEW_CONNECTION: ChatEndpointView = {
 
 export interface ConnectionForm extends ChatForm {
   name: string
-  api: CompletionApi
-  instruct_template: string
-  context_template: string
 }
 
 export function connectionFormFromView(name: string, view: ChatEndpointView): ConnectionForm {
-  return {
-    ...chatFormFromView(view),
-    name,
-    api: view.api ?? 'chat',
-    instruct_template: view.instruct_template ?? '',
-    context_template: view.context_template ?? '',
-  }
+  return { ...chatFormFromView(view), name }
 }
 
 /** Why a name cannot be a connection's (an i18n key), or null when it can. */
@@ -71,7 +62,7 @@ export function buildConnectionUpdate(
   return {
     update: {
       ...built.update,
-      api: form.api,
+      // Typed here (the role form picks them from a list): a pasted name's spaces go.
       instruct_template: form.instruct_template.trim(),
       context_template: form.context_template.trim(),
     },

@@ -2,7 +2,7 @@
 // in a form (new or an edit), the fact a rejection names, and the entities another one
 // can be merged into.
 import type { FactCategory, FactEditBody, FactRefBody, FactView, NewFactBody, ResNode } from '../api/writing'
-import { ENTITY_KINDS } from './writingEntities'
+import { chapterNumber, isEntityKind } from './writingEntities'
 
 export const FACT_CATEGORIES: readonly FactCategory[] = ['characterization', 'factual', 'narrative', 'timeline', 'world']
 
@@ -28,13 +28,11 @@ export function draftOf(fact: FactView): FactDraft {
 
 /** A chapter typed in the form: a whole number ≥ 0 (0: from the start of the book). */
 function chapterOf(raw: string | number): number | null {
-  const text = String(raw).trim()
-  if (!text) return null
-  const n = Number(text)
-  return Number.isInteger(n) && n >= 0 ? n : null
+  const n = chapterNumber(raw, 0)
+  return typeof n === 'number' ? n : null
 }
 
-export function checkDraft(draft: FactDraft): FactDraftError | null {
+function checkDraft(draft: FactDraft): FactDraftError | null {
   if (!draft.attribute.trim()) return 'attribute'
   if (!draft.value.trim()) return 'value'
   if (chapterOf(draft.chapter) === null) return 'chapter'
@@ -86,6 +84,5 @@ export function factKey(fact: FactView): string {
 /** The entities `path` can be merged into: the book's other characters, places and plot
  * threads, by name. */
 export function mergeTargets(items: readonly ResNode[], path: string): ResNode[] {
-  const kinds: readonly string[] = ENTITY_KINDS
-  return items.filter((i) => i.path !== path && kinds.includes(i.kind)).sort((a, b) => (a.title || a.path).localeCompare(b.title || b.path))
+  return items.filter((i) => i.path !== path && isEntityKind(i.kind)).sort((a, b) => (a.title || a.path).localeCompare(b.title || b.path))
 }

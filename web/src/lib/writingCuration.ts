@@ -66,9 +66,14 @@ export function curationFromStatus(status: OutputStatus): CurationView {
   return view
 }
 
-/** Every step has run (a skipped one did what it could without the agent model). */
+/** The step has run (a skipped one did what it could without the agent model). */
+export function stepFinished(step: StepView): boolean {
+  return step.state === 'done' || step.state === 'skipped'
+}
+
+/** Every step has run. */
 export function curationFinished(view: CurationView): boolean {
-  return view.steps.every((s) => s.state === 'done' || s.state === 'skipped')
+  return view.steps.every(stepFinished)
 }
 
 /** Some step ran without the agent model: the memory is thinner than it could be. */

@@ -6,6 +6,10 @@ import type { BookTree, ResNode } from '../api/writing'
 export const ENTITY_KINDS = ['character', 'location', 'plot-thread'] as const
 export type EntityKind = (typeof ENTITY_KINDS)[number]
 
+export function isEntityKind(kind: string): kind is EntityKind {
+  return (ENTITY_KINDS as readonly string[]).includes(kind)
+}
+
 const FOLDERS: Record<EntityKind, string> = { character: 'characters', location: 'locations', 'plot-thread': 'plot-threads' }
 
 /** A path segment for a name, as the server makes one (uris.slug): lower case, spaces and
@@ -34,13 +38,14 @@ export function parseAliases(text: string): string[] {
   return out
 }
 
-/** A chapter number typed in a field: a whole number ≥ 1, or null when left blank. A
- * number input's v-model gives a number (or '' when empty). */
-export function chapterNumber(raw: string | number | null | undefined): number | null | 'invalid' {
+/** A chapter number typed in a field: a whole number ≥ `min` (1, or 0 where "from the start
+ * of the book" is meant), or null when left blank. A number input's v-model gives a number
+ * (or '' when empty). */
+export function chapterNumber(raw: string | number | null | undefined, min = 1): number | null | 'invalid' {
   const text = String(raw ?? '').trim()
   if (!text) return null
   const n = Number(text)
-  return Number.isInteger(n) && n >= 1 ? n : 'invalid'
+  return Number.isInteger(n) && n >= min ? n : 'invalid'
 }
 
 export interface ThreadAttrs {

@@ -8,11 +8,11 @@ import type { Connection, ServerMessage } from './connection'
 import {
   applyProgress,
   type CurationView,
-  curationFailed,
   curationFinished,
   curationFromStatus,
   curationSkipped,
   newCuration,
+  stepFinished,
 } from './writingCuration'
 
 export interface ImportProgress {
@@ -38,8 +38,6 @@ export interface ImportSummary {
   done: boolean
 }
 
-const FINISHED_STATES = new Set(['done', 'skipped'])
-
 function byChapter(outputs: CurationView[]): CurationView[] {
   return [...outputs].sort((a, b) => a.chapter - b.chapter)
 }
@@ -64,7 +62,7 @@ export function followProgress(progress: ImportProgress, message: ServerMessage)
   const view = progress.outputs.find((o) => o.outputId === message.outputId)
   if (!view) return false
   const step = view.steps.find((s) => s.step === message.step)
-  if (step && FINISHED_STATES.has(step.state)) return true
+  if (step && stepFinished(step)) return true
   return applyProgress(view, message)
 }
 
@@ -88,8 +86,7 @@ export function summarizeImport(progress: ImportProgress): ImportSummary {
 /** The failed steps of an output are queued again: show them waiting. */
 export function markRetried(progress: ImportProgress, outputId: string): void {
   const view = progress.outputs.find((o) => o.outputId === outputId)
-  if (!view || !curationFailed(view)) return
-  for (const s of view.steps) if (s.state === 'failed') Object.assign(s, { state: 'pending', error: '' })
+  for (const s of view?.steps ?? []) if (s.state === 'failed') Object.assign(s, { state: 'pending', error: '' })
 }
 
 /** Held messages of one book while its import, or its outputs list, is being answered:
