@@ -222,6 +222,24 @@ describe("an import's curation", () => {
   })
 })
 
+describe('after a reload', () => {
+  it("shows no chapter's curation when every step ran, even one skipped for want of an agent model", async () => {
+    const ran = { summarize: 'skipped', extract: 'done', profiles: 'done', index: 'done', check: 'done' }
+    const outputs = [{ outputId: 'o1', chapter: 1, runId: null, nodeId: null, persistedAt: '', steps: ran, error: null, reasons: { summarize: 'no agent model' } }]
+    const listing = (call: Call): Reply => (call.url === '/api/writing/books/b1/outputs' ? { status: 200, body: outputs } : base(call))
+    const { wrapper } = await mountPage('/writing/b1', listing)
+    expect(wrapper.find(q('curation-status')).exists()).toBe(false)
+  })
+
+  it("shows a chapter's failed curation", async () => {
+    const failed = { summarize: 'skipped', extract: 'failed', profiles: 'pending', index: 'pending', check: 'pending' }
+    const outputs = [{ outputId: 'o1', chapter: 1, runId: null, nodeId: null, persistedAt: '', steps: failed, error: 'extract: bad JSON', reasons: {} }]
+    const listing = (call: Call): Reply => (call.url === '/api/writing/books/b1/outputs' ? { status: 200, body: outputs } : base(call))
+    const { wrapper } = await mountPage('/writing/b1', listing)
+    expect(wrapper.get(q('curation-status')).text()).toContain('extract: bad JSON')
+  })
+})
+
 describe('saving a chapter in the editor', () => {
   it("shows the chapter's curation with the progress that came before the save was answered", async () => {
     const { wrapper, connection } = await mountPage()
