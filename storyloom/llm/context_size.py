@@ -95,6 +95,12 @@ def _from_ollama(data: Any) -> int | None:
     return None
 
 
+def forget_probes() -> None:
+    """Forget every server's probed context size: the next turn asks again."""
+    with _LOCK:
+        _SIZES.clear()
+
+
 def probe_context_size(
     base_url: str, model: str, api_key: str | None = None, *, refresh: bool = False
 ) -> int | None:

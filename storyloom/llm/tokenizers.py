@@ -6,9 +6,10 @@
 - ``endpoint``: the server's own tokenize route, exact for the model it runs. llama.cpp
   (``POST /tokenize`` ``{content}``), vLLM (``POST /tokenize`` ``{model, prompt}``) and
   KoboldCpp (``POST /api/extra/tokencount`` ``{prompt}``) are probed once per endpoint
-  and model, at the server root (the base URL without ``/v1``); the answer is cached
-  for the process. A server without one, or one that stops answering, falls back to
-  what ``auto`` would pick without it.
+  and model, at the server root (the base URL without ``/v1``). A route found is kept
+  until it answers wrongly (another backend now runs on that port): then the server is
+  probed again. "No route" is kept for ``NO_ROUTE_RECHECK_S``. A server without one, or
+  one that stops answering, falls back to what ``auto`` would pick without it.
 - ``llama``: SillyTavern's default tokenizer, LLaMA 1/2 (32,000 pieces): the bundled
   vocabulary (:mod:`storyloom.llm.llama_tokenizer`, data from ``llama-tokenizer-js``
   built by ``make setup``), or a SentencePiece model file named by ``tokenizer_model``
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -41,6 +43,7 @@ __all__ = [
     "SentencePieceCounter",
     "TokenizerChoice",
     "counter_for",
+    "forget_probes",
     "is_openai_model",
     "probe_tokenize_route",
 ]
@@ -50,6 +53,9 @@ Route = Literal["llama.cpp", "vllm", "koboldcpp"]
 
 PROBE_TIMEOUT_S = 3.0
 COUNT_TIMEOUT_S = 10.0
+# A server found without a route is asked again after this long: it may have been
+# restarted as a backend that has one.
+NO_ROUTE_RECHECK_S = 60.0
 _CACHE_ENTRIES = 20_000
 
 
@@ -145,20 +151,32 @@ def _ask(client: httpx.Client, root: str, route: Route, model: str, text: str) -
     return _answer_count(route, response.json())
 
 
-_PROBES: dict[tuple[str, str], Route | None] = {}
+_PROBES: dict[tuple[str, str], tuple[Route | None, float]] = {}
 _PROBE_LOCK = threading.Lock()
+
+
+def forget_probes() -> None:
+    """Forget every server's probed route and every counter built on one: the next
+    count asks again (settings were saved; another backend may serve that port)."""
+    with _PROBE_LOCK:
+        _PROBES.clear()
+    with _COUNTERS_LOCK:
+        _COUNTERS.clear()
 
 
 def probe_tokenize_route(
     base_url: str, model: str, api_key: str | None = None, *, refresh: bool = False
 ) -> Route | None:
     """Which tokenize route the server at ``base_url`` answers, or None; once per
-    (server, model) for the process unless ``refresh``."""
+    (server, model) unless ``refresh`` (None only for ``NO_ROUTE_RECHECK_S``)."""
     root = server_root(base_url)
     key = (root, model)
     with _PROBE_LOCK:
-        if key in _PROBES and not refresh:
-            return _PROBES[key]
+        known = _PROBES.get(key)
+    if known is not None and not refresh:
+        kept, when = known
+        if kept is not None or time.monotonic() - when < NO_ROUTE_RECHECK_S:
+            return kept
     found: Route | None = None
     try:
         with httpx.Client(timeout=PROBE_TIMEOUT_S, headers=bearer_headers(api_key)) as client:
@@ -174,14 +192,16 @@ def probe_tokenize_route(
     except httpx.HTTPError:
         found = None
     with _PROBE_LOCK:
-        _PROBES[key] = found
+        _PROBES[key] = (found, time.monotonic())
     return found
 
 
 class EndpointCounter(MessageCounting):
     """Counts with the endpoint's tokenize route; ``fallback`` where it has none or fails.
 
-    The route is probed on the first count (off the event loop, where counting runs).
+    The route is probed on the first count (off the event loop, where counting runs),
+    and again when it answers as no tokenize route does: the port now serves another
+    backend.
     """
 
     def __init__(
@@ -196,7 +216,7 @@ class EndpointCounter(MessageCounting):
         self.fallback = fallback
         self._api_key = api_key
         self._route: Route | None = None
-        self._resolved = False
+        self._resolved_at: float | None = None
         self._client: httpx.Client | None = None
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -204,12 +224,23 @@ class EndpointCounter(MessageCounting):
     @property
     def route(self) -> Route | None:
         """The endpoint's tokenize route, probing it the first time."""
-        if not self._resolved:
+        if self._due():
             with self._lock:
-                if not self._resolved:
-                    self._route = probe_tokenize_route(self.base_url, self.model, self._api_key)
-                    self._resolved = True
+                if self._due():
+                    self._reprobe(refresh=False)
         return self._route
+
+    def _due(self) -> bool:
+        if self._resolved_at is None:
+            return True
+        return self._route is None and time.monotonic() - self._resolved_at >= NO_ROUTE_RECHECK_S
+
+    def _reprobe(self, *, refresh: bool) -> None:
+        route = probe_tokenize_route(self.base_url, self.model, self._api_key, refresh=refresh)
+        if route != self._route:
+            self._counts.clear()  # counted by another tokenizer
+        self._route = route
+        self._resolved_at = time.monotonic()
 
     @property
     def name(self) -> str:
@@ -228,15 +259,29 @@ class EndpointCounter(MessageCounting):
         if route is None:
             return self.fallback.count(text)
         try:
-            count = _ask(self._http(), server_root(self.base_url), route, self.model, text)
-        except (httpx.HTTPError, ValueError):
+            count = self._ask_route(route, text)
+        except httpx.RequestError:
             # A server that stopped answering must not stop the chat: count this text the
             # fallback way, and ask again next time.
             return self.fallback.count(text)
+        except (httpx.HTTPStatusError, ValueError):
+            # It answered, but not as this route does: ask which route it has now, once.
+            with self._lock:
+                self._reprobe(refresh=True)
+            now = self._route
+            if now is None or now == route:
+                return self.fallback.count(text)
+            try:
+                count = self._ask_route(now, text)
+            except (httpx.HTTPError, ValueError):
+                return self.fallback.count(text)
         if len(self._counts) >= _CACHE_ENTRIES:
             self._counts.clear()
         self._counts[text] = count
         return count
+
+    def _ask_route(self, route: Route, text: str) -> int:
+        return _ask(self._http(), server_root(self.base_url), route, self.model, text)
 
     def _http(self) -> httpx.Client:
         if self._client is None:

@@ -32,7 +32,9 @@ from storyloom.llm.connection_check import (
     check_chat_endpoint,
     check_embedding_endpoint,
 )
+from storyloom.llm.context_size import forget_probes as forget_context_sizes
 from storyloom.llm.errors import LLMError
+from storyloom.llm.tokenizers import forget_probes as forget_tokenize_routes
 from storyloom.server.api_errors import error_responses, field_errors
 from storyloom.server.state import ServerState, server_state
 
@@ -72,6 +74,9 @@ def save_settings(state: ServerState, new_file: Settings) -> None:
         raise SettingsHookFailed(exc) from exc
     state.settings_store.save(new_file)
     state.reload_settings()
+    # A user who swapped the backend behind a URL saves settings: probe it afresh.
+    forget_tokenize_routes()
+    forget_context_sizes()
 
 
 class SettingsHookFailed(StoryloomError):

@@ -16,8 +16,10 @@ import pytest
 from storyloom.core.settings import ChatEndpoint
 from storyloom.llm.answer_stream import AnswerStream
 from storyloom.llm.chat import ChatClient
+from storyloom.llm.context_size import forget_probes as forget_context_sizes
 from storyloom.llm.errors import LLMCancelled
 from storyloom.llm.retry import RetryPolicy
+from storyloom.llm.tokenizers import forget_probes as forget_tokenize_routes
 from storyloom.testing.replay_server import ReplayLLMServer
 
 EndpointFactory = Callable[..., ChatEndpoint]
@@ -40,6 +42,15 @@ async def stop_from_another_task(stream: AnswerStream, seen: str) -> LLMCancelle
     with pytest.raises(LLMCancelled) as caught:
         await asyncio.wait_for(task, _HANG_GUARD_S)
     return caught.value
+
+
+@pytest.fixture(autouse=True)
+def fresh_probes() -> Iterator[None]:
+    """Each test meets its servers afresh: a port the OS hands out again must not bring
+    back what an earlier test's server was probed to have."""
+    forget_tokenize_routes()
+    forget_context_sizes()
+    yield
 
 
 @pytest.fixture

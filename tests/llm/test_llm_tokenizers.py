@@ -37,6 +37,22 @@ def test_the_endpoints_own_tokenize_route_counts(
         assert len([r for r in llm.requests if "token" in r.path]) == len(asked)
 
 
+def test_a_port_that_now_serves_another_backend_is_probed_again(
+    make_endpoint: EndpointFactory,
+) -> None:
+    with ReplayLLMServer(models=["test-model"], tokenize="llama.cpp") as first:
+        port = first.port
+        counter = counter_for(make_endpoint(first.url, tokenizer="endpoint"))
+        assert counter.count("Hello there") == len(fake_tokens("Hello there"))
+        assert counter.name == "endpoint (llama.cpp tokenize route)"
+    with ReplayLLMServer(models=["test-model"], tokenize="koboldcpp", port=port) as second:
+        assert counter.count(TEXT) == len(fake_tokens(TEXT))
+        assert counter.name == "endpoint (koboldcpp tokenize route)"
+        assert [r.path for r in second.requests if "token" in r.path][-1] == (
+            "/api/extra/tokencount"
+        )
+
+
 def test_auto_uses_the_route_of_a_local_server(make_endpoint: EndpointFactory) -> None:
     with ReplayLLMServer(models=["test-model"], tokenize="llama.cpp") as llm:
         counter = counter_for(make_endpoint(llm.url))
