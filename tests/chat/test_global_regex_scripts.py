@@ -82,10 +82,11 @@ def test_a_save_with_a_bad_script_writes_nothing(tmp_path: Path) -> None:
     store = GlobalRegexScripts.in_home(tmp_path)
     good = RegexScript(scriptName="ok", findRegex="/a/g")
     store.save([good])
-    broken = RegexScript.model_construct(findRegex=None)  # built without validation
+    fields: dict[str, Any] = {"findRegex": "/b/", "placement": "everywhere"}
+    broken = RegexScript.model_construct(**fields)  # built without validation
     with pytest.raises(InvalidInput) as caught:
         store.save([good, broken])
-    assert [p.field for p in caught.value.problems] == ["[1].findRegex"]
+    assert [p.field for p in caught.value.problems] == ["[1].placement"]
     assert store.load() == [good]
 
 
@@ -100,7 +101,7 @@ def test_append_adds_after_the_scripts_there_and_keeps_a_broken_file(tmp_path: P
     assert store.path.read_text(encoding="utf-8") == "[{"
 
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20)
 _json_value = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
