@@ -126,7 +126,9 @@ def check_scripts(scripts: Sequence[RegexScript]) -> list[RegexScript]:
     checked: list[RegexScript] = []
     for index, script in enumerate(scripts):
         try:
-            checked.append(RegexScript.model_validate(script.model_dump(mode="json")))
+            checked.append(
+                RegexScript.model_validate(script.model_dump(mode="json", warnings=False))
+            )
         except ValidationError as exc:
             problems += problems_from_validation(exc, f"[{index}]")
     if problems:
