@@ -23,6 +23,7 @@ from storyloom.server import (
     mcp_api,
     persona_api,
     plugin_api,
+    regex_api,
     scripts_api,
     settings_api,
     template_api,
@@ -126,6 +127,7 @@ def create_app(
     app.include_router(agent_api.router)
     app.include_router(mcp_api.router)
     app.include_router(scripts_api.router)
+    app.include_router(regex_api.router)
     app.include_router(writing_api.router)
     app.include_router(ws.router)
     app.router.routes.append(mcp.route("/mcp"))

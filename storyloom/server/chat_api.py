@@ -248,11 +248,11 @@ async def send(request: Request, conversation_id: str, body: SendBody) -> SendAc
     )
     tree = state.turn_tree
     return SendAccepted(
-        user_message=single_view(tree, result.user_message),
+        user_message=single_view(tree, result.user_message, state.chat.regex_scripts),
         assistant_message=(
             None
             if result.assistant_message is None
-            else single_view(tree, result.assistant_message)
+            else single_view(tree, result.assistant_message, state.chat.regex_scripts)
         ),
         version=result.version,
     )
@@ -284,7 +284,9 @@ class TurnAccepted(BaseModel):
 def _accepted(state: ServerState, conversation_id: str, message: Message) -> TurnAccepted:
     """``message``, just written or changed, and the conversation's version after it."""
     version = state.turn_tree.conversation(conversation_id).version
-    return TurnAccepted(message=single_view(state.turn_tree, message), version=version)
+    return TurnAccepted(
+        message=single_view(state.turn_tree, message, state.chat.regex_scripts), version=version
+    )
 
 
 @router.post(
@@ -316,7 +318,11 @@ async def stop(request: Request, conversation_id: str) -> Stopped:
     state.turn_tree.conversation(conversation_id)
     message = await state.chat.stop(conversation_id)
     version = state.turn_tree.conversation(conversation_id).version
-    view = single_view(state.turn_tree, message) if message is not None else None
+    view = (
+        single_view(state.turn_tree, message, state.chat.regex_scripts)
+        if message is not None
+        else None
+    )
     return Stopped(message=view, version=version)
 
 

@@ -11,18 +11,13 @@ are, without FastAPI's ``jsonable_encoder`` walking every field again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field, TypeAdapter
 
 from storyloom.chat.prompt.macros import expand_macros
 from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
-from storyloom.chat.service.conversations import (
-    ChatService,
-    allowed_scripts,
-    macro_context,
-    placement_of,
-)
+from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
 from storyloom.chat.store.conversation import Conversation
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
@@ -51,16 +46,18 @@ class ChatView(BaseModel):
 
 _chat_view_adapter: TypeAdapter[ChatView] = TypeAdapter(ChatView)
 
+ScriptsOf = Callable[[Conversation], Sequence[RegexScript]]
+"""A conversation's regex scripts in the order they run (:meth:`ChatService.regex_scripts`)."""
+
 
 def display_texts(
     conversation: Conversation,
     messages: Sequence[Message],
+    scripts: Sequence[RegexScript],
     newest_depth: int = 0,
-    scripts: Sequence[RegexScript] | None = None,
 ) -> dict[str, str]:
-    """Message id → text after the display-only (``markdownOnly``) scripts, for the
-    messages it changes; depth counts from the newest message of ``messages``."""
-    scripts = allowed_scripts(conversation) if scripts is None else scripts
+    """Message id → text after the display-only (``markdownOnly``) ``scripts``, for the
+    messages they change; depth counts from the newest message of ``messages``."""
     shown = [s for s in scripts if s.markdownOnly and not s.disabled]
     if not shown:
         return {}
@@ -105,17 +102,21 @@ def message_view(
 
 
 def message_views(
-    tree: TurnTree, conversation: Conversation, messages: Sequence[Message], newest_depth: int = 0
+    tree: TurnTree,
+    conversation: Conversation,
+    messages: Sequence[Message],
+    scripts: Sequence[RegexScript],
+    newest_depth: int = 0,
 ) -> list[MessageView]:
     counts = tree.sibling_counts([m.id for m in messages])
-    shown = display_texts(conversation, messages, newest_depth)
+    shown = display_texts(conversation, messages, scripts, newest_depth)
     return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
 
 
-def single_view(tree: TurnTree, message: Message) -> MessageView:
+def single_view(tree: TurnTree, message: Message, scripts_of: ScriptsOf) -> MessageView:
     """One message (just added or finalised: the newest of its branch)."""
     conversation = tree.conversation(message.conversation_id)
-    return message_views(tree, conversation, [message])[0]
+    return message_views(tree, conversation, [message], scripts_of(conversation))[0]
 
 
 def chat_view(
@@ -129,11 +130,12 @@ def chat_view(
     else:
         path = tree.path_tail(conversation.pointer, tail)
     later = tree.continuation(conversation_id)
+    scripts = chat.regex_scripts(conversation)
     # Built without validation: every part is a model the store already validated.
     return ChatView.model_construct(
         conversation=conversation,
-        messages=message_views(tree, conversation, path),
-        continuation=message_views(tree, conversation, later),
+        messages=message_views(tree, conversation, path, scripts),
+        continuation=message_views(tree, conversation, later, scripts),
         running=running,
         earlier=path[0].depth if path else 0,
     )
@@ -150,14 +152,15 @@ def chat_view_json(
     what keeps opening a 10,000-message chat within a frame or two."""
     running = chat.running(conversation_id)
     conversation = tree.conversation(conversation_id)
-    if any(s.markdownOnly and not s.disabled for s in allowed_scripts(conversation)):
+    scripts = chat.regex_scripts(conversation)
+    if any(s.markdownOnly and not s.disabled for s in scripts):
         return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     pointer = conversation.pointer
     messages = tree.path_json(pointer, limit=tail)
     earlier = 0
     if tail is not None and pointer is not None:
         earlier = max(0, tree.message(pointer).depth + 1 - tail)
-    later = message_views(tree, conversation, tree.continuation(conversation_id))
+    later = message_views(tree, conversation, tree.continuation(conversation_id), scripts)
     return b"".join(
         (
             b'{"conversation":',

@@ -158,7 +158,9 @@ async def generate_next(request: Request, conversation_id: str, body: NextTurn) 
         expected_version=body.expected_version,
     )
     version = state.turn_tree.conversation(conversation_id).version
-    return NextAccepted(message=single_view(state.turn_tree, message), version=version)
+    return NextAccepted(
+        message=single_view(state.turn_tree, message, state.chat.regex_scripts), version=version
+    )
 
 
 # -- SillyTavern group chats ----------------------------------------------------------------

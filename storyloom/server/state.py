@@ -17,6 +17,7 @@ from storyloom.chat.service.conversations import ChatService
 from storyloom.chat.service.lore_scope import bind_legacy_books
 from storyloom.chat.service.reply_run import ChatEvent, TurnDone
 from storyloom.chat.store.global_variables import GlobalVariables
+from storyloom.chat.store.regex_library import GlobalRegexScripts
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.settings import LoadedSettings, Settings, SettingsStore
 from storyloom.knowledge.catalog import KnowledgeCatalog
@@ -134,7 +135,10 @@ class ServerState:
         self.turn_tree = TurnTree(self.database)
         # A reply cut off by a killed server is kept as it was flushed, marked partial.
         self.turn_tree.recover_interrupted()
-        self.chat_subscriptions = ChatSubscriptions(self.hub, self.turn_tree)
+        # The chat service is made below; a message is shown only once it exists.
+        self.chat_subscriptions = ChatSubscriptions(
+            self.hub, self.turn_tree, lambda conversation: self.chat.regex_scripts(conversation)
+        )
         # Chat turns get their own runner: no node history rows per turn, own cache.
         chat_runner = WorkflowRunner(
             self.workflows.registry, self.workflows.services, cache=OutputCache()
@@ -147,6 +151,7 @@ class ServerState:
             publish=self._publish_chat,
             summaries=self._summary_index,
             global_variables=GlobalVariables.in_home(self.home),
+            global_regex=GlobalRegexScripts.in_home(self.home),
         )
         # Curation events go to every tab: each shows the book's memory catching up.
         self.writing = WritingStudio(
@@ -176,7 +181,8 @@ class ServerState:
         if not hook.get_hookimpls():
             return
         try:
-            view = single_view(self.turn_tree, self.turn_tree.message(event.message_id))
+            stored = self.turn_tree.message(event.message_id)
+            view = single_view(self.turn_tree, stored, self.chat.regex_scripts)
             message = view.model_dump(mode="json", by_alias=True)
             hook(conversation_id=event.conversation_id, message=message)
         except Exception:

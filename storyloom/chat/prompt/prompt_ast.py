@@ -175,13 +175,21 @@ _HISTORY_PLACEMENT = {"user": RegexPlacement.USER_INPUT, "assistant": RegexPlace
 
 
 def apply_prompt_regex(skein: Skein, snapshot: ContextSnapshot) -> Skein:
-    """The card's regex scripts that act on the prompt, applied where SillyTavern applies
-    them: ``promptOnly`` scripts on chat messages (user input / AI output, ``depth``
-    counted from the newest message along the branch, 0 = newest), and on lore (world
-    info) both the plain scripts and the ``promptOnly`` ones, since lore text is never
-    stored by a chat message. Thoughts never reach the prompt, so reasoning scripts
+    """The regex scripts that act on the prompt (the user's global ones, then the
+    card's, as SillyTavern orders them), applied where SillyTavern applies them:
+    ``promptOnly`` scripts on chat messages (user input / AI output, ``depth`` counted
+    from the newest message along the branch, 0 = newest), and on lore (world info) both
+    the plain scripts and the ``promptOnly`` ones, since lore text is never stored by a
+    chat message. Thoughts never reach the prompt, so reasoning scripts
     have nothing to act on here."""
-    scripts, problems = parse_regex_scripts(snapshot.regex_scripts, "snapshot regex_scripts")
+    global_scripts, problems = parse_regex_scripts(
+        snapshot.global_regex_scripts, "snapshot global_regex_scripts"
+    )
+    card_scripts, card_problems = parse_regex_scripts(
+        snapshot.regex_scripts, "snapshot regex_scripts"
+    )
+    scripts = [*global_scripts, *card_scripts]
+    problems = [*snapshot.regex_problems, *problems, *card_problems]
     out = skein.model_copy(deep=True)
     out.warnings.extend(problems)
     if not scripts:

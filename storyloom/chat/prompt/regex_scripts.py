@@ -33,9 +33,11 @@ from enum import IntEnum
 from typing import Any, Literal
 
 import regex
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from storyloom.chat.prompt.macros import macro_spans
+from storyloom.chat.store.regex_script import RegexScript
+from storyloom.core.errors import FieldProblem
 
 __all__ = [
     "MATCH_TIMEOUT_S",
@@ -47,6 +49,7 @@ __all__ = [
     "card_regex_scripts",
     "compile_find_regex",
     "parse_regex_scripts",
+    "pattern_problems",
     "run_regex_script",
     "translate_js_regex",
 ]
@@ -78,76 +81,6 @@ class SubstituteRegex(IntEnum):
     ESCAPED = 2
 
 
-class RegexScript(BaseModel):
-    """One script, with SillyTavern's field names; unknown fields are kept."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: str = ""
-    scriptName: str = ""
-    findRegex: str
-    replaceString: str = ""
-    trimStrings: list[str] = Field(default_factory=list)
-    placement: list[int] = Field(default_factory=list)
-    disabled: bool = False
-    markdownOnly: bool = False
-    promptOnly: bool = False
-    runOnEdit: bool = True
-    substituteRegex: int = 0
-    minDepth: int | None = None
-    maxDepth: int | None = None
-
-    @field_validator("id", "scriptName", "replaceString", mode="before")
-    @classmethod
-    def _none_is_empty(cls, value: Any) -> Any:
-        return "" if value is None else value
-
-    @field_validator("trimStrings", "placement", mode="before")
-    @classmethod
-    def _none_is_no_list(cls, value: Any) -> Any:
-        return [] if value is None else value
-
-    @field_validator("disabled", "markdownOnly", "promptOnly", mode="before")
-    @classmethod
-    def _none_is_false(cls, value: Any) -> Any:
-        return False if value is None else value
-
-    @field_validator("runOnEdit", mode="before")
-    @classmethod
-    def _none_is_true(cls, value: Any) -> Any:
-        return True if value is None else value
-
-    @field_validator("substituteRegex", mode="before")
-    @classmethod
-    def _substitute_mode(cls, value: Any) -> Any:
-        # Older SillyTavern saved a boolean here (true: substitute macros raw).
-        if value is None:
-            return 0
-        if isinstance(value, bool):
-            return int(value)
-        return value
-
-    @field_validator("minDepth", "maxDepth", mode="before")
-    @classmethod
-    def _depth(cls, value: Any) -> Any:
-        # The editor stores null, a number, or whatever was typed; non-numbers mean "no limit".
-        if value is None or isinstance(value, bool):
-            return None
-        if isinstance(value, float):
-            return int(value) if value == value and abs(value) != float("inf") else None
-        if isinstance(value, str):
-            text = value.strip()
-            try:
-                return int(float(text)) if text else None
-            except ValueError:
-                return None
-        return value
-
-    @property
-    def label(self) -> str:
-        return self.scriptName or self.id or self.findRegex[:40]
-
-
 def parse_regex_scripts(
     items: Any, where: str = "regex_scripts"
 ) -> tuple[list[RegexScript], list[str]]:
@@ -175,6 +108,23 @@ def parse_regex_scripts(
             name = item.get("scriptName") or item.get("id") or ""
             problems.append(f"{where}[{index}]{f' ({name})' if name else ''}: {reasons}")
     return scripts, problems
+
+
+def pattern_problems(scripts: Sequence[RegexScript]) -> list[FieldProblem]:
+    """``[index].findRegex`` of each script whose pattern does not compile.
+
+    A pattern with macros substituted in (``substituteRegex``) is only known in a chat,
+    so it is not judged here; at run time a pattern that does not compile skips its
+    script and says so.
+    """
+    problems: list[FieldProblem] = []
+    for index, script in enumerate(scripts):
+        if script.substituteRegex != SubstituteRegex.NONE or not script.findRegex:
+            continue
+        if compile_find_regex(script.findRegex) is None:
+            reason = f"{script.findRegex!r} is not a valid regular expression"
+            problems.append(FieldProblem(f"[{index}].findRegex", reason))
+    return problems
 
 
 def card_regex_scripts(card: Mapping[str, Any]) -> list[RegexScript]:

@@ -261,7 +261,8 @@ class RegexCleaner(NodeType):
     display_name: ClassVar[str] = "Regex Cleaner"
     category: ClassVar[str] = CATEGORY
     description: ClassVar[str] = (
-        "Applies the card's allowed regex scripts that act on the prompt: promptOnly "
+        "Applies the regex scripts that act on the prompt, the user's global ones then "
+        "the card's allowed ones: promptOnly "
         "scripts on chat messages (depth along the branch) and on lore, and the plain "
         "scripts on lore."
     )
@@ -275,9 +276,11 @@ class RegexCleaner(NodeType):
         if (
             isinstance(raw, dict)
             and not raw.get("regex_scripts")
+            and not raw.get("global_regex_scripts")
+            and not raw.get("regex_problems")
             and isinstance(inputs.get("skein"), dict)
         ):
-            return {"skein": inputs["skein"]}  # no script allowed: nothing to do
+            return {"skein": inputs["skein"]}  # no script in force: nothing to do
         skein = skein_input(inputs)
         snapshot = snapshot_input(inputs)
         return {"skein": apply_prompt_regex(skein, snapshot).as_json()}

@@ -76,6 +76,7 @@ from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.group import GroupSettings
 from storyloom.chat.store.group_members import with_group_members, with_members
 from storyloom.chat.store.message import Message, Role
+from storyloom.chat.store.regex_library import GlobalRegexScripts
 from storyloom.chat.store.snapshot import ContextSnapshot
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import (
@@ -121,7 +122,8 @@ def macro_context(conversation: Conversation, **extra: Any) -> MacroContext:
 
 
 def allowed_scripts(conversation: Conversation) -> list[RegexScript]:
-    """The card's regex scripts, when the user allowed them for this conversation."""
+    """The card's regex scripts, when the user allowed them for this conversation (the
+    global ones come first: :meth:`ChatService.regex_scripts`)."""
     if not conversation.settings.allow_regex_scripts:
         return []
     return card_regex_scripts(conversation.character.card)
@@ -135,15 +137,14 @@ def stored_text(
     conversation: Conversation,
     text: str,
     role: Role,
-    scripts: Sequence[RegexScript] | None = None,
+    scripts: Sequence[RegexScript],
     *,
     editing: bool = False,
     placement: RegexPlacement | None = None,
 ) -> str:
-    """``text`` after the stored-phase scripts of its placement (the role's; a reply's
-    thought passes ``REASONING``), at depth 0: it is the newest message. An edit runs
-    only the scripts marked ``runOnEdit``."""
-    scripts = allowed_scripts(conversation) if scripts is None else scripts
+    """``text`` after the stored-phase ``scripts`` (:meth:`ChatService.regex_scripts`) of
+    its placement (the role's; a reply's thought passes ``REASONING``), at depth 0: it is
+    the newest message. An edit runs only the scripts marked ``runOnEdit``."""
     if editing:
         scripts = [s for s in scripts if s.runOnEdit]
     if not scripts:
@@ -172,10 +173,13 @@ class ChatService:
         publish: Publish | None = None,
         summaries: Callable[[], SummaryIndex | None] | None = None,
         global_variables: GlobalVariables | None = None,
+        global_regex: GlobalRegexScripts | None = None,
     ) -> None:
         self.tree = tree
         self.global_variables = global_variables
         """The user's global variables (None: a turn starts with none and saves none)."""
+        self.global_regex = global_regex
+        """The user's global regex scripts (None: only the cards' scripts run)."""
         self.runner = runner
         self.services = services
         self.project_id = project_id
@@ -351,6 +355,7 @@ class ChatService:
             self.with_persona(conversation), now=moment, global_variables=self.load_globals()
         )
         added: list[Message] = []
+        scripts = self.regex_scripts(conversation)
         for greeting in greetings:
             if not greeting.strip():
                 continue
@@ -358,7 +363,7 @@ class ChatService:
             context.variables = copy.deepcopy(variables)
             text = expand_macros(greeting, context)
             root_state = ChatState(variables=context.variables, plot=plot)
-            stored = stored_text(conversation, text, "assistant")
+            stored = stored_text(conversation, text, "assistant", scripts)
             added.append(
                 self.tree.add_message(
                     conversation.id,
@@ -439,7 +444,7 @@ class ChatService:
             # greeting follows the first one.
             added: list[str] = []
             for text in (greeting.text, *greeting.alternates):
-                stored = stored_text(view, text, "assistant")
+                stored = stored_text(view, text, "assistant", self.regex_scripts(view))
                 added.append(
                     self.tree.add_message(
                         conversation.id,
@@ -582,7 +587,9 @@ class ChatService:
         self._check_idle(conversation_id, expected_version)
         old = self._in_conversation(conversation_id, message_id)
         conversation = self.tree.conversation(conversation_id)
-        stored = stored_text(conversation, content, old.role, editing=True)
+        stored = stored_text(
+            conversation, content, old.role, self.regex_scripts(conversation), editing=True
+        )
         message = self.tree.edit_message(message_id, stored, expected_version=expected_version)
         self._added(message)
         self._changed(self.tree.conversation(conversation_id))
@@ -596,7 +603,9 @@ class ChatService:
         self._check_idle(conversation_id, expected_version)
         old = self._in_conversation(conversation_id, message_id)
         conversation = self.tree.conversation(conversation_id)
-        stored = stored_text(conversation, content, old.role, editing=True)
+        stored = stored_text(
+            conversation, content, old.role, self.regex_scripts(conversation), editing=True
+        )
         message = self.tree.rewrite_message(
             message_id,
             stored,
@@ -651,7 +660,7 @@ class ChatService:
         if not text.strip():
             raise ChatError("text: the message is empty")
         conversation = self.with_persona(self.tree.conversation(conversation_id))
-        stored = stored_text(conversation, text, "user")
+        stored = stored_text(conversation, text, "user", self.regex_scripts(conversation))
         user = self.tree.add_message(
             conversation_id,
             parent_id=conversation.pointer,
@@ -750,7 +759,7 @@ class ChatService:
             )
             pointer = parent_id
         self._added(message)
-        scripts = allowed_scripts(conversation)
+        scripts = self.regex_scripts(conversation)
         # Every reply to the same message shares the key (a swipe replays its dice); a
         # reroll adds its own message's id.
         answered = target.parent_id if target is not None else parent_id
@@ -828,6 +837,7 @@ class ChatService:
         await asyncio.to_thread(lambda: counter.name)
         # What the server really holds (llama.cpp /props, KoboldCpp, vLLM, Ollama).
         window = await asyncio.to_thread(context_size_of, endpoint, context_tokens)
+        global_scripts, regex_problems = await asyncio.to_thread(self.global_scripts)
         snapshot = await build_snapshot(
             self.tree,
             self.with_persona(conversation),
@@ -841,6 +851,8 @@ class ChatService:
             history_tokens=window,
             count_tokens=counter.count,
             confirmed_agents=self.confirmed_agents(),
+            global_regex_scripts=global_scripts,
+            regex_problems=regex_problems,
         )
         return snapshot.model_copy(
             update={
@@ -888,6 +900,24 @@ class ChatService:
         except StoryloomError as exc:
             logger.warning("global variables are not used: %s", exc)
             return {}
+
+    def global_scripts(self) -> tuple[list[RegexScript], list[str]]:
+        """The user's enabled global regex scripts, read now, in the order they run; and
+        why none run when their file is broken (the chat goes on without them and the
+        prompt's problems say so; the file is left for the user to fix)."""
+        if self.global_regex is None:
+            return [], []
+        try:
+            scripts = self.global_regex.load()
+        except StoryloomError as exc:
+            logger.warning("global regex scripts are not used: %s", exc)
+            return [], [f"global regex scripts are not used: {exc}"]
+        return [s for s in scripts if not s.disabled], []
+
+    def regex_scripts(self, conversation: Conversation) -> list[RegexScript]:
+        """Every regex script of ``conversation`` in SillyTavern's order: the user's
+        global ones, then the card's when the chat allows them."""
+        return [*self.global_scripts()[0], *allowed_scripts(conversation)]
 
     def save_globals(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """Write what a turn's macros changed in the global variables."""

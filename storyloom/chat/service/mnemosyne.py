@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from storyloom.chat.personalab.director import initial_plot
 from storyloom.chat.personalab.personas import PersonaLibrary
-from storyloom.chat.prompt.regex_scripts import card_regex_scripts
+from storyloom.chat.prompt.regex_scripts import RegexScript, card_regex_scripts
 from storyloom.chat.service.lore_scope import LoreScope, chat_lore_scope
 from storyloom.chat.store.conversation import CharacterSnapshot, Conversation
 from storyloom.chat.store.message import Message
@@ -359,6 +359,8 @@ async def build_snapshot(
     history_tokens: int = DEFAULT_CONTEXT_WINDOW,
     count_tokens: Callable[[str], int] | None = None,
     confirmed_agents: Mapping[str, str] | None = None,
+    global_regex_scripts: Sequence[RegexScript] = (),
+    regex_problems: Sequence[str] = (),
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
 
@@ -369,6 +371,8 @@ async def build_snapshot(
     ``history_tokens`` (the model's context window) reaches; ``count_tokens`` None
     reads the whole chain. ``confirmed_agents``: the agent profile the user confirmed
     per character (None: none confirmed, so a card's suggestion runs no agent).
+    ``global_regex_scripts``: the user's enabled global regex scripts (they run before the
+    card's); ``regex_problems``: why some could not be read.
     """
     if count_tokens is None:
         path = tree.path(pointer)
@@ -429,7 +433,9 @@ async def build_snapshot(
         lore_timed_effects=timed,
         rag=rag,
         summaries=summary_texts(presets, conversation, path) if presets is not None else [],
+        global_regex_scripts=[s.model_dump(mode="json") for s in global_regex_scripts],
         regex_scripts=scripts,
+        regex_problems=list(regex_problems),
         generation=generation,
         seed=seed,
         chat_seed=snapshot_seed(conversation.id, None),

@@ -141,8 +141,19 @@ class ContextSnapshot(BaseModel):
     )
     rag: list[RagHit] = Field(default_factory=list)
     summaries: list[str] = Field(default_factory=list, description="Plot-point summaries")
+    global_regex_scripts: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The user's global regex scripts in force (enabled only); they run "
+        "before regex_scripts, as SillyTavern runs its global scope before the character's",
+    )
     regex_scripts: list[dict[str, Any]] = Field(
-        default_factory=list, description="SillyTavern regex scripts in force (allowed only)"
+        default_factory=list,
+        description="The character card's regex scripts in force (when the chat allows them)",
+    )
+    regex_problems: list[str] = Field(
+        default_factory=list,
+        description="Why regex scripts that should have run did not (a global scripts file "
+        "that does not read); the prompt's warnings carry them",
     )
     generation: str = Field(default="normal", description="normal, swipe, continue, impersonate")
     seed: int = Field(
