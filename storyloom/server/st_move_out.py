@@ -82,6 +82,7 @@ USER_FOLDERS = (
 )
 """The folders of a user folder SillyTavern reads at once (it makes any others it wants)."""
 SETTINGS_FILE = "settings.json"
+GROUP_CHATS = "group chats"
 PERSONA_POSITION_IN_PROMPT = 0
 PERSONA_DEFAULT_DEPTH = 2
 PERSONA_DEFAULT_ROLE = 0
@@ -612,7 +613,10 @@ def _write_chats(
     for conversation in conversations:
         try:
             if conversation.settings.group is not None:
-                _group_chat(tree, conversation, characters, persona_files, worlds, groups, out)
+                group_names = taken.setdefault(GROUP_CHATS, set())
+                _group_chat(
+                    tree, conversation, characters, persona_files, worlds, groups, group_names, out
+                )
                 continue
             character = _character_of(conversation, characters)
             if character is None:
@@ -623,17 +627,9 @@ def _write_chats(
             stem = _unique(safe_file_name(conversation.title, character.preset.name), names)
             metadata = _base_metadata(conversation)
             metadata.update(_chat_metadata(conversation, persona_files, worlds, out))
-            main = export_st_chat(tree, conversation.id)
-            out.write(f"{folder}/{stem}.jsonl", _jsonl(main, metadata, group=False))
+            _write_chat_files(tree, conversation, folder, stem, metadata, names, out)
             out.report.counts.chats += 1
             character.chats.append((conversation.updated_at, stem))
-            for leaf, shared in branch_leaves(tree, conversation):
-                when = humanized_time(tree.message(leaf).created_at)
-                branch = _unique(f"Branch #{shared} - {when}", names)
-                text = export_st_chat(tree, conversation.id, leaf=leaf)
-                branch_metadata = {**metadata, "main_chat": stem}
-                out.write(f"{folder}/{branch}.jsonl", _jsonl(text, branch_metadata, group=False))
-                out.report.counts.branches += 1
         except StoryloomError as exc:
             out.problem(f"chat {conversation.title}", f"not written: {exc}")
     return list(groups.values())
@@ -650,6 +646,7 @@ def _group_chat(
     persona_files: Mapping[str, _PersonaFile],
     worlds: Mapping[str, str],
     groups: dict[str, _Group],
+    taken: set[str],
     out: _Writer,
 ) -> None:
     settings = conversation.settings.group
@@ -696,25 +693,67 @@ def _group_chat(
             kept_group,
         )
         groups[group_id] = group
-    taken = {c[1].lower() for c in group.chats}
     metadata = _base_metadata(conversation)
     metadata.update(_chat_metadata(conversation, persona_files, worlds, out))
     wanted = kept_group.get("chat_id") if len(group.chats) == 0 else None
     chat_id = _unique(
         safe_file_name(str(wanted or humanized_time(conversation.created_at)), group_id), taken
     )
-    main = _with_avatars(export_st_chat(tree, conversation.id), names)
-    out.write(f"group chats/{chat_id}.jsonl", _jsonl(main, metadata, group=True))
-    group.chats.append((conversation.updated_at, chat_id, metadata))
-    out.report.counts.group_chats += 1
+    written = _write_chat_files(
+        tree, conversation, GROUP_CHATS, chat_id, metadata, taken, out, names
+    )
+    for number, (stem, file_metadata) in enumerate(written):
+        # The main chat is the newest of its files: the group opens on it.
+        group.chats.append((conversation.updated_at - number * 1e-3, stem, file_metadata))
+    out.report.counts.group_chats += len(written)
+
+
+def _variables_at(tree: TurnTree, message_id: str | None) -> dict[str, Any]:
+    if message_id is None:
+        return {}
+    return dict(tree.state_at(message_id).variables)
+
+
+def _write_chat_files(
+    tree: TurnTree,
+    conversation: Conversation,
+    folder: str,
+    stem: str,
+    metadata: Mapping[str, Any],
+    taken: set[str],
+    out: _Writer,
+    speakers: Mapping[str, str] | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """The main chat ``<folder>/<stem>.jsonl`` and its branch files; returns each file's
+    stem and ``chat_metadata``. Each file's ``variables`` are the chat variables at its
+    last message; ``speakers`` (name → card file) makes it a group chat."""
+    group = speakers is not None
+    files: list[tuple[str, dict[str, Any]]] = []
+    main_metadata = dict(metadata)
+    pointer = conversation.pointer
+    variables = _variables_at(tree, pointer)
+    if variables:
+        main_metadata["variables"] = variables
+    text = export_st_chat(tree, conversation.id)
+    if speakers is not None:
+        text = _with_avatars(text, speakers)
+    out.write(f"{folder}/{stem}.jsonl", _jsonl(text, main_metadata, group=group))
+    files.append((stem, main_metadata))
     for leaf, shared in branch_leaves(tree, conversation):
         when = humanized_time(tree.message(leaf).created_at)
         branch = _unique(f"Branch #{shared} - {when}", taken)
-        text = _with_avatars(export_st_chat(tree, conversation.id, leaf=leaf), names)
-        branch_metadata = {**metadata, "main_chat": chat_id}
-        out.write(f"group chats/{branch}.jsonl", _jsonl(text, branch_metadata, group=True))
-        group.chats.append((conversation.updated_at - 1e-3, branch, branch_metadata))
-        out.report.counts.group_chats += 1
+        branch_metadata = {**metadata, "main_chat": stem}
+        variables = _variables_at(tree, leaf)
+        if variables:
+            branch_metadata["variables"] = variables
+        text = export_st_chat(tree, conversation.id, leaf=leaf)
+        if speakers is not None:
+            text = _with_avatars(text, speakers)
+        out.write(f"{folder}/{branch}.jsonl", _jsonl(text, branch_metadata, group=group))
+        if not group:
+            out.report.counts.branches += 1
+        files.append((branch, branch_metadata))
+    return files
 
 
 def _write_groups(groups: Iterable[_Group], out: _Writer) -> None:

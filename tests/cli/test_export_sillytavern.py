@@ -20,6 +20,7 @@ import pytest
 from storyloom.chat.personalab.personas import Persona, PersonaLibrary
 from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.st_group_chat import import_st_group_chat
+from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.knowledge.knowledge_base import load_knowledge_base
 from storyloom.project.project_file import init_project, load_project, save_project
@@ -164,7 +165,11 @@ def made(tmp_path: Path) -> Made:
             made.chat_id, parent_id=path[1].id, role="assistant", content="East, by boat."
         )
         leaf = tree.add_message(
-            made.chat_id, parent_id=other.id, role="user", content="A boat it is."
+            made.chat_id,
+            parent_id=other.id,
+            role="user",
+            content="A boat it is.",
+            state=ChatState(variables={"boat": "hired"}),
         )
         made.branch_leaf = leaf.id
         tree.set_pointer(made.chat_id, path[-1].id)
@@ -271,6 +276,8 @@ def test_the_folder_holds_what_sillytavern_reads_in_its_shapes(made: Made, tmp_p
     shared = made.branch_point + 1
     assert [m.mes for m in branch.messages[:shared]] == [m.mes for m in main.messages[:shared]]
     assert [m.mes for m in branch.messages[shared:]] == ["East, by boat.", "A boat it is."]
+    assert branch.header.chat_metadata["variables"] == {"boat": "hired"}
+    assert "variables" not in metadata
 
     # Personas, global books, global variables in settings.json.
     settings = json.loads((dest / "settings.json").read_text())
