@@ -183,12 +183,28 @@ def made(tmp_path: Path) -> Made:
             ]
         )
         made.group_id = group["id"]
-        import_st_group_chat(
+        imported_group, _ = import_st_group_chat(
             tree,
             parse_chat_jsonl(group_chat, "g.jsonl"),
             parse_group_file(json.dumps(group), "g.json"),
             project_id=project.id,
         )
+        # A branch of the group chat: another answer to "Ready?".
+        group_path = tree.active_path(imported_group.conversation_id)
+        tree.add_message(
+            imported_group.conversation_id,
+            parent_id=group_path[0].id,
+            role="assistant",
+            content="Not yet.",
+            name="Bram",
+        )
+        tree.add_message(
+            imported_group.conversation_id,
+            parent_id=tree.active_path(imported_group.conversation_id)[-1].id,
+            role="user",
+            content="Hurry.",
+        )
+        tree.set_pointer(imported_group.conversation_id, group_path[-1].id)
     finally:
         database.close()
     return made
@@ -230,7 +246,7 @@ def test_the_folder_holds_what_sillytavern_reads_in_its_shapes(made: Made, tmp_p
         "chats": 1,
         "branches": 1,
         "groups": 1,
-        "group_chats": 1,
+        "group_chats": 2,
     }
     written = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert written == report["files"]
@@ -301,12 +317,21 @@ def test_the_folder_holds_what_sillytavern_reads_in_its_shapes(made: Made, tmp_p
     group = parse_group_file((dest / "groups" / f"{made.group_id}.json").read_bytes(), "g")
     assert group.members == ["Aria.png", "Bram.png"]
     assert group.name == "Harbour Watch"
-    (chat_id,) = group.chats
+    chat_id, branch_id = group.chats
     assert group.chat_id == chat_id
     group_chat = read_chat(dest / "group chats" / f"{chat_id}.jsonl")
+    assert group_chat.header is not None and group_chat.header.user_name == "unused"
     assert [m.mes for m in group_chat.messages] == ["Ready?", "Always.", "Hm."]
     speakers = [(m.model_extra or {}).get("original_avatar") for m in group_chat.messages]
     assert speakers == [None, "Aria.png", "Bram.png"]
+    assert branch_id.startswith("Branch #0 - ")
+    group_branch = read_chat(dest / "group chats" / f"{branch_id}.jsonl")
+    assert group_branch.header is not None
+    assert group_branch.header.chat_metadata["main_chat"] == chat_id
+    assert [m.mes for m in group_branch.messages] == ["Ready?", "Not yet.", "Hurry."]
+    assert (group_branch.messages[1].model_extra or {})["original_avatar"] == "Bram.png"
+    assert group.model_extra is not None
+    assert set(group.model_extra["past_metadata"]) == {chat_id, branch_id}
 
 
 def test_the_exported_chats_and_world_import_again_with_the_same_messages(
