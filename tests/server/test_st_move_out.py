@@ -11,11 +11,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.chat.store.turn_tree import TurnTree
+from storyloom.core.errors import FileFormatError, InvalidInput
 from storyloom.project.project_file import init_project
 from storyloom.server.st_move_out import export_user_folder
 from storyloom.sillytavern.character_card import read_png_card
@@ -110,3 +112,18 @@ def test_every_leaf_of_any_tree_is_in_the_files_and_every_file_is_a_path(
         assert leaf_paths <= held
         assert report.counts.chats == 1
         assert report.counts.branches == len(files) - 1 <= len(leaves)
+
+
+def test_a_file_in_the_way_is_refused_and_a_failed_export_leaves_nothing(tmp_path: Path) -> None:
+    home, root = tmp_path / "home", tmp_path / "project"
+    init_project(root)
+    in_the_way = tmp_path / "out"
+    in_the_way.write_text("not a folder", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="is a file") as refused:
+        export_user_folder(home, root, in_the_way)
+    assert refused.value.problems[0].field == "dest"
+
+    (root / "project.json").write_text("{", encoding="utf-8")
+    with pytest.raises(FileFormatError):
+        export_user_folder(home, root, tmp_path / "moved")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "project"]
