@@ -486,9 +486,12 @@ def _write_personas(
 
 
 def _persona_description(persona: Persona, worlds: Mapping[str, str]) -> dict[str, Any]:
-    """``power_user.persona_descriptions[<avatar>]``; position, depth and role kept from
-    an imported persona (its extra fields), else SillyTavern's defaults."""
+    """``power_user.persona_descriptions[<avatar>]`` in the shape SillyTavern writes now;
+    position, depth, role, title and the locks to characters and groups (``connections``)
+    kept from an imported persona (its extra fields), else SillyTavern's defaults."""
     extra = persona.model_extra or {}
+    connections = extra.get("connections")
+    title = extra.get("title")
 
     def whole(key: str, default: int) -> int:
         value = extra.get(key)
@@ -500,6 +503,10 @@ def _persona_description(persona: Persona, worlds: Mapping[str, str]) -> dict[st
         "depth": whole("depth", PERSONA_DEFAULT_DEPTH),
         "role": whole("role", PERSONA_DEFAULT_ROLE),
         "lorebook": worlds.get(persona.knowledge_base or "", ""),
+        "connections": [c for c in connections if isinstance(c, dict)]
+        if isinstance(connections, list)
+        else [],
+        "title": title if isinstance(title, str) else "",
     }
 
 

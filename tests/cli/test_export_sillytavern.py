@@ -307,6 +307,8 @@ def test_the_folder_holds_what_sillytavern_reads_in_its_shapes(made: Made, tmp_p
         "depth": 4,
         "role": 0,
         "lorebook": "Drift Isles",
+        "connections": [],
+        "title": "",
     }
     assert power_user["default_persona"] == avatar
     assert settings["user_avatar"] == avatar
