@@ -229,6 +229,28 @@ def test_a_new_reply_made_in_storyloom_exports_as_one_more_swipe(tree: TurnTree)
     assert parse_chat_jsonl(export_st_chat(tree, conversation_id), "x.jsonl").messages
 
 
+def test_a_sibling_by_another_speaker_exports_under_its_own_name(tree: TurnTree) -> None:
+    group_chat = "\n".join(
+        json.dumps(line)
+        for line in [
+            {"name": "User", "is_user": True, "is_system": False, "mes": "Ready?"},
+            {"name": "Aria", "is_user": False, "is_system": False, "mes": "Always.",
+             "original_avatar": "Aria.png", "force_avatar": "/thumbnail?file=Aria.png"},
+        ]
+    )  # fmt: skip
+    conversation_id = import_text(tree, group_chat)
+    path = tree.active_path(conversation_id)
+    tree.add_message(
+        conversation_id, parent_id=path[0].id, role="assistant", content="Hm.", name="Bram"
+    )
+    line = lines_of(export_st_chat(tree, conversation_id))[-1]
+    assert (line["name"], line["mes"]) == ("Bram", "Hm.")
+    assert "original_avatar" not in line and "force_avatar" not in line
+    tree.set_pointer(conversation_id, path[-1].id)
+    kept = lines_of(export_st_chat(tree, conversation_id))[-1]
+    assert (kept["name"], kept["original_avatar"]) == ("Aria", "Aria.png")
+
+
 def test_export_to_a_leaf_follows_that_branch(tree: TurnTree) -> None:
     conversation_id = import_text(tree, SWIPED_CHAT)
     other_root = tree.children(conversation_id, None)[0]

@@ -54,6 +54,8 @@ SWIPE_COUNT_KEY = "st_swipe_count"
 SIBLING_FIELDS = ("mes", "swipes", "swipe_info", "extra")
 """Line fields whose values live on the siblings, not in the kept line."""
 SWIPE_TIMES = ("send_date", "gen_started", "gen_finished")
+SPEAKER_FIELDS = ("name", "original_avatar", "force_avatar")
+"""Line fields that say who spoke."""
 DEFAULT_USER = "User"
 SYSTEM_NAME = "SillyTavern System"
 
@@ -386,8 +388,17 @@ def _line(message: Message, group: Sequence[Message], names: _Names) -> dict[str
     times = _swipe_info(message) if message.id != holder.id else {}
     if SWIPE_INFO_KEY not in message.extra and message.extra.get(EXTRA_KEY) is not None:
         times = {}  # an imported swipe without swipe_info: the line's times stand
+    # A sibling written here by another speaker (a group's other member) is that
+    # speaker's line: the imported line's name and avatar are not its own.
+    other_speaker = (
+        message.id != holder.id and bool(message.name) and (message.name != template.get("name"))
+    )
     line = {}
     for key, value in template.items():
+        if other_speaker and key in SPEAKER_FIELDS:
+            if key == "name":
+                line[key] = message.name
+            continue
         if key == "mes":
             line[key] = message.content
         elif key == "extra":
