@@ -38,7 +38,8 @@ def api(server: LiveServer) -> Iterator[httpx.Client]:
 
 def upload_set(api: httpx.Client, quick_set: dict[str, Any]) -> httpx.Response:
     data = json.dumps(quick_set).encode()
-    return api.post("/api/quick-replies/import", files={"file": (f"{quick_set['name']}.json", data)})
+    name = f"{quick_set['name']}.json"
+    return api.post("/api/quick-replies/import", files={"file": (name, data)})
 
 
 def test_an_uploaded_set_lists_its_buttons_and_round_trips(api: httpx.Client) -> None:
