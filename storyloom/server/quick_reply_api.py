@@ -35,8 +35,9 @@ class QuickReplySetView(BaseModel):
     name: str
     visible: bool = Field(description="The chat shows this set's buttons")
     send: bool = Field(
-        description="A click sends the message; False: it goes into the message box "
-        "(the set's disableSend or injectInput)"
+        description="A click sends; False (the set's disableSend): it only fills the "
+        "message box. With the set's injectInput the reply joins what is typed there "
+        "(before it with placeBeforeInput), else it replaces it"
     )
     buttons: list[QuickReplyButton]
     set: QuickReplySetFile = Field(description="The set file as SillyTavern writes it")
@@ -67,7 +68,7 @@ def _view(quick_set: QuickReplySetFile, visible: list[str]) -> QuickReplySetView
     return QuickReplySetView(
         name=quick_set.name,
         visible=quick_set.name in visible,
-        send=not (quick_set.disableSend or quick_set.injectInput),
+        send=not quick_set.disableSend,
         buttons=reply_buttons(quick_set),
         set=quick_set,
     )
