@@ -30,7 +30,7 @@ class BackgroundImage(BaseModel):
     url: str
 
 
-class BackgroundList(BaseModel):
+class BackgroundImageList(BaseModel):
     backgrounds: list[BackgroundImage]
 
 
@@ -42,9 +42,9 @@ def _image(name: str) -> BackgroundImage:
     return BackgroundImage(name=name, url=f"/api/backgrounds/{quote(name, safe='')}")
 
 
-@router.get("", response_model=BackgroundList)
-def list_backgrounds(request: Request) -> BackgroundList:
-    return BackgroundList(backgrounds=[_image(n) for n in _backgrounds(request).names()])
+@router.get("", response_model=BackgroundImageList)
+def list_backgrounds(request: Request) -> BackgroundImageList:
+    return BackgroundImageList(backgrounds=[_image(n) for n in _backgrounds(request).names()])
 
 
 @router.post("", status_code=201, response_model=BackgroundImage, responses=_ERRORS)

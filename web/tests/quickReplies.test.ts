@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { QuickReplySetView } from '../src/api/quickReplies'
+import { conversation } from './chatFixtures'
+import { formFromConversation, settingsFromForm } from '../src/lib/chatSettings'
 import { chatBackgroundStyle, quickReplyBar, quickReplyClick, shownExpression } from '../src/lib/quickReplies'
 
 function set(name: string, options: Partial<QuickReplySetView['set']> = {}, visible = true): QuickReplySetView {
@@ -11,7 +13,17 @@ function set(name: string, options: Partial<QuickReplySetView['set']> = {}, visi
       { id: 1, label: 'Look', title: '', message: 'I look around.', runnable: true, not_runnable: null },
       { id: 2, label: 'Roll', title: '', message: '/roll 1d20', runnable: false, not_runnable: 'a slash command' },
     ],
-    set: { version: 2, name, qrList: [], ...options },
+    set: {
+      version: 2,
+      name,
+      disableSend: false,
+      placeBeforeInput: false,
+      injectInput: false,
+      color: 'transparent',
+      onlyBorderColor: false,
+      qrList: [],
+      ...options,
+    },
   }
 }
 
@@ -53,5 +65,19 @@ describe('chat background and sprite', () => {
     expect(shownExpression('joy', ['joy', 'neutral'], 'neutral')).toBe('joy')
     expect(shownExpression('anger', ['joy', 'neutral'], 'neutral')).toBe('neutral')
     expect(shownExpression(null, ['joy'], null)).toBeNull()
+  })
+})
+
+describe('the settings drawer form', () => {
+  it('sets, keeps and clears the chat background', () => {
+    const none = conversation({ settings: { ...conversation().settings } })
+    const form = formFromConversation(none)
+    expect(form.background).toBe('')
+    expect('background' in settingsFromForm(form, none.settings)).toBe(false)
+    const set = settingsFromForm({ ...form, background: 'tavern.png' }, none.settings)
+    expect(set.background).toBe('tavern.png')
+    const withOne = conversation({ settings: set })
+    expect(formFromConversation(withOne).background).toBe('tavern.png')
+    expect(settingsFromForm({ ...formFromConversation(withOne), background: '' }, set).background).toBeNull()
   })
 })

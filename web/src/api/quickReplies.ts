@@ -8,7 +8,7 @@ type Schemas = components['schemas']
 export type QuickReplySetView = Schemas['QuickReplySetView']
 export type QuickReplySetList = Schemas['QuickReplySetList']
 export type QuickReplyButton = Schemas['QuickReplyButton']
-export type BackgroundList = Schemas['BackgroundList']
+export type BackgroundImageList = Schemas['BackgroundImageList']
 export type BackgroundImage = Schemas['BackgroundImage']
 export type ExpressionList = Schemas['ExpressionList']
 
@@ -20,8 +20,8 @@ export function importQuickReplies(file: File, fetchImpl?: Fetch): Promise<Quick
   return postForm<QuickReplySetView>('/api/quick-replies/import', { file }, fetchImpl)
 }
 
-export function listBackgrounds(fetchImpl?: Fetch): Promise<BackgroundList> {
-  return requestJson<BackgroundList>('GET', '/api/backgrounds', undefined, fetchImpl)
+export function listBackgrounds(fetchImpl?: Fetch): Promise<BackgroundImageList> {
+  return requestJson<BackgroundImageList>('GET', '/api/backgrounds', undefined, fetchImpl)
 }
 
 export function listExpressions(characterId: string, fetchImpl?: Fetch): Promise<ExpressionList> {
