@@ -13,6 +13,7 @@ the set that came in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,35 @@ def read_quick_reply_set(path: Path) -> QuickReplySetFile:
     except OSError as exc:
         raise FileFormatError(path, [FieldProblem("", f"cannot be read ({exc.strerror})")]) from exc
     return parse_quick_reply_set(data, path)
+
+
+def st_visible_quick_reply_sets(settings: Mapping[str, Any]) -> list[str] | None:
+    """The sets SillyTavern shows under its message box, by name, from a user folder's
+    ``settings.json``: ``extension_settings.quickReplyV2.config.setList`` entries with
+    ``isVisible`` (none while the extension is off); a pre-v2 ``quickReply`` shows its
+    selected preset, as the extension migrates it. None when the settings say nothing
+    (every set shows)."""
+    extensions = settings.get("extension_settings")
+    if not isinstance(extensions, Mapping):
+        return None
+    v2 = extensions.get("quickReplyV2")
+    if isinstance(v2, Mapping):
+        if not v2.get("isEnabled", False):
+            return []
+        config = v2.get("config")
+        links = config.get("setList") if isinstance(config, Mapping) else None
+        if not isinstance(links, list):
+            return []
+        shown = [link for link in links if isinstance(link, Mapping)]
+        return [
+            link["set"]
+            for link in shown
+            if isinstance(link.get("set"), str) and link.get("isVisible", True)
+        ]
+    v1 = extensions.get("quickReply")
+    if isinstance(v1, Mapping):
+        if not v1.get("quickReplyEnabled", False):
+            return []
+        name = v1.get("selectedPreset") or v1.get("name") or "Default"
+        return [name] if isinstance(name, str) else []
+    return None

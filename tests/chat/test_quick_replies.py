@@ -31,7 +31,10 @@ from storyloom.core.errors import FileFormatError, InvalidInput, NotFound
 from storyloom.project.project_file import init_project
 from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.png_chunks import blank_png
-from storyloom.sillytavern.quick_reply_set import parse_quick_reply_set
+from storyloom.sillytavern.quick_reply_set import (
+    parse_quick_reply_set,
+    st_visible_quick_reply_sets,
+)
 
 
 def st_set(name: str, **options: Any) -> dict[str, Any]:
@@ -241,3 +244,22 @@ def test_sprites_import_beside_the_character_with_a_default(tmp_path: Path, proj
     assert not (library.folder("characters") / f"{character_id}.sprites").exists()
     with pytest.raises(InvalidInput):
         sprite(library, copy_id, "../../settings")
+
+
+def test_the_visible_sets_come_from_sillytaverns_settings() -> None:
+    v2 = {
+        "isEnabled": True,
+        "isCombined": False,
+        "isPopout": False,
+        "showPopoutButton": True,
+        "config": {
+            "setList": [{"set": "Dice", "isVisible": True}, {"set": "Story", "isVisible": False}]
+        },
+    }
+    assert st_visible_quick_reply_sets({"extension_settings": {"quickReplyV2": v2}}) == ["Dice"]
+    off = {**v2, "isEnabled": False}
+    assert st_visible_quick_reply_sets({"extension_settings": {"quickReplyV2": off}}) == []
+    v1 = {"quickReplyEnabled": True, "selectedPreset": "Old"}
+    assert st_visible_quick_reply_sets({"extension_settings": {"quickReply": v1}}) == ["Old"]
+    assert st_visible_quick_reply_sets({"extension_settings": {}}) is None
+    assert st_visible_quick_reply_sets({}) is None
