@@ -13,16 +13,20 @@ import pytest
 from storyloom.chat.personalab.chat_backgrounds import (
     ChatBackgrounds,
     background_from_chat_metadata,
+    chat_metadata_background,
+    export_st_backgrounds,
     import_st_backgrounds,
 )
 from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.quick_replies import (
     QuickReplyLibrary,
+    export_st_quick_replies,
     import_st_quick_replies,
     reply_buttons,
 )
 from storyloom.chat.personalab.sprites import (
     default_expression,
+    export_st_sprites,
     expressions,
     import_st_sprites,
     sprite,
@@ -263,3 +267,32 @@ def test_the_visible_sets_come_from_sillytaverns_settings() -> None:
     assert st_visible_quick_reply_sets({"extension_settings": {"quickReply": v1}}) == ["Old"]
     assert st_visible_quick_reply_sets({"extension_settings": {}}) is None
     assert st_visible_quick_reply_sets({}) is None
+
+
+def test_what_came_in_goes_back_out_as_sillytavern_writes_it(tmp_path: Path, project: Path) -> None:
+    sparse = {"version": 2, "name": "Story: part 1", "qrList": [{"id": 1, "message": "Go on."}]}
+    folder = st_folder(tmp_path / "in", st_set("Dice"), sparse)
+    import_st_quick_replies(folder, project, visible=None)
+    out = tmp_path / "out" / "QuickReplies"
+    assert export_st_quick_replies(project, out) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["Dice.json", "Story part 1.json"]
+    assert json.loads((out / "Dice.json").read_text()) == st_set("Dice")
+    assert json.loads((out / "Story part 1.json").read_text()) == sparse
+
+    home = tmp_path / "home"
+    (home / "backgrounds").mkdir(parents=True)
+    (home / "backgrounds" / "tavern night.png").write_bytes(blank_png())
+    assert export_st_backgrounds(home, tmp_path / "out" / "backgrounds") == 1
+    metadata = {"custom_background": chat_metadata_background("tavern night.png")}
+    assert metadata["custom_background"] == 'url("backgrounds/tavern%20night.png")'
+    assert background_from_chat_metadata(metadata) == "tavern night.png"
+
+    library = PresetLibrary(project)
+    character_id = library.create_character(CharacterDefinition(name="Mira"))
+    sprites = tmp_path / "in" / "characters" / "Mira"
+    sprites.mkdir(parents=True)
+    (sprites / "joy.png").write_bytes(blank_png())
+    import_st_sprites(library, character_id, sprites)
+    back = tmp_path / "out" / "characters" / "Mira"
+    assert export_st_sprites(library, character_id, back) == 1
+    assert (back / "joy.png").read_bytes() == blank_png()

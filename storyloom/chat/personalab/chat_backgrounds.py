@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from storyloom.core.atomic_io import atomic_write_bytes
 from storyloom.core.errors import FieldProblem, InvalidInput, NotFound
@@ -140,3 +140,19 @@ def background_from_chat_metadata(metadata: Mapping[str, Any]) -> str | None:
         return check_background_name(name)
     except InvalidInput:
         return None
+
+
+def chat_metadata_background(name: str) -> str:
+    """``chat_metadata.custom_background`` for a chat showing the image ``name``, as
+    SillyTavern writes it (``url("backgrounds/<name, URI-encoded>")``)."""
+    return f'url("{BACKGROUNDS_DIR}/{quote(check_background_name(name), safe="")}")'
+
+
+def export_st_backgrounds(home: Path, folder: Path) -> int:
+    """Copy the images of ``<home>/backgrounds`` into a SillyTavern ``backgrounds/``
+    folder; returns how many."""
+    backgrounds = ChatBackgrounds(home)
+    names = backgrounds.names()
+    for name in names:
+        atomic_write_bytes(folder / name, backgrounds.path(name).read_bytes())
+    return len(names)

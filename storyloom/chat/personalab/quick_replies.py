@@ -79,8 +79,10 @@ def reply_buttons(quick_set: QuickReplySetFile) -> list[QuickReplyButton]:
 
 
 def _text(quick_set: QuickReplySetFile) -> str:
-    data = quick_set.model_dump(mode="json", exclude_none=False)
-    return json.dumps(data, ensure_ascii=False, indent=4) + "\n"
+    # Only the keys the set has: a file goes back out as it came, not with defaults added.
+    data = quick_set.model_dump(mode="json", exclude_unset=True)
+    # As SillyTavern writes it: JSON.stringify(set, null, 4).
+    return json.dumps(data, ensure_ascii=False, indent=4)
 
 
 class QuickReplyLibrary:
@@ -215,3 +217,20 @@ def import_st_quick_replies(
         if library.save(quick_set, visible=show):
             changed += 1
     return changed, problems
+
+
+def st_file_name(name: str) -> str:
+    """``name`` as SillyTavern names the file of a set (its ``sanitize-filename``: the
+    characters no file system takes are dropped)."""
+    cleaned = "".join(c for c in name if c not in '/\\?<>:*|"' and ord(c) >= 32).strip()
+    cleaned = cleaned.rstrip(". ")
+    return cleaned if cleaned not in ("", ".", "..") else "quick-replies"
+
+
+def export_st_quick_replies(project_dir: Path, folder: Path) -> int:
+    """Write every set of the project into a SillyTavern ``QuickReplies/`` folder, as
+    SillyTavern saves them (``<name>.json``, indented by 4); returns how many."""
+    sets = QuickReplyLibrary(project_dir).sets()
+    for quick_set in sets:
+        atomic_write_text(folder / f"{st_file_name(quick_set.name)}.json", _text(quick_set))
+    return len(sets)

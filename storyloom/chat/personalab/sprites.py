@@ -126,3 +126,12 @@ def import_st_sprites(library: PresetLibrary, character_id: str, folder: Path) -
         if image_type(data) is not None:
             changed += save_sprite(library, character_id, label, data)
     return changed
+
+
+def export_st_sprites(library: PresetLibrary, character_id: str, folder: Path) -> int:
+    """Write the character's sprites into a SillyTavern sprite folder
+    (``characters/<name>/<label>.<ext>``); returns how many."""
+    files = _files(sprites_folder(library, character_id))
+    for label, path in files.items():
+        atomic_write_bytes(folder / f"{label}{path.suffix.lower()}", path.read_bytes())
+    return len(files)
