@@ -228,12 +228,13 @@ def test_sprites_import_beside_the_character_with_a_default(tmp_path: Path, proj
     (folder / "neutral.webp").write_bytes(b"RIFF\0\0\0\0WEBPVP8 ")
     (folder / "anger.png").write_text("not a picture")
     (folder / "readme.md").write_text("#")
+    (folder / "joy-2.png").write_bytes(blank_png(rgb=(250, 100, 0)))  # a second "joy"
 
-    assert import_st_sprites(library, character_id, folder) == 2
+    assert import_st_sprites(library, character_id, folder) == 3
     assert import_st_sprites(library, character_id, folder) == 0
     assert expressions(library, character_id) == ["joy", "neutral"]
     assert default_expression(library, character_id) == "neutral"
-    assert sprite(library, character_id, "joy")[1] == "image/png"
+    assert sprite(library, character_id, "joy") == (blank_png(rgb=(250, 200, 0)), "image/png")
 
     # The card names its own default.
     card = library.character(character_id)
