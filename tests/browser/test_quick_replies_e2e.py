@@ -100,6 +100,14 @@ def test_a_quick_reply_sends_and_the_chat_shows_its_background_and_sprite(
         assert sent[-1]["role"] == "user" and "I look around." in sent[-1]["content"]
         expect(page.locator(tid("chat-input"))).to_have_value("")
 
+        # The chat's settings show or hide a set (for every chat of the project).
+        page.click(tid("chat-side-settings"))
+        page.uncheck(f'{tid("chat-settings-quick-set")}[data-name="Tavern"]')
+        expect(page.locator(tid("quick-reply-bar"))).to_have_count(0)
+        page.check(f'{tid("chat-settings-quick-set")}[data-name="Hidden"]')
+        expect(bar.locator(tid("quick-reply"))).to_have_count(2)
+        page.click(tid("chat-side-settings"))
+
         # The character's default sprite shows beside the chat; a pick changes it.
         sprite = page.locator(tid("expression-sprite"))
         expect(sprite).to_have_attribute("data-expression", "neutral")

@@ -27,3 +27,12 @@ export function listBackgrounds(fetchImpl?: Fetch): Promise<BackgroundImageList>
 export function listExpressions(characterId: string, fetchImpl?: Fetch): Promise<ExpressionList> {
   return requestJson<ExpressionList>('GET', `/api/characters/${encodeURIComponent(characterId)}/expressions`, undefined, fetchImpl)
 }
+
+export function saveQuickReplySet(
+  name: string,
+  set: QuickReplySetView['set'],
+  visible: boolean | null,
+  fetchImpl?: Fetch,
+): Promise<QuickReplySetView> {
+  return requestJson<QuickReplySetView>('PUT', `/api/quick-replies/${encodeURIComponent(name)}`, { set, visible }, fetchImpl)
+}
