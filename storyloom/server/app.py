@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from storyloom import __version__
 from storyloom.server import (
     agent_api,
+    background_api,
     character_api,
     chat_api,
     config_api,
@@ -23,9 +24,11 @@ from storyloom.server import (
     mcp_api,
     persona_api,
     plugin_api,
+    quick_reply_api,
     regex_api,
     scripts_api,
     settings_api,
+    sprite_api,
     template_api,
     tools_api,
     workflow_api,
@@ -128,6 +131,9 @@ def create_app(
     app.include_router(mcp_api.router)
     app.include_router(scripts_api.router)
     app.include_router(regex_api.router)
+    app.include_router(quick_reply_api.router)
+    app.include_router(background_api.router)
+    app.include_router(sprite_api.router)
     app.include_router(writing_api.router)
     app.include_router(ws.router)
     app.router.routes.append(mcp.route("/mcp"))

@@ -45,12 +45,13 @@ from storyloom.chat.store.st_chat import export_st_chat, import_st_chat
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import ChatError, ConversationSummary, TreeNode, TurnTree
 from storyloom.core.errors import InvalidInput, NotFound
+from storyloom.core.image_kind import image_type
 from storyloom.core.settings import ConnectionNotFound
 from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.llm.tokenizers import counter_for
 from storyloom.server.api_errors import error_responses, field_errors, upload_errors
 from storyloom.server.chat_views import ChatView, MessageView, chat_view_json, single_view
-from storyloom.server.file_transfer import download, image_type, import_upload, read_named_upload
+from storyloom.server.file_transfer import download, import_upload, read_named_upload
 from storyloom.server.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 from storyloom.server.state import ServerState, server_state
 from storyloom.sillytavern.character import CharacterDefinition

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from fastapi import Request, Response, UploadFile
 
 from storyloom.core.errors import InvalidInput, NotFound
+from storyloom.core.image_kind import image_type
 from storyloom.project.knowledge_service import ImportOutcome, KnowledgeService
 from storyloom.server.api_errors import UploadTooLarge, upload_errors
 from storyloom.server.limits import MAX_FILENAME_BYTES, MAX_UPLOAD_BYTES, RequestLimits, size_text
@@ -80,22 +81,6 @@ async def read_named_upload(
     if data is None:
         raise UploadTooLarge(too_large(filename, limit))
     return filename, data
-
-
-_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def image_type(data: bytes) -> str | None:
-    """The media type of a PNG, JPEG, GIF or WebP image by its first bytes; None for
-    anything else (never served as an image)."""
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return next((kind for magic, kind in _IMAGE_MAGIC if data.startswith(magic)), None)
 
 
 async def read_image_upload(request: Request, file: UploadFile) -> tuple[bytes, str]:

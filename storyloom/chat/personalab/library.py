@@ -10,7 +10,8 @@ so editing a preset later leaves existing conversations as they were.
 Every character file has a version (:func:`file_version`, a hash of its bytes): an editor
 saves with the version it opened, and a save over a newer file is a :class:`Conflict`, so
 two tabs never overwrite each other. Avatars sit beside the file as ``<id>.png`` (or
-``.jpg``, ``.gif``, ``.webp`` when uploaded so).
+``.jpg``, ``.gif``, ``.webp`` when uploaded so), a card's assets in ``<id>.assets/`` and
+its expression sprites in ``<id>.sprites/`` (:mod:`.sprites`).
 
 Files are written atomically. A file that does not parse raises :class:`FileFormatError`
 naming the file and the field; listing never fails because of one: a bad file is listed
@@ -320,9 +321,10 @@ class PresetLibrary:
             atomic_write_bytes(folder / name, source_avatar.read_bytes())
             copied = self.character(copy_id).model_copy(update={"avatar": name})
             atomic_write_text(self.path("characters", copy_id), _dump(copied))
-        assets = folder / f"{character_id}.assets"
-        if assets.is_dir():
-            shutil.copytree(assets, folder / f"{copy_id}.assets")
+        for kept in (".assets", ".sprites"):
+            source = folder / f"{character_id}{kept}"
+            if source.is_dir():
+                shutil.copytree(source, folder / f"{copy_id}{kept}")
         return copy_id
 
     def avatar_path(self, character_id: str) -> Path | None:
@@ -422,7 +424,7 @@ class PresetLibrary:
         return out
 
     def delete(self, kind: PresetKind, preset_id: str) -> None:
-        """Remove a preset file (a character's avatar and assets go with it)."""
+        """Remove a preset file (a character's avatar, assets and sprites go with it)."""
         if kind not in PRESET_KINDS:
             raise ChatError(f"unknown preset kind {kind!r}; use one of {', '.join(PRESET_KINDS)}")
         path = self._existing(kind, preset_id)
@@ -439,9 +441,10 @@ class PresetLibrary:
             path.with_suffix(".png").unlink(missing_ok=True)
             if avatar and Path(avatar).stem == preset_id:
                 (path.parent / Path(avatar).name).unlink(missing_ok=True)
-            assets = path.with_name(f"{preset_id}.assets")
-            if assets.is_dir():
-                shutil.rmtree(assets)
+            for kept in (".assets", ".sprites"):
+                folder = path.with_name(f"{preset_id}{kept}")
+                if folder.is_dir():
+                    shutil.rmtree(folder)
 
     def _good(self, kind: PresetKind, read: Callable[[str], _M]) -> list[_M]:
         out: list[_M] = []

@@ -117,6 +117,16 @@ class ConversationSettings(BaseModel):
         "chat's replies, over the character's (its card's extensions.storyloom.connection); "
         "None: the character's, else the user model",
     )
+    background: str | None = Field(
+        default=None,
+        description="The image shown behind this chat: a file name in the data directory's "
+        "backgrounds/ (SillyTavern's chat_metadata.custom_background); None: none",
+    )
+    expression: str | None = Field(
+        default=None,
+        description="The character's expression sprite this chat shows (a label of its "
+        "sprites, picked by hand); None: the character's default sprite",
+    )
 
 
 class Conversation(BaseModel):

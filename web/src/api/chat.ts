@@ -55,6 +55,10 @@ export interface ConversationSettings {
   rag_fallback_threshold: number
   rag_scope?: RagScope
   summaries?: string[]
+  /** The image behind the chat: a file name of the data directory's backgrounds/ (null: none). */
+  background?: string | null
+  /** The expression sprite picked for this chat (null: the character's default). */
+  expression?: string | null
   keyframe_every?: number
   [extra: string]: unknown
 }

@@ -27,6 +27,8 @@ export interface SettingsForm {
   format_guide: 'auto' | 'on' | 'off'
   /** Replaces the built-in format guide ('' = the built-in one). */
   format_guide_text: string
+  /** The image behind the chat, a name of the backgrounds folder ('' = none). */
+  background: string
 }
 
 export function formFromConversation(c: Conversation): SettingsForm {
@@ -47,6 +49,7 @@ export function formFromConversation(c: Conversation): SettingsForm {
     agent_profile: typeof s.agent_profile === 'string' ? s.agent_profile : '',
     format_guide: s.format_guide === 'on' || s.format_guide === 'off' ? s.format_guide : 'auto',
     format_guide_text: typeof s.format_guide_text === 'string' ? s.format_guide_text : '',
+    background: s.background ?? '',
   }
 }
 
@@ -64,13 +67,15 @@ function whole(value: unknown, min: number, fallback: number): number {
 
 /** The settings the form saves, keeping what it does not show. */
 export function settingsFromForm(form: SettingsForm, current: ConversationSettings): ConversationSettings {
-  const { title: _title, rag_mode, related, agent_profile, ...rest } = form
+  const { title: _title, rag_mode, related, agent_profile, background, ...rest } = form
   // No profile: null clears one the conversation had; one it never had stays unset.
   const profile = agent_profile ? { agent_profile } : current.agent_profile != null ? { agent_profile: null } : {}
+  const image = background ? { background } : current.background != null ? { background: null } : {}
   return {
     ...current,
     ...rest,
     ...profile,
+    ...image,
     pipeline: rest.pipeline || DEFAULT_PIPELINE,
     authors_note_depth: whole(rest.authors_note_depth, 0, 4),
     rag_fallback_threshold: whole(rest.rag_fallback_threshold, 1, current.rag_fallback_threshold ?? 3),
