@@ -117,6 +117,37 @@ def _preset() -> dict[str, Any]:
     }
 
 
+def _instruct() -> dict[str, Any]:
+    """An ``instruct/<name>.json`` template as SillyTavern saves one (1.12+ fields)."""
+    return {
+        "name": "Veyl ChatML",
+        "input_sequence": "<|im_start|>user",
+        "output_sequence": "<|im_start|>assistant",
+        "last_output_sequence": "",
+        "system_sequence": "<|im_start|>system",
+        "stop_sequence": "<|im_end|>",
+        "wrap": True,
+        "macro": True,
+        "names_behavior": "force",
+        "activation_regex": "",
+        "system_sequence_prefix": "",
+        "system_sequence_suffix": "",
+        "first_output_sequence": "",
+        "skip_examples": False,
+        "output_suffix": "<|im_end|>\n",
+        "input_suffix": "<|im_end|>\n",
+        "system_suffix": "<|im_end|>\n",
+        "user_alignment_message": "",
+        "system_same_as_user": False,
+        "last_system_sequence": "",
+        "first_input_sequence": "",
+        "last_input_sequence": "",
+        "sequences_as_stop_strings": True,
+        "story_string_prefix": "",
+        "story_string_suffix": "",
+    }
+
+
 def _settings(shape: Shape) -> dict[str, Any]:
     """``settings.json`` as ``saveSettings`` writes it (the parts a move-in reads, and
     a few it keeps aside)."""
@@ -309,6 +340,7 @@ def write_st_user_folder(root: Path, *, shape: Shape = "2026", broken_card: bool
     write(f"group chats/{GROUP_ID}.jsonl", group_chat_jsonl(group_lines))
 
     write(f"OpenAI Settings/{PRESET_NAME}.json", _preset())
+    write("instruct/Veyl ChatML.json", _instruct())
     write("User Avatars/user-default.png", blank_png(2, 2))
     write("User Avatars/sailor.png", blank_png(2, 2))
     write(
