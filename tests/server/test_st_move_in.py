@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
+from storyloom.testing.st_documents import card_document, card_png
 from storyloom.testing.st_user_folder import (
     BRAM_CHAT,
     FACTS,
@@ -200,3 +201,30 @@ def test_a_second_import_changes_nothing_and_a_later_one_brings_the_new_message(
     shown = [m["content"] for m in client.get(f"/api/chats/{aria['id']}").json()["messages"]]
     assert shown[-2:] == ["Until the gulls go quiet.", "One more thing: the bell."]
     assert len([c for c in client.get("/api/chats").json()["conversations"]]) == 4
+
+
+def test_a_changed_card_is_a_new_version_and_lore_timers_carry_over(
+    moved_in: tuple[httpx.Client, Path, Path],
+) -> None:
+    client, root, user = moved_in
+    run_import(client, root)
+    cass = client.get("/api/characters/Cass").json()
+    (user / "characters" / "Cass.png").write_bytes(
+        card_png(card_document("Cass", description="Cass now keeps bees."), chunks=("chara",))
+    )
+    report = run_import(client, root)
+    assert counts(report)["characters"] == (0, 1, 2)
+    listed = client.get("/api/characters").json()["characters"]
+    assert sorted(c["name"] for c in listed) == ["Aria", "Bram", "Cass"]
+    changed = client.get("/api/characters/Cass").json()
+    assert changed["character"]["description"] == "Cass now keeps bees."
+    assert changed["version"] != cass["version"]
+
+    # chat_metadata.timedWorldInfo: the sticky lighthouse entry is still sticky here.
+    aria = conversation(client, MAIN_CHAT)
+    view = client.get(f"/api/chats/{aria['id']}").json()
+    last = view["messages"][-1]["id"]
+    state = client.get(f"/api/chats/{aria['id']}/messages/{last}/state").json()["state"]
+    [(kb_id, effects)] = state["timed_effects"]["sticky"].items()
+    assert kb_id.startswith("kb_") and next(iter(effects.values()))["end"] == 12
+    assert state["variables"]["mood"] == "wary"
