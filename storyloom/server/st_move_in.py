@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ from typing import Any
 
 from storyloom.chat.personalab.library import PresetLibrary, character_snapshot
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES, Persona, PersonaLibrary
+from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.st_chat import LINE_KEY, continue_st_chat, import_st_chat
@@ -225,7 +227,7 @@ def _read_folder(folder: UserFolder) -> _Read:
                     read.groups[relative] = parse_group_file(path.read_bytes(), path)
                 else:
                     read.presets[relative] = read_preset_json(path.read_bytes(), relative)
-            except (StoryloomError, OSError, UnicodeDecodeError) as exc:
+            except (StoryloomError, OSError, ValueError) as exc:
                 read.digests.pop(relative, None)
                 read.problem(relative, exc)
     return read
@@ -338,7 +340,16 @@ class _Import:
     preset_ids: dict[str, str] = field(default_factory=dict)
     """Preset name -> workflow id."""
     chat_places: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Chat file -> (conversation id, the id of its last message)."""
+    """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
+    _kbs: list[KnowledgeBase] | None = None
+    _snapshots: dict[str, CharacterSnapshot | None] = field(default_factory=dict)
+    _project_id: str | None = None
+
+    @property
+    def project_id(self) -> str:
+        if self._project_id is None:
+            self._project_id = self.target.project_id
+        return self._project_id
 
     @property
     def folder(self) -> UserFolder:
@@ -349,8 +360,11 @@ class _Import:
         return self.read.settings
 
     def existing_kbs(self) -> list[KnowledgeBase]:
-        knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
-        return knowledge.catalog.knowledge_bases()
+        """The KBs here now (read once, again after this import made one)."""
+        if self._kbs is None:
+            knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
+            self._kbs = knowledge.catalog.knowledge_bases()
+        return self._kbs
 
     def kb_folders(self) -> dict[str, Path]:
         knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
@@ -360,46 +374,57 @@ class _Import:
         self.progress(kind, 0, len(items))
         return list(enumerate(items, 1))
 
+    @contextmanager
+    def item(self, key: str) -> Iterator[None]:
+        """One item written: one that fails (a file that read but will not go in) is a
+        problem of the report, and the import goes on with the next."""
+        try:
+            yield
+        except (StoryloomError, OSError) as exc:
+            self.read.problem(key, exc)
+
     # -- books ------------------------------------------------------------------------
 
     def worlds(self) -> None:
         files = sorted(self.read.worlds)
         folders: dict[str, Path] | None = None
         for done, relative in self.each("worlds", files):
-            name = Path(relative).stem
-            kb = self.read.worlds[relative]
-            digest = self.read.digests[relative]
-            self.world_entries[name] = _entry_ids(kb)
-            made = self.manifest.made(relative)
-            kb_id = made.get("kb_id")
-            if folders is None:
-                folders = self.kb_folders()
-            if isinstance(kb_id, str) and kb_id in folders:
-                self.world_ids[name] = kb_id
-                if made.get("hash") == digest:
-                    self.counts.add("worlds", "unchanged")
+            with self.item(relative):
+                name = Path(relative).stem
+                kb = self.read.worlds[relative]
+                digest = self.read.digests[relative]
+                self.world_entries[name] = _entry_ids(kb)
+                made = self.manifest.made(relative)
+                kb_id = made.get("kb_id")
+                if folders is None:
+                    folders = self.kb_folders()
+                if isinstance(kb_id, str) and kb_id in folders:
+                    self.world_ids[name] = kb_id
+                    if made.get("hash") == digest:
+                        self.counts.add("worlds", "unchanged")
+                    else:
+                        kb.kb_id = kb_id
+                        save_knowledge_base(kb, folders[kb_id])
+                        self.manifest.record(relative, digest, kb_id=kb_id)
+                        self.counts.add("worlds", "updated")
                 else:
-                    kb.kb_id = kb_id
-                    save_knowledge_base(kb, folders[kb_id])
+                    summary = import_knowledge_file(
+                        self.folder.absolute(relative),
+                        project_dir=self.target.project_dir,
+                        global_folder=self.target.global_folders[0],
+                        database=self.target.database,
+                        display_name=kb.kb_displayName or name,
+                        existing=self.existing_kbs(),
+                    )
+                    self._kbs = None
+                    if summary.created:
+                        kb_id = summary.created[0].kb_id
+                        folders = None
+                    else:
+                        kb_id = summary.duplicates[0].existing_kb_id
+                    self.world_ids[name] = kb_id
                     self.manifest.record(relative, digest, kb_id=kb_id)
-                    self.counts.add("worlds", "updated")
-            else:
-                summary = import_knowledge_file(
-                    self.folder.absolute(relative),
-                    project_dir=self.target.project_dir,
-                    global_folder=self.target.global_folders[0],
-                    database=self.target.database,
-                    display_name=kb.kb_displayName or name,
-                    existing=self.existing_kbs(),
-                )
-                if summary.created:
-                    kb_id = summary.created[0].kb_id
-                    folders = None
-                else:
-                    kb_id = summary.duplicates[0].existing_kb_id
-                self.world_ids[name] = kb_id
-                self.manifest.record(relative, digest, kb_id=kb_id)
-                self.counts.add("worlds", "added")
+                    self.counts.add("worlds", "added")
             self.progress("worlds", done, len(files))
 
     # -- characters -------------------------------------------------------------------
@@ -423,50 +448,55 @@ class _Import:
         library = PresetLibrary(self.target.project_dir)
         files = sorted(self.read.cards)
         for done, relative in self.each("characters", files):
-            avatar = Path(relative).name
-            result = self.read.cards[relative]
-            card = result.character
-            assert card is not None  # only cards are kept in read.cards
-            digest = self.read.digests[relative]
-            made = self.manifest.made(relative)
-            character_id = made.get("character_id")
-            exists = (
-                isinstance(character_id, str) and library.path("characters", character_id).is_file()
-            )
-            extra_books = self._bound_books(avatar, card.extensions.get("world"))
-            tags = list(dict.fromkeys([*card.tags, *self._tags(avatar)]))
-            if exists and made.get("hash") == digest:
-                assert isinstance(character_id, str)
-                self.character_ids[avatar] = character_id
-                self.counts.add("characters", "unchanged")
-            elif exists:
-                assert isinstance(character_id, str)
-                old = library.character(character_id)
-                books = self._card_book(result)
-                kbs = list(dict.fromkeys([*books, *old.knowledge_bases, *extra_books]))
-                new = card.model_copy(update={"knowledge_bases": kbs, "tags": tags})
-                library.update_character(character_id, new, expected_version=None)
-                self.character_ids[avatar] = character_id
-                self.manifest.record(relative, digest, character_id=character_id)
-                self.counts.add("characters", "updated")
-            else:
-                summary = import_knowledge_file(
-                    self.folder.absolute(relative),
-                    project_dir=self.target.project_dir,
-                    global_folder=self.target.global_folders[0],
-                    database=self.target.database,
-                    existing=[*self.existing_kbs(), *self._book_alias(result)],
+            with self.item(relative):
+                avatar = Path(relative).name
+                result = self.read.cards[relative]
+                card = result.character
+                assert card is not None  # only cards are kept in read.cards
+                digest = self.read.digests[relative]
+                made = self.manifest.made(relative)
+                character_id = made.get("character_id")
+                exists = (
+                    isinstance(character_id, str)
+                    and library.path("characters", character_id).is_file()
                 )
-                assert summary.character_file is not None
-                character_id = Path(summary.character_file).stem
-                preset = library.character(character_id)
-                kbs = list(dict.fromkeys([*preset.knowledge_bases, *extra_books]))
-                library.save_character(
-                    character_id, preset.model_copy(update={"knowledge_bases": kbs, "tags": tags})
-                )
-                self.character_ids[avatar] = character_id
-                self.manifest.record(relative, digest, character_id=character_id)
-                self.counts.add("characters", "added")
+                extra_books = self._bound_books(avatar, card.extensions.get("world"))
+                tags = list(dict.fromkeys([*card.tags, *self._tags(avatar)]))
+                if exists and made.get("hash") == digest:
+                    assert isinstance(character_id, str)
+                    self.character_ids[avatar] = character_id
+                    self.counts.add("characters", "unchanged")
+                elif exists:
+                    assert isinstance(character_id, str)
+                    old = library.character(character_id)
+                    books = self._card_book(result)
+                    kbs = list(dict.fromkeys([*books, *old.knowledge_bases, *extra_books]))
+                    new = card.model_copy(update={"knowledge_bases": kbs, "tags": tags})
+                    library.update_character(character_id, new, expected_version=None)
+                    self.character_ids[avatar] = character_id
+                    self.manifest.record(relative, digest, character_id=character_id)
+                    self.counts.add("characters", "updated")
+                else:
+                    summary = import_knowledge_file(
+                        self.folder.absolute(relative),
+                        project_dir=self.target.project_dir,
+                        global_folder=self.target.global_folders[0],
+                        database=self.target.database,
+                        existing=[*self.existing_kbs(), *self._book_alias(result)],
+                    )
+                    assert summary.character_file is not None
+                    if summary.created:
+                        self._kbs = None
+                    character_id = Path(summary.character_file).stem
+                    preset = library.character(character_id)
+                    kbs = list(dict.fromkeys([*preset.knowledge_bases, *extra_books]))
+                    library.save_character(
+                        character_id,
+                        preset.model_copy(update={"knowledge_bases": kbs, "tags": tags}),
+                    )
+                    self.character_ids[avatar] = character_id
+                    self.manifest.record(relative, digest, character_id=character_id)
+                    self.counts.add("characters", "added")
             self.progress("characters", done, len(files))
 
     def _same_lore(self, result: ImportResult) -> KnowledgeBase | None:
@@ -506,36 +536,37 @@ class _Import:
         library = PersonaLibrary(self.target.project_dir)
         items = _persona_items(self.settings)
         for done, key in self.each("personas", list(items)):
-            item = items[key]
-            digest = _text_digest(item)
-            made = self.manifest.made(key)
-            persona_id = made.get("persona_id")
-            avatar = item["avatar"]
-            book = self.world_ids.get(item["lorebook"]) if item["lorebook"] else None
-            persona = Persona(
-                name=item["name"], description=item["description"], knowledge_base=book
-            )
-            if isinstance(persona_id, str) and persona_id in library.ids():
-                if made.get("hash") == digest:
-                    self.counts.add("personas", "unchanged")
+            with self.item(key):
+                item = items[key]
+                digest = _text_digest(item)
+                made = self.manifest.made(key)
+                persona_id = made.get("persona_id")
+                avatar = item["avatar"]
+                book = self.world_ids.get(item["lorebook"]) if item["lorebook"] else None
+                persona = Persona(
+                    name=item["name"], description=item["description"], knowledge_base=book
+                )
+                if isinstance(persona_id, str) and persona_id in library.ids():
+                    if made.get("hash") == digest:
+                        self.counts.add("personas", "unchanged")
+                    else:
+                        old = library.get(persona_id)
+                        library.update(
+                            persona_id,
+                            persona.model_copy(update={"id": persona_id, "avatar": old.avatar}),
+                            expected_version=None,
+                        )
+                        self.manifest.record(key, digest, persona_id=persona_id)
+                        self.counts.add("personas", "updated")
                 else:
-                    old = library.get(persona_id)
-                    library.update(
-                        persona_id,
-                        persona.model_copy(update={"id": persona_id, "avatar": old.avatar}),
-                        expected_version=None,
-                    )
+                    persona_id = library.create(persona).id
+                    image = self.folder.absolute(f"User Avatars/{avatar}")
+                    media = {v: k for k, v in AVATAR_SUFFIXES.items()}.get(image.suffix.lower())
+                    if image.is_file() and media is not None:
+                        library.set_avatar(persona_id, image.read_bytes(), media)
                     self.manifest.record(key, digest, persona_id=persona_id)
-                    self.counts.add("personas", "updated")
-            else:
-                persona_id = library.create(persona).id
-                image = self.folder.absolute(f"User Avatars/{avatar}")
-                media = {v: k for k, v in AVATAR_SUFFIXES.items()}.get(image.suffix.lower())
-                if image.is_file() and media is not None:
-                    library.set_avatar(persona_id, image.read_bytes(), media)
-                self.manifest.record(key, digest, persona_id=persona_id)
-                self.counts.add("personas", "added")
-            self.persona_ids[avatar] = persona_id
+                    self.counts.add("personas", "added")
+                self.persona_ids[avatar] = persona_id
             self.progress("personas", done, len(items))
         default = self.persona_ids.get(self.settings.default_persona or "")
         if default is not None:
@@ -547,44 +578,38 @@ class _Import:
         workflows = ProjectWorkflows(self.target.project_dir)
         files = sorted(self.read.presets)
         for done, relative in self.each("presets", files):
-            digest = self.read.digests[relative]
-            made = self.manifest.made(relative)
-            workflow_id = made.get("workflow_id")
-            if (
-                made.get("hash") == digest
-                and isinstance(workflow_id, str)
-                and workflows.exists(workflow_id)
-            ):
-                self.counts.add("presets", "unchanged")
-            else:
-                try:
+            with self.item(relative):
+                digest = self.read.digests[relative]
+                made = self.manifest.made(relative)
+                workflow_id = made.get("workflow_id")
+                if (
+                    made.get("hash") == digest
+                    and isinstance(workflow_id, str)
+                    and workflows.exists(workflow_id)
+                ):
+                    self.counts.add("presets", "unchanged")
+                else:
                     workflow, _ = workflows.import_st_preset(
                         self.read.presets[relative], file_name=relative, overwrite=True
                     )
-                except StoryloomError as exc:
-                    self.read.problem(relative, exc)
-                    continue
-                workflow_id = workflow.id
-                self.manifest.record(relative, digest, workflow_id=workflow_id)
-                self.counts.add("presets", "updated" if made else "added")
-            self.preset_ids[Path(relative).stem] = workflow_id
+                    workflow_id = workflow.id
+                    self.manifest.record(relative, digest, workflow_id=workflow_id)
+                    self.counts.add("presets", "updated" if made else "added")
+                self.preset_ids[Path(relative).stem] = workflow_id
             self.progress("presets", done, len(files))
 
     def templates(self, kind: StKind) -> None:
         library = TemplateLibrary(self.target.home)
         files = self.folder.of("instruct" if kind == "instruct" else "context")
         for done, relative in self.each(kind, files):
-            digest = file_digest(self.folder.absolute(relative))
-            if self.manifest.digest(relative) == digest:
-                self.counts.add(kind, "unchanged")
-            else:
-                try:
+            with self.item(relative):
+                digest = file_digest(self.folder.absolute(relative))
+                if self.manifest.digest(relative) == digest:
+                    self.counts.add(kind, "unchanged")
+                else:
                     library.import_file(self.folder.absolute(relative))
-                except (StoryloomError, OSError) as exc:
-                    self.read.problem(relative, exc)
-                    continue
-                self.counts.add(kind, "updated" if self.manifest.digest(relative) else "added")
-                self.manifest.record(relative, digest)
+                    self.counts.add(kind, "updated" if self.manifest.digest(relative) else "added")
+                    self.manifest.record(relative, digest)
             self.progress(kind, done, len(files))
 
     # -- variables, regex -------------------------------------------------------------
@@ -653,17 +678,19 @@ class _Import:
             timed_effects=TimedEffectsState(sticky=tables["sticky"], cooldown=tables["cooldown"])
         )
 
-    def _snapshot_of(self, avatar: str | None) -> Any:
+    def _snapshot_of(self, avatar: str | None) -> CharacterSnapshot | None:
         character_id = self.character_ids.get(avatar or "")
         if character_id is None:
             return None
-        preset = PresetLibrary(self.target.project_dir).character(character_id)
-        return character_snapshot(character_id, preset, datetime.now(UTC))
+        if character_id not in self._snapshots:
+            preset = PresetLibrary(self.target.project_dir).character(character_id)
+            self._snapshots[character_id] = character_snapshot(
+                character_id, preset, datetime.now(UTC)
+            )
+        return self._snapshots[character_id]
 
     def _join(
         self,
-        kind: StKind,
-        relative: str,
         chat: ChatLog,
         conversation_id: str,
         base: list[Message],
@@ -673,7 +700,7 @@ class _Import:
         """Add the lines of ``chat`` after its common prefix with ``base``; the new leaf."""
         shared = _common_prefix(chat.messages, base)
         if shared == len(chat.messages):
-            return base[shared - 1].id if shared else base[-1].id
+            return base[shared - 1].id if shared else (base[-1].id if base else "")
         parent = base[shared - 1].id if shared else None
         added = continue_st_chat(
             self.target.tree,
@@ -691,45 +718,44 @@ class _Import:
         ordered = _mains_first(files, self.read.chats, names)
         tree = self.target.tree
         for done, relative in self.each("chats", ordered):
-            chat = self.read.chats[relative]
-            digest = self.read.digests[relative]
-            made = self.manifest.made(relative)
-            avatar = self._avatar_of_folder(Path(relative).parent.name)
-            place = self._known_place(made)
-            main = _main_chat(chat, relative, names)
-            if place is not None and made.get("hash") == digest:
-                self.chat_places[relative] = place
-                self.counts.add("chats", "unchanged")
-            elif place is not None:
-                conversation_id, leaf = place
-                leaf = self._join(
-                    "chats",
-                    relative,
-                    chat,
-                    conversation_id,
-                    tree.path(leaf),
-                    branch=main is not None,
-                )
-                self._done_chat(relative, digest, conversation_id, leaf, "updated")
-            elif main is not None and main in self.chat_places:
-                conversation_id, main_leaf = self.chat_places[main]
-                leaf = self._join(
-                    "chats", relative, chat, conversation_id, tree.path(main_leaf), branch=True
-                )
-                self._done_chat(relative, digest, conversation_id, leaf, "added")
-            else:
-                settings, state = self._chat_settings(chat, avatar)
-                imported = import_st_chat(
-                    tree,
-                    chat,
-                    project_id=self.target.project_id,
-                    character=self._snapshot_of(avatar),
-                    settings=settings,
-                    state=state,
-                )
-                conversation = tree.conversation(imported.conversation_id)
-                leaf = conversation.pointer or ""
-                self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
+            with self.item(relative):
+                chat = self.read.chats[relative]
+                digest = self.read.digests[relative]
+                made = self.manifest.made(relative)
+                avatar = self._avatar_of_folder(Path(relative).parent.name)
+                place = self._known_place(made)
+                main = _main_chat(chat, relative, names)
+                if place is not None and made.get("hash") == digest:
+                    self.chat_places[relative] = place
+                    self.counts.add("chats", "unchanged")
+                elif place is not None:
+                    conversation_id, leaf = place
+                    leaf = self._join(
+                        chat,
+                        conversation_id,
+                        tree.path(leaf or None),
+                        branch=main is not None,
+                    )
+                    self._done_chat(relative, digest, conversation_id, leaf, "updated")
+                elif main is not None and main in self.chat_places:
+                    conversation_id, main_leaf = self.chat_places[main]
+                    leaf = self._join(
+                        chat, conversation_id, tree.path(main_leaf or None), branch=True
+                    )
+                    self._done_chat(relative, digest, conversation_id, leaf, "added")
+                else:
+                    settings, state = self._chat_settings(chat, avatar)
+                    imported = import_st_chat(
+                        tree,
+                        chat,
+                        project_id=self.project_id,
+                        character=self._snapshot_of(avatar),
+                        settings=settings,
+                        state=state,
+                    )
+                    conversation = tree.conversation(imported.conversation_id)
+                    leaf = conversation.pointer or ""
+                    self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
             self.progress("chats", done, len(ordered))
 
     def _done_chat(
@@ -744,7 +770,9 @@ class _Import:
         if not isinstance(conversation_id, str) or not isinstance(leaf, str):
             return None
         try:
-            self.target.tree.message(leaf)
+            self.target.tree.conversation(conversation_id)
+            if leaf:
+                self.target.tree.message(leaf)
         except NotFound:
             return None  # the user deleted it here: it comes again
         return conversation_id, leaf
@@ -763,52 +791,53 @@ class _Import:
         self.progress("group_chats", 0, len(chat_files))
         chat_done = 0
         for done, relative in self.each("groups", files):
-            group = self.read.groups[relative]
-            digest = self.read.digests[relative]
-            self.counts.add(
-                "groups",
-                "unchanged"
-                if self.manifest.digest(relative) == digest
-                else "added"
-                if not self.manifest.digest(relative)
-                else "updated",
-            )
-            cards = {a: s for a in group.members if (s := self._snapshot_of(a)) is not None}
-            for chat_id in group.chats:
-                chat_file = chats_by_id.get(chat_id)
-                if chat_file is None:
-                    continue
-                chat = self.read.group_chats[chat_file]
-                chat_digest = self.read.digests[chat_file]
-                made = self.manifest.made(chat_file)
-                place = self._known_place(made)
-                if place is not None and made.get("hash") == chat_digest:
-                    self.counts.add("group_chats", "unchanged")
-                elif place is not None:
-                    leaf = self._join(
-                        "group_chats", chat_file, chat, place[0], tree.path(place[1]), branch=False
-                    )
-                    self._done_chat(chat_file, chat_digest, place[0], leaf, "updated")
-                else:
-                    try:
-                        imported, warnings = import_st_group_chat(
-                            tree, chat, group, project_id=self.target.project_id, cards=cards
-                        )
-                    except StoryloomError as exc:
-                        self.read.problem(chat_file, exc)
+            with self.item(relative):
+                group = self.read.groups[relative]
+                digest = self.read.digests[relative]
+                self.counts.add(
+                    "groups",
+                    "unchanged"
+                    if self.manifest.digest(relative) == digest
+                    else "added"
+                    if not self.manifest.digest(relative)
+                    else "updated",
+                )
+                cards = {a: s for a in group.members if (s := self._snapshot_of(a)) is not None}
+                for chat_id in group.chats:
+                    chat_file = chats_by_id.get(chat_id)
+                    if chat_file is None:
                         continue
-                    self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
-                    conversation = tree.conversation(imported.conversation_id)
-                    update, _ = self._chat_settings(chat, None)
-                    tree.update_conversation(
-                        conversation.id,
-                        settings=conversation.settings.model_copy(update=update),
-                    )
-                    leaf = conversation.pointer or ""
-                    self._done_chat(chat_file, chat_digest, imported.conversation_id, leaf, "added")
-                chat_done += 1
-                self.progress("group_chats", chat_done, len(chat_files))
-            self.manifest.record(relative, digest)
+                    chat = self.read.group_chats[chat_file]
+                    chat_digest = self.read.digests[chat_file]
+                    made = self.manifest.made(chat_file)
+                    place = self._known_place(made)
+                    if place is not None and made.get("hash") == chat_digest:
+                        self.counts.add("group_chats", "unchanged")
+                    elif place is not None:
+                        leaf = self._join(chat, place[0], tree.path(place[1] or None), branch=False)
+                        self._done_chat(chat_file, chat_digest, place[0], leaf, "updated")
+                    else:
+                        try:
+                            imported, warnings = import_st_group_chat(
+                                tree, chat, group, project_id=self.project_id, cards=cards
+                            )
+                        except StoryloomError as exc:
+                            self.read.problem(chat_file, exc)
+                            continue
+                        self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
+                        conversation = tree.conversation(imported.conversation_id)
+                        update, _ = self._chat_settings(chat, None)
+                        tree.update_conversation(
+                            conversation.id,
+                            settings=conversation.settings.model_copy(update=update),
+                        )
+                        leaf = conversation.pointer or ""
+                        self._done_chat(
+                            chat_file, chat_digest, imported.conversation_id, leaf, "added"
+                        )
+                    chat_done += 1
+                    self.progress("group_chats", chat_done, len(chat_files))
+                self.manifest.record(relative, digest)
             self.progress("groups", done, len(files))
 
     def global_books(self) -> None:
