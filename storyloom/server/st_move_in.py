@@ -79,6 +79,8 @@ from storyloom.sillytavern.user_folder import (
 from storyloom.store.database import Database
 
 MANIFEST_DIR = "imports/sillytavern"
+PERSONA_IN_PROMPT = 0
+"""``persona_description_positions.IN_PROMPT`` (personas.js): where storyloom puts it too."""
 ProgressCallback = Callable[[StKind, int, int], None]
 """(kind, done, total): called as each item of a kind is taken."""
 
@@ -543,6 +545,23 @@ class _Import:
                 persona_id = made.get("persona_id")
                 avatar = item["avatar"]
                 book = self.world_ids.get(item["lorebook"]) if item["lorebook"] else None
+                if item["lorebook"] and book is None:
+                    self.inactive.append(
+                        StInactive(
+                            what=f"persona {item['name']!r} book {item['lorebook']!r}",
+                            why="no world file of that name came over",
+                        )
+                    )
+                described = self.settings.persona_descriptions.get(avatar)
+                if described is not None and described.position != PERSONA_IN_PROMPT:
+                    self.inactive.append(
+                        StInactive(
+                            what=f"persona {item['name']!r} description position "
+                            f"{described.position} (depth {described.depth})",
+                            why="storyloom puts a persona's description where the "
+                            "pipeline's persona block is",
+                        )
+                    )
                 persona = Persona(
                     name=item["name"], description=item["description"], knowledge_base=book
                 )
