@@ -64,6 +64,7 @@ from storyloom.server.st_move_in_views import (
     StProblem,
 )
 from storyloom.server.workflow_service import ProjectWorkflows, read_preset_json
+from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.chat_log import ChatLog, ChatMessage, parse_chat_jsonl
 from storyloom.sillytavern.group_file import GroupFile, parse_group_file
 from storyloom.sillytavern.user_folder import (
@@ -344,6 +345,8 @@ class _Import:
     chat_places: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
     _kbs: list[KnowledgeBase] | None = None
+    _cards_here: dict[str, str] | None = None
+    """The kept card JSON of the characters here before this run (hash -> id)."""
     _snapshots: dict[str, CharacterSnapshot | None] = field(default_factory=dict)
     _project_id: str | None = None
 
@@ -409,6 +412,11 @@ class _Import:
                         save_knowledge_base(kb, folders[kb_id])
                         self.manifest.record(relative, digest, kb_id=kb_id)
                         self.counts.add("worlds", "updated")
+                elif (same := self._lore_here(kb)) is not None:
+                    # A card's copy of this book is here already: it is this world.
+                    self.world_ids[name] = same.kb_id
+                    self.manifest.record(relative, digest, kb_id=same.kb_id)
+                    self.counts.add("worlds", "unchanged")
                 else:
                     summary = import_knowledge_file(
                         self.folder.absolute(relative),
@@ -468,6 +476,18 @@ class _Import:
                     assert isinstance(character_id, str)
                     self.character_ids[avatar] = character_id
                     self.counts.add("characters", "unchanged")
+                elif not exists and (same := self._same_character(library, card)):
+                    # Imported here before: by hand, or from another copy of the folder.
+                    # It keeps what the user made of it, and gains SillyTavern's bindings.
+                    here = library.character(same)
+                    kbs = list(dict.fromkeys([*here.knowledge_bases, *extra_books]))
+                    if kbs != here.knowledge_bases:
+                        library.save_character(
+                            same, here.model_copy(update={"knowledge_bases": kbs})
+                        )
+                    self.character_ids[avatar] = same
+                    self.manifest.record(relative, digest, character_id=same)
+                    self.counts.add("characters", "unchanged")
                 elif exists:
                     assert isinstance(character_id, str)
                     old = library.character(character_id)
@@ -501,11 +521,28 @@ class _Import:
                     self.counts.add("characters", "added")
             self.progress("characters", done, len(files))
 
+    def _same_character(self, library: PresetLibrary, card: CharacterDefinition) -> str | None:
+        """A character here imported from the very same card (its kept card JSON equal)."""
+        if self._cards_here is None:
+            self._cards_here = {}
+            for listing in library.characters():
+                if listing.error is None:
+                    kept = library.character(listing.id).source_card
+                    if kept is not None:
+                        self._cards_here.setdefault(_text_digest(kept), listing.id)
+        if card.source_card is None:
+            return None
+        return self._cards_here.get(_text_digest(card.source_card))
+
     def _same_lore(self, result: ImportResult) -> KnowledgeBase | None:
         """The KB here with the lore of the card's own book (a world file the card was
         made from, or the card's book imported before)."""
         book = result.character_book
-        if book is None or not book.entries:
+        return self._lore_here(book) if book is not None else None
+
+    def _lore_here(self, book: KnowledgeBase) -> KnowledgeBase | None:
+        """The KB here whose entries are ``book``'s lore, when there is one."""
+        if not book.entries:
             return None
         wanted = lore_fingerprint(book)
         return next(
@@ -1006,6 +1043,18 @@ def import_folder(
     ):
         run.inactive.extend(inactive)
         run.progress(kind, len(inactive), len(inactive))  # type: ignore[arg-type]
+    for kind, chosen in (
+        ("instruct", settings.instruct_preset),
+        ("context", settings.context_preset),
+    ):
+        if chosen:
+            run.inactive.append(
+                StInactive(
+                    what=f"the {kind} template chosen in SillyTavern: {chosen!r}",
+                    why="storyloom picks templates per connection: choose it for a "
+                    "text-completion connection in Settings",
+                )
+            )
     for name in settings.extensions:
         run.inactive.append(
             StInactive(what=f"extension settings {name!r}", why="storyloom has no use for them")

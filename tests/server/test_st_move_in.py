@@ -228,3 +228,18 @@ def test_a_changed_card_is_a_new_version_and_lore_timers_carry_over(
     [(kb_id, effects)] = state["timed_effects"]["sticky"].items()
     assert kb_id.startswith("kb_") and next(iter(effects.values()))["end"] == 12
     assert state["variables"]["mood"] == "wary"
+
+
+def test_a_character_imported_by_hand_before_is_not_duplicated(
+    moved_in: tuple[httpx.Client, Path, Path],
+) -> None:
+    client, root, user = moved_in
+    card = (user / "characters" / "Aria.png").read_bytes()
+    by_hand = client.post("/api/chats/import", files={"file": ("Aria.png", card, "image/png")})
+    assert by_hand.status_code == 201, by_hand.text
+    report = run_import(client, root)
+    assert counts(report)["characters"] == (2, 0, 1)
+    listed = client.get("/api/characters").json()["characters"]
+    assert sorted(c["name"] for c in listed) == ["Aria", "Bram", "Cass"]
+    names = [b["displayName"] for b in client.get("/api/knowledge/bases").json()["bases"]]
+    assert names.count("Drifting Isles") + names.count("Aria's Lorebook") == 1, names
