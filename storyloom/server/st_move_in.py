@@ -40,7 +40,7 @@ from storyloom.chat.personalab.personas import AVATAR_SUFFIXES, Persona, Persona
 from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.message import Message
-from storyloom.chat.store.st_chat import LINE_KEY, continue_st_chat, import_st_chat
+from storyloom.chat.store.st_chat import HEADER_KEY, LINE_KEY, continue_st_chat, import_st_chat
 from storyloom.chat.store.st_group_chat import import_st_group_chat
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
@@ -346,6 +346,8 @@ class _Import:
     """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
     _kbs: list[KnowledgeBase] | None = None
     _cards_here: dict[str, str] | None = None
+    _chats_here: dict[str, tuple[str, str]] | None = None
+    """Conversations here before this run, by :func:`_header_key`."""
     """The kept card JSON of the characters here before this run (hash -> id)."""
     _snapshots: dict[str, CharacterSnapshot | None] = field(default_factory=dict)
     _project_id: str | None = None
@@ -793,6 +795,13 @@ class _Import:
                         branch=main is not None,
                     )
                     self._done_chat(relative, digest, conversation_id, leaf, "updated")
+                elif main is None and (here := self._chat_here(chat)) is not None:
+                    # Imported here before (by hand, or from the folder at another path).
+                    conversation_id, leaf = here
+                    before = leaf
+                    leaf = self._join(chat, conversation_id, tree.path(leaf or None), branch=False)
+                    outcome = "unchanged" if leaf == before else "updated"
+                    self._done_chat(relative, digest, conversation_id, leaf, outcome)
                 elif main is not None and main in self.chat_places:
                     conversation_id, main_leaf = self.chat_places[main]
                     leaf = self._join(
@@ -813,6 +822,23 @@ class _Import:
                     leaf = conversation.pointer or ""
                     self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
             self.progress("chats", done, len(ordered))
+
+    def _chat_here(self, chat: ChatLog) -> tuple[str, str] | None:
+        """The conversation here made from this chat before this run, found by the
+        header SillyTavern wrote (its character and creation date)."""
+        key = _header_key(chat.header.to_json() if chat.header is not None else None)
+        if key is None:
+            return None
+        if self._chats_here is None:
+            self._chats_here = {}
+            tree = self.target.tree
+            for summary in tree.conversations(self.project_id):
+                conversation = tree.conversation(summary.id)
+                found = _header_key(conversation.metadata.get(HEADER_KEY))
+                if found is not None:
+                    place = (conversation.id, conversation.pointer or "")
+                    self._chats_here.setdefault(found, place)
+        return self._chats_here.get(key)
 
     def _done_chat(
         self, relative: str, digest: str, conversation_id: str, leaf: str, outcome: str
@@ -911,6 +937,16 @@ class _Import:
             )
 
 
+def _header_key(header: Any) -> str | None:
+    """A chat's header as a key: the character and the creation date, when it has both."""
+    if not isinstance(header, Mapping):
+        return None
+    name, created = header.get("character_name"), header.get("create_date")
+    if not isinstance(name, str) or not isinstance(created, str) or not name or not created:
+        return None
+    return f"{name}\n{created}"
+
+
 def _entry_ids(kb: KnowledgeBase) -> dict[str, str]:
     """SillyTavern's uid of each entry (kept in its raw copy) -> the entry's id here."""
     out: dict[str, str] = {}
@@ -973,6 +1009,14 @@ def _common_prefix(lines: Sequence[ChatMessage], path: Sequence[Message]) -> int
 
 
 # -- the kinds helper D and B build stores for ------------------------------------------
+
+
+_EXTENSIONS_WAITING = {
+    "quickReply": "quick reply store not merged",
+    "quickReplyV2": "quick reply store not merged",
+    "expressions": "sprite store not merged",
+}
+"""Extensions whose settings belong to a kind whose store is not merged yet."""
 
 
 def _import_global_regex(scripts: Sequence[Mapping[str, Any]]) -> list[StInactive]:
@@ -1056,9 +1100,8 @@ def import_folder(
                 )
             )
     for name in settings.extensions:
-        run.inactive.append(
-            StInactive(what=f"extension settings {name!r}", why="storyloom has no use for them")
-        )
+        why = _EXTENSIONS_WAITING.get(name, "storyloom has no use for them")
+        run.inactive.append(StInactive(what=f"extension settings {name!r}", why=why))
     return StImportReport(
         path=str(folder.path),
         counts=list(run.counts.counts.values()),

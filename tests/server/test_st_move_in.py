@@ -243,3 +243,18 @@ def test_a_character_imported_by_hand_before_is_not_duplicated(
     assert sorted(c["name"] for c in listed) == ["Aria", "Bram", "Cass"]
     names = [b["displayName"] for b in client.get("/api/knowledge/bases").json()["bases"]]
     assert names.count("Drifting Isles") + names.count("Aria's Lorebook") == 1, names
+
+
+def test_a_chat_imported_by_hand_before_is_not_duplicated(
+    moved_in: tuple[httpx.Client, Path, Path],
+) -> None:
+    client, root, user = moved_in
+    chat = (user / "chats" / "Bram" / f"{BRAM_CHAT}.jsonl").read_bytes()
+    by_hand = client.post(
+        "/api/chats/import", files={"file": ("bram.jsonl", chat, "application/jsonl")}
+    )
+    assert by_hand.status_code == 201, by_hand.text
+    report = run_import(client, root)
+    assert counts(report)["chats"] == (4, 0, 1)
+    titles = [c["title"] for c in client.get("/api/chats").json()["conversations"]]
+    assert titles.count(BRAM_CHAT) == 1 and len(titles) == 4, titles
