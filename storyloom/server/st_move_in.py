@@ -866,7 +866,7 @@ class _Import:
     def groups(self) -> None:
         files = sorted(self.read.groups)
         chats_by_id = {Path(f).stem: f for f in self.read.group_chats}
-        tree = self.target.tree
+        names = {f.removesuffix(".jsonl"): f for f in self.read.group_chats}
         chat_files = [
             f for g in files for c in self.read.groups[g].chats if (f := chats_by_id.get(c))
         ]
@@ -876,51 +876,60 @@ class _Import:
             with self.item(relative):
                 group = self.read.groups[relative]
                 digest = self.read.digests[relative]
-                self.counts.add(
-                    "groups",
-                    "unchanged"
-                    if self.manifest.digest(relative) == digest
-                    else "added"
-                    if not self.manifest.digest(relative)
-                    else "updated",
-                )
+                known = self.manifest.digest(relative)
                 cards = {a: s for a in group.members if (s := self._snapshot_of(a)) is not None}
-                for chat_id in group.chats:
-                    chat_file = chats_by_id.get(chat_id)
-                    if chat_file is None:
-                        continue
-                    chat = self.read.group_chats[chat_file]
-                    chat_digest = self.read.digests[chat_file]
-                    made = self.manifest.made(chat_file)
-                    place = self._known_place(made)
-                    if place is not None and made.get("hash") == chat_digest:
-                        self.counts.add("group_chats", "unchanged")
-                    elif place is not None:
-                        leaf = self._join(chat, place[0], tree.path(place[1] or None), branch=False)
-                        self._done_chat(chat_file, chat_digest, place[0], leaf, "updated")
-                    else:
-                        try:
-                            imported, warnings = import_st_group_chat(
-                                tree, chat, group, project_id=self.project_id, cards=cards
-                            )
-                        except StoryloomError as exc:
-                            self.read.problem(chat_file, exc)
-                            continue
-                        self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
-                        conversation = tree.conversation(imported.conversation_id)
-                        update, _ = self._chat_settings(chat, None)
-                        tree.update_conversation(
-                            conversation.id,
-                            settings=conversation.settings.model_copy(update=update),
-                        )
-                        leaf = conversation.pointer or ""
-                        self._done_chat(
-                            chat_file, chat_digest, imported.conversation_id, leaf, "added"
-                        )
+                mine = [f for c in group.chats if (f := chats_by_id.get(c))]
+                # A group's checkpoints and branches name their main chat too.
+                for chat_file in _mains_first(mine, self.read.group_chats, names):
+                    with self.item(chat_file):
+                        self._group_chat(chat_file, group, cards, names)
                     chat_done += 1
                     self.progress("group_chats", chat_done, len(chat_files))
                 self.manifest.record(relative, digest)
+                outcome = "unchanged" if known == digest else "updated" if known else "added"
+                self.counts.add("groups", outcome)
             self.progress("groups", done, len(files))
+
+    def _group_chat(
+        self,
+        chat_file: str,
+        group: GroupFile,
+        cards: Mapping[str, CharacterSnapshot],
+        names: Mapping[str, str],
+    ) -> None:
+        tree = self.target.tree
+        chat = self.read.group_chats[chat_file]
+        chat_digest = self.read.digests[chat_file]
+        made = self.manifest.made(chat_file)
+        place = self._known_place(made)
+        main = _main_chat(chat, chat_file, names)
+        if place is not None and made.get("hash") == chat_digest:
+            self.chat_places[chat_file] = place
+            self.counts.add("group_chats", "unchanged")
+        elif place is not None:
+            base = tree.path(place[1] or None)
+            leaf = self._join(chat, place[0], base, branch=main is not None)
+            self._done_chat(chat_file, chat_digest, place[0], leaf, "updated")
+        elif main is not None and main in self.chat_places:
+            conversation_id, main_leaf = self.chat_places[main]
+            leaf = self._join(chat, conversation_id, tree.path(main_leaf or None), branch=True)
+            self._done_chat(chat_file, chat_digest, conversation_id, leaf, "added")
+        else:
+            imported, warnings = import_st_group_chat(
+                tree, chat, group, project_id=self.project_id, cards=cards
+            )
+            self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
+            conversation = tree.conversation(imported.conversation_id)
+            update, _ = self._chat_settings(chat, None)
+            try:
+                tree.update_conversation(
+                    conversation.id, settings=conversation.settings.model_copy(update=update)
+                )
+            except BaseException:
+                tree.delete_conversation(conversation.id)  # all or nothing
+                raise
+            leaf = conversation.pointer or ""
+            self._done_chat(chat_file, chat_digest, imported.conversation_id, leaf, "added")
 
     def global_books(self) -> None:
         wanted = [self.world_ids[w] for w in self.settings.global_worlds if w in self.world_ids]

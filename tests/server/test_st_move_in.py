@@ -113,7 +113,7 @@ def test_the_preview_counts_each_kind_and_names_a_broken_card(
     found = {k["kind"]: (k["found"], k["new"]) for k in preview["kinds"]}
     assert found["characters"] == (3, 3) and found["worlds"] == (4, 4)
     assert found["chats"] == (5, 5) and found["personas"] == (2, 2)
-    assert found["group_chats"] == (1, 1) and found["presets"] == (1, 1)
+    assert found["group_chats"] == (2, 2) and found["presets"] == (1, 1)
     assert found["quick_replies"] == (1, 1) and found["sprites"] == (2, 2)
     [problem] = preview["problems"]
     assert problem["file"] == "characters/Broken.json"
@@ -175,6 +175,10 @@ def test_checkpoint_and_branch_join_their_chat_as_one_tree(
     leaves = [n for n in nodes if n["id"] not in parents]
     # Main path, branch, checkpoint, and two unchosen swipes.
     assert len(leaves) == 5
+    group = conversation(client, "The Party")  # its branch too: one tree, two leaves
+    nodes = client.get(f"/api/chats/{group['id']}/tree").json()["nodes"]
+    parents = {n["parent_id"] for n in nodes}
+    assert len([n for n in nodes if n["id"] not in parents]) == 2
     view = client.get(f"/api/chats/{aria['id']}").json()
     shown = [m["content"] for m in view["messages"]]
     assert shown[-1] == "Until the gulls go quiet."  # the main chat stays shown
