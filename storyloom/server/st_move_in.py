@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, assert_never
 
 from storyloom.chat.personalab.library import PresetLibrary, character_snapshot
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES, Persona, PersonaLibrary
@@ -80,6 +80,11 @@ from storyloom.sillytavern.user_folder import (
 from storyloom.store.database import Database
 
 MANIFEST_DIR = "imports/sillytavern"
+MANIFEST_BATCH = 100
+"""Items recorded between two writes of the manifest. Writing it after each item would
+rewrite a file of thousands of lines thousands of times; an item whose line was not
+written yet when an import stopped is matched again by its content next time (a card by
+its JSON, a book by its lore, a chat by its header and messages)."""
 PERSONA_IN_PROMPT = 0
 """``persona_description_positions.IN_PROMPT`` (personas.js): where storyloom puts it too."""
 ProgressCallback = Callable[[StKind, int, int], None]
@@ -138,6 +143,7 @@ class Manifest:
             if isinstance(items, dict):
                 self.items = {k: v for k, v in items.items() if isinstance(v, dict)}
         self.source = str(folder)
+        self._unsaved = 0
 
     def digest(self, key: str) -> str | None:
         value = self.items.get(key, {}).get("hash")
@@ -148,7 +154,15 @@ class Manifest:
 
     def record(self, key: str, digest: str, **made: Any) -> None:
         self.items[key] = {"hash": digest, **made}
-        atomic_write_json(self.path, {"source": self.source, "items": self.items})
+        self._unsaved += 1
+        if self._unsaved >= MANIFEST_BATCH:
+            self.save()
+
+    def save(self) -> None:
+        """Write what was recorded (atomically); a no-op when nothing was."""
+        if self._unsaved:
+            atomic_write_json(self.path, {"source": self.source, "items": self.items})
+            self._unsaved = 0
 
 
 def lore_fingerprint(kb: KnowledgeBase) -> str:
@@ -287,7 +301,8 @@ def _item_digests(read: _Read, kind: StKind) -> dict[str, str]:
             if kind in ("characters", "worlds", "chats", "groups", "group_chats", "presets"):
                 return {f: read.digests[f] for f in files if f in read.digests}
             return {f: file_digest(read.folder.absolute(f)) for f in files}
-    raise AssertionError(kind)  # pragma: no cover - the match is exhaustive
+        case _:
+            assert_never(kind)
 
 
 def preview_folder(target: MoveInTarget, path: Path, user: str | None = None) -> StFolderPreview:
@@ -310,19 +325,24 @@ def preview_folder(target: MoveInTarget, path: Path, user: str | None = None) ->
 # -- writing ----------------------------------------------------------------------------
 
 
+Outcome = Literal["added", "updated", "unchanged"]
+
+
 class _Counts:
     def __init__(self) -> None:
         self.counts = {kind: StKindCount(kind=kind) for kind in ST_KINDS}
 
-    def add(self, kind: StKind, outcome: str) -> None:
+    def add(self, kind: StKind, outcome: Outcome) -> None:
         count = self.counts[kind]
         match outcome:
             case "added":
                 count.added += 1
             case "updated":
                 count.updated += 1
-            case _:
+            case "unchanged":
                 count.unchanged += 1
+            case _:
+                assert_never(outcome)
 
 
 @dataclass
@@ -800,8 +820,8 @@ class _Import:
                     conversation_id, leaf = here
                     before = leaf
                     leaf = self._join(chat, conversation_id, tree.path(leaf or None), branch=False)
-                    outcome = "unchanged" if leaf == before else "updated"
-                    self._done_chat(relative, digest, conversation_id, leaf, outcome)
+                    grew: Outcome = "unchanged" if leaf == before else "updated"
+                    self._done_chat(relative, digest, conversation_id, leaf, grew)
                 elif main is not None and main in self.chat_places:
                     conversation_id, main_leaf = self.chat_places[main]
                     leaf = self._join(
@@ -841,7 +861,7 @@ class _Import:
         return self._chats_here.get(key)
 
     def _done_chat(
-        self, relative: str, digest: str, conversation_id: str, leaf: str, outcome: str
+        self, relative: str, digest: str, conversation_id: str, leaf: str, outcome: Outcome
     ) -> None:
         self.chat_places[relative] = (conversation_id, leaf)
         self.manifest.record(relative, digest, conversation_id=conversation_id, leaf=leaf)
@@ -886,7 +906,9 @@ class _Import:
                     chat_done += 1
                     self.progress("group_chats", chat_done, len(chat_files))
                 self.manifest.record(relative, digest)
-                outcome = "unchanged" if known == digest else "updated" if known else "added"
+                outcome: Outcome = (
+                    "unchanged" if known == digest else "updated" if known else "added"
+                )
                 self.counts.add("groups", outcome)
             self.progress("groups", done, len(files))
 
@@ -1076,16 +1098,19 @@ def import_folder(
         manifest=Manifest(target.project_dir, folder.path),
         progress=on_progress or (lambda kind, done, total: None),
     )
-    run.worlds()
-    run.characters()
-    run.personas()
-    run.presets()
-    run.templates("instruct")
-    run.templates("context")
-    run.variables()
-    run.global_books()
-    run.chats()
-    run.groups()
+    try:
+        run.worlds()
+        run.characters()
+        run.personas()
+        run.presets()
+        run.templates("instruct")
+        run.templates("context")
+        run.variables()
+        run.global_books()
+        run.chats()
+        run.groups()
+    finally:
+        run.manifest.save()
     settings = read.settings
     for kind, inactive in (
         ("regex", _import_global_regex(settings.global_regex)),
