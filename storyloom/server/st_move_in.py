@@ -46,11 +46,19 @@ from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.atomic_io import atomic_write_json
 from storyloom.core.errors import FieldProblem, NotFound, StoryloomError
-from storyloom.knowledge.knowledge_base import KnowledgeBase, save_knowledge_base
+from storyloom.knowledge.knowledge_base import (
+    KnowledgeBase,
+    load_knowledge_base,
+    save_knowledge_base,
+)
 from storyloom.knowledge.st_import import ImportResult, import_sillytavern
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.llm.instruct import TemplateLibrary
-from storyloom.project.knowledge_import import import_knowledge_file
+from storyloom.project.knowledge_import import (
+    ImportSummary,
+    entries_fingerprint,
+    import_knowledge_file,
+)
 from storyloom.project.project_file import load_project, save_project
 from storyloom.project.project_knowledge import open_project_knowledge
 from storyloom.server.st_move_in_views import (
@@ -364,7 +372,10 @@ class _Import:
     """Preset name -> workflow id."""
     chat_places: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
-    _kbs: list[KnowledgeBase] | None = None
+    _kb_folders: dict[str, Path] | None = None
+    """The KBs here (None: not read yet), by kb_id, and by their entries and lore."""
+    _by_entries: dict[str, list[KnowledgeBase]] | None = None
+    _by_lore: dict[str, KnowledgeBase] | None = None
     _cards_here: dict[str, str] | None = None
     _chats_here: dict[str, tuple[str, str]] | None = None
     """Conversations here before this run, by :func:`_header_key`."""
@@ -386,16 +397,44 @@ class _Import:
     def settings(self) -> StSettings:
         return self.read.settings
 
-    def existing_kbs(self) -> list[KnowledgeBase]:
-        """The KBs here now (read once, again after this import made one)."""
-        if self._kbs is None:
-            knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
-            self._kbs = knowledge.catalog.knowledge_bases()
-        return self._kbs
+    def _index(self) -> None:
+        if self._kb_folders is not None:
+            return
+        knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
+        self._kb_folders, self._by_entries, self._by_lore = {}, {}, {}
+        for loaded in knowledge.catalog.bases:
+            self._remember(loaded.kb, loaded.folder)
+
+    def _remember(self, kb: KnowledgeBase, folder: Path) -> None:
+        assert self._kb_folders is not None
+        assert self._by_entries is not None and self._by_lore is not None
+        self._kb_folders[kb.kb_id] = folder
+        if kb.entries:
+            self._by_entries.setdefault(entries_fingerprint(kb), []).append(kb)
+            self._by_lore.setdefault(lore_fingerprint(kb), kb)
 
     def kb_folders(self) -> dict[str, Path]:
-        knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
-        return {b.kb_id: b.folder for b in knowledge.catalog.bases}
+        """Where each KB here is (read once; the KBs this import makes are added)."""
+        self._index()
+        assert self._kb_folders is not None
+        return self._kb_folders
+
+    def _made(self, summary: ImportSummary) -> None:
+        """Index the KBs an import just made."""
+        for created in summary.created:
+            folder = Path(created.folder)
+            self._remember(load_knowledge_base(folder), folder)
+
+    def existing_for(self, books: Sequence[KnowledgeBase]) -> list[KnowledgeBase]:
+        """The KBs here that ``books`` may duplicate (the same entries): what the
+        importer compares them with, without hashing every KB here for each file."""
+        self._index()
+        assert self._by_entries is not None
+        found: list[KnowledgeBase] = []
+        for book in books:
+            if book.entries:
+                found += self._by_entries.get(entries_fingerprint(book), [])
+        return found
 
     def each(self, kind: StKind, items: Sequence[str]) -> list[tuple[int, str]]:
         self.progress(kind, 0, len(items))
@@ -414,7 +453,6 @@ class _Import:
 
     def worlds(self) -> None:
         files = sorted(self.read.worlds)
-        folders: dict[str, Path] | None = None
         for done, relative in self.each("worlds", files):
             with self.item(relative):
                 name = Path(relative).stem
@@ -423,8 +461,7 @@ class _Import:
                 self.world_entries[name] = _entry_ids(kb)
                 made = self.manifest.made(relative)
                 kb_id = made.get("kb_id")
-                if folders is None:
-                    folders = self.kb_folders()
+                folders = self.kb_folders()
                 if isinstance(kb_id, str) and kb_id in folders:
                     self.world_ids[name] = kb_id
                     if made.get("hash") == digest:
@@ -446,12 +483,11 @@ class _Import:
                         global_folder=self.target.global_folders[0],
                         database=self.target.database,
                         display_name=kb.kb_displayName or name,
-                        existing=self.existing_kbs(),
+                        existing=self.existing_for([kb]),
                     )
-                    self._kbs = None
+                    self._made(summary)
                     if summary.created:
                         kb_id = summary.created[0].kb_id
-                        folders = None
                     else:
                         kb_id = summary.duplicates[0].existing_kb_id
                     self.world_ids[name] = kb_id
@@ -526,11 +562,13 @@ class _Import:
                         project_dir=self.target.project_dir,
                         global_folder=self.target.global_folders[0],
                         database=self.target.database,
-                        existing=[*self.existing_kbs(), *self._book_alias(result)],
+                        existing=[
+                            *self.existing_for(result.knowledge_bases),
+                            *self._book_alias(result),
+                        ],
                     )
                     assert summary.character_file is not None
-                    if summary.created:
-                        self._kbs = None
+                    self._made(summary)
                     character_id = Path(summary.character_file).stem
                     preset = library.character(character_id)
                     kbs = list(dict.fromkeys([*preset.knowledge_bases, *extra_books]))
@@ -566,11 +604,9 @@ class _Import:
         """The KB here whose entries are ``book``'s lore, when there is one."""
         if not book.entries:
             return None
-        wanted = lore_fingerprint(book)
-        return next(
-            (kb for kb in self.existing_kbs() if kb.entries and lore_fingerprint(kb) == wanted),
-            None,
-        )
+        self._index()
+        assert self._by_lore is not None
+        return self._by_lore.get(lore_fingerprint(book))
 
     def _book_alias(self, result: ImportResult) -> list[KnowledgeBase]:
         """The card's book under the id of the KB here with the same lore: the importer
