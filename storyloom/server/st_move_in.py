@@ -213,6 +213,8 @@ class _Read:
     group_chats: dict[str, ChatLog] = field(default_factory=dict)
     presets: dict[str, Any] = field(default_factory=dict)
     problems: list[StProblem] = field(default_factory=list)
+    settled: set[str] = field(default_factory=set)
+    """Cards and chats here as they are there (by the manifest): not read again."""
 
     def problem(self, relative: str, error: BaseException) -> None:
         problems: Sequence[FieldProblem] = getattr(error, "problems", ())
@@ -227,15 +229,21 @@ def _relative_problem(problem: FolderProblem) -> StProblem:
     return StProblem(file=problem.file, field=problem.field, reason=problem.reason)
 
 
-def _read_folder(folder: UserFolder) -> _Read:
+Settled = Callable[[str, str], bool]
+"""(file, content hash) -> whether it is here as it is there: it needs no reading."""
+
+
+def _read_folder(folder: UserFolder, settled: Settled = lambda relative, digest: False) -> _Read:
     settings, settings_problems = read_settings(folder.absolute("settings.json"))
     read = _Read(folder, settings, problems=[_relative_problem(p) for p in settings_problems])
     for kind in ("worlds", "characters", "chats", "group_chats", "groups", "presets"):
         for relative in folder.of(kind):
             path = folder.absolute(relative)
             try:
-                read.digests[relative] = file_digest(path)
-                if kind == "worlds":
+                read.digests[relative] = digest = file_digest(path)
+                if kind in ("characters", "chats", "group_chats") and settled(relative, digest):
+                    read.settled.add(relative)
+                elif kind == "worlds":
                     result = import_sillytavern(path)
                     if result.kind != "world_info" or not result.knowledge_bases:
                         raise StoryloomError("not a world-info book")
@@ -515,6 +523,11 @@ class _Import:
     def characters(self) -> None:
         library = PresetLibrary(self.target.project_dir)
         files = sorted(self.read.cards)
+        for relative in sorted(self.read.settled):
+            character_id = self.manifest.made(relative).get("character_id")
+            if isinstance(character_id, str):
+                self.character_ids[Path(relative).name] = character_id
+                self.counts.add("characters", "unchanged")
         for done, relative in self.each("characters", files):
             with self.item(relative):
                 avatar = Path(relative).name
@@ -683,7 +696,7 @@ class _Import:
                 self.persona_ids[avatar] = persona_id
             self.progress("personas", done, len(items))
         default = self.persona_ids.get(self.settings.default_persona or "")
-        if default is not None:
+        if default is not None and library.default_id() != default:
             library.set_default(default)
 
     # -- presets, templates -----------------------------------------------------------
@@ -828,7 +841,12 @@ class _Import:
 
     def chats(self) -> None:
         files = sorted(self.read.chats)
-        names = {f.removesuffix(".jsonl"): f for f in files}
+        names = {f.removesuffix(".jsonl"): f for f in [*files, *self.read.settled]}
+        for relative in sorted(self.read.settled):
+            place = self._known_place(self.manifest.made(relative))
+            if relative.startswith("chats/") and place is not None:
+                self.chat_places[relative] = place
+                self.counts.add("chats", "unchanged")
         ordered = _mains_first(files, self.read.chats, names)
         tree = self.target.tree
         for done, relative in self.each("chats", ordered):
@@ -904,16 +922,7 @@ class _Import:
         self.counts.add("chats" if relative.startswith("chats/") else "group_chats", outcome)
 
     def _known_place(self, made: Mapping[str, Any]) -> tuple[str, str] | None:
-        conversation_id, leaf = made.get("conversation_id"), made.get("leaf")
-        if not isinstance(conversation_id, str) or not isinstance(leaf, str):
-            return None
-        try:
-            self.target.tree.conversation(conversation_id)
-            if leaf:
-                self.target.tree.message(leaf)
-        except NotFound:
-            return None  # the user deleted it here: it comes again
-        return conversation_id, leaf
+        return _known_place(self.target.tree, made)
 
     def _avatar_of_folder(self, folder_name: str) -> str | None:
         """chats/<name>/ is named for the card's avatar file without its extension."""
@@ -921,8 +930,13 @@ class _Import:
 
     def groups(self) -> None:
         files = sorted(self.read.groups)
-        chats_by_id = {Path(f).stem: f for f in self.read.group_chats}
-        names = {f.removesuffix(".jsonl"): f for f in self.read.group_chats}
+        chats_by_id = {
+            Path(f).stem: f
+            for f in [*self.read.group_chats, *self.read.settled]
+            if f.startswith("group chats/")
+        }
+        group_files = [*self.read.group_chats, *self.read.settled]
+        names = {f.removesuffix(".jsonl"): f for f in group_files}
         chat_files = [
             f for g in files for c in self.read.groups[g].chats if (f := chats_by_id.get(c))
         ]
@@ -935,13 +949,21 @@ class _Import:
                 known = self.manifest.digest(relative)
                 cards = {a: s for a in group.members if (s := self._snapshot_of(a)) is not None}
                 mine = [f for c in group.chats if (f := chats_by_id.get(c))]
+                for chat_file in [f for f in mine if f in self.read.settled]:
+                    place = self._known_place(self.manifest.made(chat_file))
+                    if place is not None:
+                        self.chat_places[chat_file] = place
+                        self.counts.add("group_chats", "unchanged")
+                    chat_done += 1
+                mine = [f for f in mine if f in self.read.group_chats]
                 # A group's checkpoints and branches name their main chat too.
                 for chat_file in _mains_first(mine, self.read.group_chats, names):
                     with self.item(chat_file):
                         self._group_chat(chat_file, group, cards, names)
                     chat_done += 1
                     self.progress("group_chats", chat_done, len(chat_files))
-                self.manifest.record(relative, digest)
+                if known != digest:
+                    self.manifest.record(relative, digest)
                 outcome: Outcome = (
                     "unchanged" if known == digest else "updated" if known else "added"
                 )
@@ -1004,6 +1026,39 @@ class _Import:
             )
 
 
+class _Settled:
+    """Whether a card or chat is here as it is there: its manifest line has its content
+    hash, and what it made is still here (a thing the user deleted comes again)."""
+
+    def __init__(self, target: MoveInTarget, manifest: Manifest) -> None:
+        self.target = target
+        self.manifest = manifest
+        self.library = PresetLibrary(target.project_dir)
+
+    def __call__(self, relative: str, digest: str) -> bool:
+        made = self.manifest.made(relative)
+        if made.get("hash") != digest:
+            return False
+        character_id = made.get("character_id")
+        if isinstance(character_id, str):
+            return self.library.path("characters", character_id).is_file()
+        return _known_place(self.target.tree, made) is not None
+
+
+def _known_place(tree: TurnTree, made: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The conversation a chat file made and its last message, while both are here."""
+    conversation_id, leaf = made.get("conversation_id"), made.get("leaf")
+    if not isinstance(conversation_id, str) or not isinstance(leaf, str):
+        return None
+    try:
+        tree.conversation(conversation_id)
+        if leaf:
+            tree.message(leaf)
+    except NotFound:
+        return None  # the user deleted it here: it comes again
+    return conversation_id, leaf
+
+
 def _header_key(header: Any) -> str | None:
     """A chat's header as a key: the character and the creation date, when it has both."""
     if not isinstance(header, Mapping):
@@ -1047,7 +1102,7 @@ def _mains_first(
         if relative in placed:
             return
         main = _main_chat(chats[relative], relative, names)
-        if main is not None and main not in seen:
+        if main is not None and main in chats and main not in seen:
             place(main, seen | {relative})
         placed.add(relative)
         ordered.append(relative)
@@ -1127,11 +1182,13 @@ def import_folder(
 ) -> StImportReport:
     """Import the folder (see the module's docstring); the report of what came."""
     folder = find_user_folder(path, user)
-    read = _read_folder(folder)
+    manifest = Manifest(target.project_dir, folder.path)
+    settled = _Settled(target, manifest)
+    read = _read_folder(folder, settled)
     run = _Import(
         target=target,
         read=read,
-        manifest=Manifest(target.project_dir, folder.path),
+        manifest=manifest,
         progress=on_progress or (lambda kind, done, total: None),
     )
     try:

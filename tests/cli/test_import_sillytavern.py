@@ -4,18 +4,28 @@ directory, a SillyTavern folder of 2023 (public/ layout, V1 cards) and of 2026."
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
+from storyloom.store.database import DATABASE_FILE, Database
 from storyloom.testing.st_user_folder import MAIN_CHAT, write_st_user_folder
 from tests.cli.cli_support import storyloom
 
 
 def rows(home: Path) -> dict[str, int]:
-    with sqlite3.connect(home / "storyloom.db") as db:
-        tables = [r[0] for r in db.execute("select name from sqlite_master where type='table'")]
+    database = Database.in_home(home)  # the server's own driver: safe beside it
+    try:
+        db = database.connection()
+        tables = [
+            r[0]
+            for r in db.execute(
+                "select name from sqlite_master where type='table' "
+                "and sql not like 'CREATE VIRTUAL%'"
+            )
+        ]
         return {t: db.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables}
+    finally:
+        database.close()
 
 
 def counts(report: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
@@ -34,7 +44,7 @@ def test_an_old_public_folder_previews_imports_once_and_names_the_broken_card(
     assert dry.returncode == 0, dry.stderr
     preview = json.loads(dry.stdout)
     assert preview["layout"] == "public"
-    assert not (home / "storyloom.db").exists() or rows(home).get("conversations", 0) == 0
+    assert not (home / DATABASE_FILE).exists() or rows(home).get("conversations", 0) == 0
 
     done = storyloom("import-sillytavern", str(root), "--json", home=home)
     assert done.returncode == 0, done.stderr
@@ -50,6 +60,7 @@ def test_an_old_public_folder_previews_imports_once_and_names_the_broken_card(
     assert MAIN_CHAT in titles and len(titles) == 4, titles
 
     before = rows(home)
+    assert before.get("chat_message", 0) > 0, before
     again = storyloom("import-sillytavern", str(root), "--json", home=home)
     assert again.returncode == 0, again.stderr
     assert all(a == 0 and u == 0 for a, u, _ in counts(json.loads(again.stdout)).values())

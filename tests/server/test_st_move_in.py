@@ -5,7 +5,6 @@ persona, the chat's and the global lore, the card's regex result and the preset.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from storyloom.store.database import DATABASE_FILE, Database
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.testing.st_documents import card_document, card_png
 from storyloom.testing.st_user_folder import (
@@ -88,16 +88,26 @@ def send(client: httpx.Client, llm: ReplayLLMServer, conversation_id: str, text:
     return "\n".join(str(m.get("content")) for m in request["messages"])
 
 
-def snapshot(home: Path) -> tuple[dict[str, int], dict[str, str]]:
-    """Row counts of every table, and a hash of every file of the data directory
-    (the database aside)."""
-    with sqlite3.connect(home / "storyloom.db") as db:
-        tables = [r[0] for r in db.execute("select name from sqlite_master where type='table'")]
+def snapshot(home: Path) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
+    """Row counts of every table, and the hash and mtime of every file of the data
+    directory (the database aside)."""
+    database = Database.in_home(home)  # the server's own driver: safe beside it
+    try:
+        db = database.connection()
+        tables = [
+            r[0]
+            for r in db.execute(
+                "select name from sqlite_master where type='table' "
+                "and sql not like 'CREATE VIRTUAL%'"
+            )
+        ]
         rows = {t: db.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables}
+    finally:
+        database.close()
     files = {
-        str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+        str(p.relative_to(home)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
         for p in sorted(home.rglob("*"))
-        if p.is_file() and not p.name.startswith("storyloom.db") and "logs" not in p.parts
+        if p.is_file() and not p.name.startswith(DATABASE_FILE) and "logs" not in p.parts
     }
     return rows, files
 
@@ -194,9 +204,12 @@ def test_a_second_import_changes_nothing_and_a_later_one_brings_the_new_message(
     run_import(client, root)
     home = tmp_path / "home"
     before = snapshot(home)
+    assert before[0].get("chat_message", 0) > 0, before[0]
     again = run_import(client, root)
     assert all(added == 0 and updated == 0 for added, updated, _ in counts(again).values())
-    assert snapshot(home) == before
+    after = snapshot(home)
+    assert after[0] == before[0]
+    assert {k: v for k, v in after[1].items() if before[1].get(k) != v} == {}
 
     append_message(user, f"chats/Aria/{MAIN_CHAT}.jsonl", "One more thing: the bell.")
     later = run_import(client, root)
