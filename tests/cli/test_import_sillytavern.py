@@ -23,7 +23,7 @@ def rows(home: Path) -> dict[str, int]:
                 "and sql not like 'CREATE VIRTUAL%'"
             )
         ]
-        return {t: db.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables}
+        return {t: _count(db, t) for t in tables}
     finally:
         database.close()
 
@@ -80,3 +80,8 @@ def test_the_report_reads_as_text_and_a_wrong_folder_is_named(tmp_path: Path) ->
     wrong = storyloom("import-sillytavern", str(tmp_path / "nowhere"), home=home)
     assert wrong.returncode == 1
     assert str(tmp_path / "nowhere") in wrong.stderr
+
+
+def _count(db: Any, table: str) -> int:
+    (count,) = db.execute(f'select count(*) from "{table}"').fetchall()[0]
+    return int(count)

@@ -101,7 +101,7 @@ def snapshot(home: Path) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
                 "and sql not like 'CREATE VIRTUAL%'"
             )
         ]
-        rows = {t: db.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables}
+        rows = {t: _count(db, t) for t in tables}
     finally:
         database.close()
     files = {
@@ -275,3 +275,8 @@ def test_a_chat_imported_by_hand_before_is_not_duplicated(
     assert counts(report)["chats"] == (4, 0, 1)
     titles = [c["title"] for c in client.get("/api/chats").json()["conversations"]]
     assert titles.count(BRAM_CHAT) == 1 and len(titles) == 4, titles
+
+
+def _count(db: Any, table: str) -> int:
+    (count,) = db.execute(f'select count(*) from "{table}"').fetchall()[0]
+    return int(count)
