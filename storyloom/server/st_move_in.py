@@ -444,9 +444,13 @@ class _Import:
                 found += self._by_entries.get(entries_fingerprint(book), [])
         return found
 
-    def each(self, kind: StKind, items: Sequence[str]) -> list[tuple[int, str]]:
-        self.progress(kind, 0, len(items))
-        return list(enumerate(items, 1))
+    def each(
+        self, kind: StKind, items: Sequence[str], *, settled: int = 0
+    ) -> list[tuple[int, str]]:
+        """``items`` numbered for the progress bar, after ``settled`` ones already
+        counted (here as they are there)."""
+        self.progress(kind, settled, settled + len(items))
+        return list(enumerate(items, settled + 1))
 
     @contextmanager
     def item(self, key: str) -> Iterator[None]:
@@ -528,7 +532,9 @@ class _Import:
             if isinstance(character_id, str):
                 self.character_ids[Path(relative).name] = character_id
                 self.counts.add("characters", "unchanged")
-        for done, relative in self.each("characters", files):
+        settled = self.counts.counts["characters"].unchanged
+        total = settled + len(files)
+        for done, relative in self.each("characters", files, settled=settled):
             with self.item(relative):
                 avatar = Path(relative).name
                 result = self.read.cards[relative]
@@ -592,7 +598,7 @@ class _Import:
                     self.character_ids[avatar] = character_id
                     self.manifest.record(relative, digest, character_id=character_id)
                     self.counts.add("characters", "added")
-            self.progress("characters", done, len(files))
+            self.progress("characters", done, total)
 
     def _same_character(self, library: PresetLibrary, card: CharacterDefinition) -> str | None:
         """A character here imported from the very same card (its kept card JSON equal)."""
@@ -849,7 +855,9 @@ class _Import:
                 self.counts.add("chats", "unchanged")
         ordered = _mains_first(files, self.read.chats, names)
         tree = self.target.tree
-        for done, relative in self.each("chats", ordered):
+        settled = self.counts.counts["chats"].unchanged
+        total = settled + len(ordered)
+        for done, relative in self.each("chats", ordered, settled=settled):
             with self.item(relative):
                 chat = self.read.chats[relative]
                 digest = self.read.digests[relative]
@@ -895,7 +903,7 @@ class _Import:
                     conversation = tree.conversation(imported.conversation_id)
                     leaf = conversation.pointer or ""
                     self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
-            self.progress("chats", done, len(ordered))
+            self.progress("chats", done, total)
 
     def _chat_here(self, chat: ChatLog) -> tuple[str, str] | None:
         """The conversation here made from this chat before this run, found by the
@@ -955,6 +963,7 @@ class _Import:
                         self.chat_places[chat_file] = place
                         self.counts.add("group_chats", "unchanged")
                     chat_done += 1
+                    self.progress("group_chats", chat_done, len(chat_files))
                 mine = [f for f in mine if f in self.read.group_chats]
                 # A group's checkpoints and branches name their main chat too.
                 for chat_file in _mains_first(mine, self.read.group_chats, names):

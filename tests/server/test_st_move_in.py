@@ -54,6 +54,8 @@ def run_import(client: httpx.Client, path: Path) -> Json:
         assert time.monotonic() < deadline, progress
         time.sleep(0.05)
     assert progress["state"] == "done", progress
+    for kind in progress["kinds"]:  # every bar full at the end
+        assert kind["done"] == kind["total"], kind
     report: Json = progress["report"]
     return report
 
