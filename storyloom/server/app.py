@@ -29,6 +29,7 @@ from storyloom.server import (
     scripts_api,
     settings_api,
     sprite_api,
+    st_move_in_api,
     template_api,
     tools_api,
     workflow_api,
@@ -123,6 +124,7 @@ def create_app(
     app.include_router(group_api.router)
     app.include_router(character_api.router)
     app.include_router(persona_api.router)
+    app.include_router(st_move_in_api.router)
     app.include_router(lore_api.router)
     app.include_router(tools_api.router)
     app.include_router(plugin_api.router)

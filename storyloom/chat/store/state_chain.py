@@ -166,7 +166,9 @@ class StateChain:
         every = keyframe_every or self.keyframe_every
         if parent_doc is None or depth % every == 0:
             return StateRow(message_id, conversation_id, "keyframe", _dumps(doc))
-        ops = state_delta(parent_doc, doc)
+        # A message that changed nothing carries its parent's very document: no diff to
+        # walk (an import of a long chat is mostly such messages).
+        ops = [] if doc is parent_doc else state_delta(parent_doc, doc)
         return StateRow(message_id, conversation_id, "delta", _dumps(ops))
 
     def write(
