@@ -43,6 +43,8 @@ const KINDS: Record<StKind, true> = {
   themes: true,
 }
 
+const LAYOUTS: Record<StFolderPreview['layout'], true> = { user: true, root: true, public: true }
+
 const PREVIEW: StFolderPreview = {
   path: '/st/data/default-user',
   layout: 'root',
@@ -128,12 +130,14 @@ describe('what the section shows', () => {
     expect(sortedProblems(PREVIEW.problems).map((p) => p.file)).toEqual(['characters/Ann.png', 'worlds/broken.json'])
   })
 
-  it('has a label for every kind in both languages', () => {
-    const labels = (messages: Record<string, unknown>) =>
-      ((messages.settings as Record<string, Record<string, Record<string, string>>>).stImport!.kinds ?? {})
-    for (const kind of Object.keys(KINDS)) {
-      expect(labels(en)[kind], `en ${kind}`).toBeTruthy()
-      expect(labels(zh)[kind], `zh ${kind}`).toBeTruthy()
+  it('has a label for every kind and layout in both languages', () => {
+    const labels = (messages: Record<string, unknown>, group: string) =>
+      (messages.settings as Record<string, Record<string, Record<string, string>>>).stImport![group] ?? {}
+    for (const [group, names] of [['kinds', Object.keys(KINDS)], ['layouts', Object.keys(LAYOUTS)]] as const) {
+      for (const name of names) {
+        expect(labels(en, group)[name], `en ${group}.${name}`).toBeTruthy()
+        expect(labels(zh, group)[name], `zh ${group}.${name}`).toBeTruthy()
+      }
     }
   })
 })
