@@ -23,6 +23,7 @@ from storyloom.cli.project import project_app
 from storyloom.cli.sandbox import sandbox_app
 from storyloom.cli.schemas import openapi, schema
 from storyloom.cli.serve import serve
+from storyloom.cli.sillytavern import import_sillytavern
 from storyloom.cli.template import template_app
 from storyloom.cli.tools import tools_app
 from storyloom.cli.workflow import workflow_app
@@ -45,6 +46,7 @@ app.command()(version)
 app.command()(doctor)
 app.command()(openapi)
 app.command()(schema)
+app.command("import-sillytavern")(import_sillytavern)
 app.add_typer(chat_app, name="chat")
 app.add_typer(connections_app, name="connections")
 app.add_typer(kb_app, name="kb")

@@ -25,6 +25,7 @@ from storyloom.server import (
     plugin_api,
     scripts_api,
     settings_api,
+    st_move_in_api,
     template_api,
     tools_api,
     workflow_api,
@@ -119,6 +120,7 @@ def create_app(
     app.include_router(group_api.router)
     app.include_router(character_api.router)
     app.include_router(persona_api.router)
+    app.include_router(st_move_in_api.router)
     app.include_router(lore_api.router)
     app.include_router(tools_api.router)
     app.include_router(plugin_api.router)

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The checkout these tests belong to: its storyloom is the one under test (a worktree's,
+# not only the installed one).
+_SOURCE = str(Path(__file__).resolve().parents[2])
+
 
 def storyloom(
     *args: str, home: Path, cwd: Path | None = None, stdin: str | None = None
@@ -17,7 +21,12 @@ def storyloom(
         capture_output=True,
         text=True,
         input=stdin,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "STORYLOOM_HOME": str(home)},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(home),
+            "STORYLOOM_HOME": str(home),
+            "PYTHONPATH": _SOURCE,
+        },
         timeout=120,
         cwd=cwd if cwd is not None else home,
     )

@@ -74,8 +74,12 @@ def import_st_chat(
     project_id: str,
     title: str | None = None,
     character: CharacterSnapshot | None = None,
+    settings: Mapping[str, Any] | None = None,
+    state: ChatState | None = None,
 ) -> ImportedChat:
-    """Make ``chat`` (already parsed and checked) a new conversation; all or nothing."""
+    """Make ``chat`` (already parsed and checked) a new conversation; all or nothing.
+    ``settings`` override what the chat's header gives (a move-in's persona, books,
+    pipeline); ``state`` is the state the chat starts from (its variables are added)."""
     header = chat.header
     chat_metadata: dict[str, Any] = dict(header.chat_metadata) if header is not None else {}
     metadata = dict(chat_metadata)
@@ -87,14 +91,14 @@ def import_st_chat(
         card = {"name": character_name} if character_name else {}
         character = CharacterSnapshot(card=card)
     imported_at = time.time()
-    rows, path_ids = _rows(chat, imported_at, _initial_state(chat_metadata))
+    rows, path_ids = _rows(chat, imported_at, _initial_state(chat_metadata, state))
     first = rows[0].created_at if rows and rows[0].created_at is not None else imported_at
     created_at = _created_at(header.create_date if header is not None else None, first)
     conversation = tree.create_conversation(
         project_id=project_id,
         title=title or _default_title(chat),
         character=character,
-        settings=_settings(chat, chat_metadata),
+        settings=_settings(chat, chat_metadata).model_copy(update=dict(settings or {})),
         metadata=metadata,
         created_at=created_at,
     )
@@ -142,13 +146,37 @@ def _settings(chat: ChatLog, chat_metadata: Mapping[str, Any]) -> ConversationSe
     return settings
 
 
-def _initial_state(chat_metadata: Mapping[str, Any]) -> ChatState | None:
+def _initial_state(chat_metadata: Mapping[str, Any], start: ChatState | None) -> ChatState | None:
     """SillyTavern keeps chat variables once per chat, not per message; they start the
     tree (on the roots) so every branch continues with them."""
     variables = chat_metadata.get("variables")
     if isinstance(variables, dict) and variables:
-        return ChatState(variables=dict(variables))
-    return None
+        base = start or ChatState()
+        return base.model_copy(update={"variables": {**base.variables, **variables}})
+    return start
+
+
+def continue_st_chat(
+    tree: TurnTree,
+    conversation_id: str,
+    chat: ChatLog,
+    *,
+    start: int,
+    parent_id: str | None,
+    keep_pointer: bool,
+) -> list[str]:
+    """Add ``chat``'s lines from ``start`` on under ``parent_id`` (None: as new roots), in
+    one transaction: the lines a chat gained since it was imported, or a checkpoint's
+    lines after the message it left from. Returns the ids of the added shown path. With
+    ``keep_pointer`` the user stays where they were (a branch joins, the main chat stays
+    shown); else the pointer moves to the last line."""
+    if start >= len(chat.messages):
+        return []
+    before = tree.conversation(conversation_id).pointer
+    rows, path_ids = _rows(chat, time.time(), None, parent=parent_id, start=start)
+    tree.add_messages(conversation_id, rows)
+    tree.set_pointer(conversation_id, before if keep_pointer and before else path_ids[-1])
+    return path_ids
 
 
 _SYSTEM_TYPES = frozenset({"narrator", "comment"})
@@ -190,13 +218,18 @@ def _reasoning(extra: Mapping[str, Any]) -> str | None:
 
 
 def _rows(
-    chat: ChatLog, imported_at: float, initial: ChatState | None
+    chat: ChatLog,
+    imported_at: float,
+    initial: ChatState | None,
+    *,
+    parent: str | None = None,
+    start: int = 0,
 ) -> tuple[list[NewMessage], list[str]]:
-    """The new messages in swipe order, and the ids of the shown path."""
+    """The new messages in swipe order (lines from ``start``, the first under
+    ``parent``), and the ids of the shown path."""
     rows: list[NewMessage] = []
     path: list[str] = []
-    parent: str | None = None
-    for number, line in enumerate(chat.messages):
+    for number, line in enumerate(chat.messages[start:], start):
         fallback = imported_at + number / 1000
         kept = line.to_json()
         texts = list(line.swipes) if line.swipes else [line.mes]

@@ -1,0 +1,1018 @@
+"""Moving a SillyTavern user folder in: the preview and the import, over the importers
+each kind already has.
+
+The import reads and checks every file first (a broken one is a problem naming file,
+field and reason, and is skipped), then writes kind by kind in :data:`ST_KINDS` order:
+books before the cards bound to them, cards and personas before the chats that speak
+with them. Each chat is set up to continue as it did in SillyTavern: the persona locked
+to it (else the default), its own book, the character's books (the card's
+``extensions.world`` and the ``charLore`` extra books), the global books, the persona's
+book, the card's regex scripts when the user allowed them, the active preset's pipeline,
+its lore timers and variables.
+
+A checkpoint or branch (a chat whose ``chat_metadata.main_chat`` names another chat of
+the same character) joins that chat's conversation as a branch at the message it left
+from: the longest common prefix of the two files' messages (name, text, send date).
+
+A manifest (``imports/sillytavern/<hash of the folder>.json`` in the project, written
+atomically after each item) maps each source file to what it made and its content hash,
+so a second run changes nothing, and a later one brings only what is new: a chat that
+grew gets its new messages (again by common prefix, under the message they follow), a
+changed card becomes a new version of its character, a changed book new entries of its
+KB. Each item is written all or nothing (conversations in one transaction, files
+atomically); a crash between an item and its manifest line leaves that item to be
+matched again by its content next time (books by their entries, chats by prefix).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from storyloom.chat.personalab.library import PresetLibrary, character_snapshot
+from storyloom.chat.personalab.personas import AVATAR_SUFFIXES, Persona, PersonaLibrary
+from storyloom.chat.store.conversation import CharacterSnapshot
+from storyloom.chat.store.global_variables import GlobalVariables
+from storyloom.chat.store.message import Message
+from storyloom.chat.store.st_chat import LINE_KEY, continue_st_chat, import_st_chat
+from storyloom.chat.store.st_group_chat import import_st_group_chat
+from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.turn_tree import TurnTree
+from storyloom.core.atomic_io import atomic_write_json
+from storyloom.core.errors import FieldProblem, NotFound, StoryloomError
+from storyloom.knowledge.knowledge_base import KnowledgeBase, save_knowledge_base
+from storyloom.knowledge.st_import import ImportResult, import_sillytavern
+from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
+from storyloom.llm.instruct import TemplateLibrary
+from storyloom.project.knowledge_import import import_knowledge_file
+from storyloom.project.project_file import load_project, save_project
+from storyloom.project.project_knowledge import open_project_knowledge
+from storyloom.server.st_move_in_views import (
+    ST_KINDS,
+    StFolderPreview,
+    StImportReport,
+    StInactive,
+    StKind,
+    StKindCount,
+    StKindPreview,
+    StProblem,
+)
+from storyloom.server.workflow_service import ProjectWorkflows, read_preset_json
+from storyloom.sillytavern.chat_log import ChatLog, ChatMessage, parse_chat_jsonl
+from storyloom.sillytavern.group_file import GroupFile, parse_group_file
+from storyloom.sillytavern.user_folder import (
+    FolderKind,
+    FolderProblem,
+    StSettings,
+    UserFolder,
+    file_digest,
+    find_user_folder,
+    read_settings,
+    timed_effects,
+)
+from storyloom.store.database import Database
+
+MANIFEST_DIR = "imports/sillytavern"
+PERSONA_IN_PROMPT = 0
+"""``persona_description_positions.IN_PROMPT`` (personas.js): where storyloom puts it too."""
+ProgressCallback = Callable[[StKind, int, int], None]
+"""(kind, done, total): called as each item of a kind is taken."""
+
+# The folder kinds each reported kind counts (personas, regex and variables come from
+# settings.json).
+_FILE_KINDS: dict[StKind, FolderKind] = {
+    "characters": "characters",
+    "worlds": "worlds",
+    "chats": "chats",
+    "groups": "groups",
+    "group_chats": "group_chats",
+    "presets": "presets",
+    "instruct": "instruct",
+    "context": "context",
+    "quick_replies": "quick_replies",
+    "backgrounds": "backgrounds",
+    "sprites": "sprites",
+    "themes": "themes",
+}
+
+
+@dataclass
+class MoveInTarget:
+    """Where a move-in lands: the data directory, the project and its chat store."""
+
+    home: Path
+    project_dir: Path
+    tree: TurnTree
+    database: Database
+    global_folders: Sequence[Path]
+
+    @property
+    def project_id(self) -> str:
+        return load_project(self.project_dir).id
+
+
+# -- the manifest -----------------------------------------------------------------------
+
+
+class Manifest:
+    """What each source item made, by its key (the file's path relative to the user
+    folder, ``settings.json#<what>`` for what settings.json holds)."""
+
+    def __init__(self, project_dir: Path, folder: Path) -> None:
+        name = hashlib.sha256(str(folder.resolve()).encode("utf-8")).hexdigest()[:16]
+        self.path = project_dir / MANIFEST_DIR / f"{name}.json"
+        self.items: dict[str, dict[str, Any]] = {}
+        if self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = {}
+            items = data.get("items") if isinstance(data, dict) else None
+            if isinstance(items, dict):
+                self.items = {k: v for k, v in items.items() if isinstance(v, dict)}
+        self.source = str(folder)
+
+    def digest(self, key: str) -> str | None:
+        value = self.items.get(key, {}).get("hash")
+        return value if isinstance(value, str) else None
+
+    def made(self, key: str) -> dict[str, Any]:
+        return self.items.get(key, {})
+
+    def record(self, key: str, digest: str, **made: Any) -> None:
+        self.items[key] = {"hash": digest, **made}
+        atomic_write_json(self.path, {"source": self.source, "items": self.items})
+
+
+def lore_fingerprint(kb: KnowledgeBase) -> str:
+    """A hash of a KB's entries as lore: every field but the times they were written and
+    SillyTavern's raw copy of the entry (``extensions.sillytavern``), whose shape differs
+    between a world file and a card's book made from it."""
+    entries = []
+    for entry in kb.entries:
+        data = entry.model_dump(mode="json", by_alias=True)
+        extensions = data.get("extensions")
+        if isinstance(extensions, dict):
+            extensions.pop("sillytavern", None)
+        meta = data.get("management_metadata")
+        if isinstance(meta, dict):
+            meta.pop("created_at", None)
+            meta.pop("updated_at", None)
+        entries.append(data)
+    return _text_digest(entries)
+
+
+def _text_digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- reading (nothing written) ----------------------------------------------------------
+
+
+@dataclass
+class _Read:
+    """The folder read and checked: every file parsed once, problems named."""
+
+    folder: UserFolder
+    settings: StSettings
+    digests: dict[str, str] = field(default_factory=dict)
+    worlds: dict[str, KnowledgeBase] = field(default_factory=dict)
+    cards: dict[str, ImportResult] = field(default_factory=dict)
+    chats: dict[str, ChatLog] = field(default_factory=dict)
+    groups: dict[str, GroupFile] = field(default_factory=dict)
+    group_chats: dict[str, ChatLog] = field(default_factory=dict)
+    presets: dict[str, Any] = field(default_factory=dict)
+    problems: list[StProblem] = field(default_factory=list)
+
+    def problem(self, relative: str, error: BaseException) -> None:
+        problems: Sequence[FieldProblem] = getattr(error, "problems", ())
+        if problems:
+            for p in problems:
+                self.problems.append(StProblem(file=relative, field=p.field, reason=p.reason))
+        else:
+            self.problems.append(StProblem(file=relative, reason=str(error)))
+
+
+def _relative_problem(problem: FolderProblem) -> StProblem:
+    return StProblem(file=problem.file, field=problem.field, reason=problem.reason)
+
+
+def _read_folder(folder: UserFolder) -> _Read:
+    settings, settings_problems = read_settings(folder.absolute("settings.json"))
+    read = _Read(folder, settings, problems=[_relative_problem(p) for p in settings_problems])
+    for kind in ("worlds", "characters", "chats", "group_chats", "groups", "presets"):
+        for relative in folder.of(kind):
+            path = folder.absolute(relative)
+            try:
+                read.digests[relative] = file_digest(path)
+                if kind == "worlds":
+                    result = import_sillytavern(path)
+                    if result.kind != "world_info" or not result.knowledge_bases:
+                        raise StoryloomError("not a world-info book")
+                    read.worlds[relative] = result.knowledge_bases[0]
+                elif kind == "characters":
+                    result = import_sillytavern(path)
+                    if result.character is None:
+                        raise StoryloomError("not a character card")
+                    read.cards[relative] = result
+                elif kind in ("chats", "group_chats"):
+                    chat = parse_chat_jsonl(path.read_text(encoding="utf-8"), path)
+                    (read.chats if kind == "chats" else read.group_chats)[relative] = chat
+                elif kind == "groups":
+                    read.groups[relative] = parse_group_file(path.read_bytes(), path)
+                else:
+                    read.presets[relative] = read_preset_json(path.read_bytes(), relative)
+            except (StoryloomError, OSError, ValueError) as exc:
+                read.digests.pop(relative, None)
+                read.problem(relative, exc)
+    return read
+
+
+def _persona_items(settings: StSettings) -> dict[str, dict[str, Any]]:
+    """``settings.json#persona/<avatar>`` -> what makes the persona."""
+    out: dict[str, dict[str, Any]] = {}
+    for avatar, name in settings.personas.items():
+        described = settings.persona_descriptions.get(avatar)
+        out[f"settings.json#persona/{avatar}"] = {
+            "avatar": avatar,
+            "name": name or avatar,
+            "description": described.description if described else "",
+            "lorebook": described.lorebook if described else "",
+        }
+    return out
+
+
+def _variable_items(settings: StSettings) -> dict[str, Any]:
+    return {f"settings.json#variable/{k}": v for k, v in settings.global_variables.items()}
+
+
+def _regex_items(settings: StSettings) -> dict[str, dict[str, Any]]:
+    return {
+        f"settings.json#regex/{s.get('id') or i}": s for i, s in enumerate(settings.global_regex)
+    }
+
+
+def _item_digests(read: _Read, kind: StKind) -> dict[str, str]:
+    """Each item of ``kind`` in the folder, by manifest key, with its content hash."""
+    match kind:
+        case "personas":
+            return {k: _text_digest(v) for k, v in _persona_items(read.settings).items()}
+        case "variables":
+            return {k: _text_digest(v) for k, v in _variable_items(read.settings).items()}
+        case "regex":
+            return {k: _text_digest(v) for k, v in _regex_items(read.settings).items()}
+        case (
+            "characters"
+            | "worlds"
+            | "chats"
+            | "groups"
+            | "group_chats"
+            | "presets"
+            | "instruct"
+            | "context"
+            | "quick_replies"
+            | "backgrounds"
+            | "sprites"
+            | "themes"
+        ):
+            files = read.folder.of(_FILE_KINDS[kind])
+            if kind in ("characters", "worlds", "chats", "groups", "group_chats", "presets"):
+                return {f: read.digests[f] for f in files if f in read.digests}
+            return {f: file_digest(read.folder.absolute(f)) for f in files}
+    raise AssertionError(kind)  # pragma: no cover - the match is exhaustive
+
+
+def preview_folder(target: MoveInTarget, path: Path, user: str | None = None) -> StFolderPreview:
+    """What an import of the folder would bring; nothing is written.
+    :class:`~storyloom.core.errors.InvalidInput` names a path that is no SillyTavern folder."""
+    folder = find_user_folder(path, user)
+    read = _read_folder(folder)
+    manifest = Manifest(target.project_dir, folder.path)
+    kinds = []
+    for kind in ST_KINDS:
+        items = _item_digests(read, kind)
+        new = sum(1 for k in items if manifest.digest(k) is None)
+        changed = sum(1 for k, d in items.items() if manifest.digest(k) not in (None, d))
+        kinds.append(StKindPreview(kind=kind, found=len(items), new=new, changed=changed))
+    return StFolderPreview(
+        path=str(folder.path), layout=folder.layout, kinds=kinds, problems=read.problems
+    )
+
+
+# -- writing ----------------------------------------------------------------------------
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.counts = {kind: StKindCount(kind=kind) for kind in ST_KINDS}
+
+    def add(self, kind: StKind, outcome: str) -> None:
+        count = self.counts[kind]
+        match outcome:
+            case "added":
+                count.added += 1
+            case "updated":
+                count.updated += 1
+            case _:
+                count.unchanged += 1
+
+
+@dataclass
+class _Import:
+    target: MoveInTarget
+    read: _Read
+    manifest: Manifest
+    progress: ProgressCallback
+    counts: _Counts = field(default_factory=_Counts)
+    inactive: list[StInactive] = field(default_factory=list)
+    world_ids: dict[str, str] = field(default_factory=dict)
+    """World name (file stem) -> kb_id."""
+    world_entries: dict[str, dict[str, str]] = field(default_factory=dict)
+    """World name -> SillyTavern uid -> entry id (what lore timers are keyed by)."""
+    character_ids: dict[str, str] = field(default_factory=dict)
+    """Card avatar file name -> character id."""
+    persona_ids: dict[str, str] = field(default_factory=dict)
+    preset_ids: dict[str, str] = field(default_factory=dict)
+    """Preset name -> workflow id."""
+    chat_places: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
+    _kbs: list[KnowledgeBase] | None = None
+    _snapshots: dict[str, CharacterSnapshot | None] = field(default_factory=dict)
+    _project_id: str | None = None
+
+    @property
+    def project_id(self) -> str:
+        if self._project_id is None:
+            self._project_id = self.target.project_id
+        return self._project_id
+
+    @property
+    def folder(self) -> UserFolder:
+        return self.read.folder
+
+    @property
+    def settings(self) -> StSettings:
+        return self.read.settings
+
+    def existing_kbs(self) -> list[KnowledgeBase]:
+        """The KBs here now (read once, again after this import made one)."""
+        if self._kbs is None:
+            knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
+            self._kbs = knowledge.catalog.knowledge_bases()
+        return self._kbs
+
+    def kb_folders(self) -> dict[str, Path]:
+        knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
+        return {b.kb_id: b.folder for b in knowledge.catalog.bases}
+
+    def each(self, kind: StKind, items: Sequence[str]) -> list[tuple[int, str]]:
+        self.progress(kind, 0, len(items))
+        return list(enumerate(items, 1))
+
+    @contextmanager
+    def item(self, key: str) -> Iterator[None]:
+        """One item written: one that fails (a file that read but will not go in) is a
+        problem of the report, and the import goes on with the next."""
+        try:
+            yield
+        except (StoryloomError, OSError) as exc:
+            self.read.problem(key, exc)
+
+    # -- books ------------------------------------------------------------------------
+
+    def worlds(self) -> None:
+        files = sorted(self.read.worlds)
+        folders: dict[str, Path] | None = None
+        for done, relative in self.each("worlds", files):
+            with self.item(relative):
+                name = Path(relative).stem
+                kb = self.read.worlds[relative]
+                digest = self.read.digests[relative]
+                self.world_entries[name] = _entry_ids(kb)
+                made = self.manifest.made(relative)
+                kb_id = made.get("kb_id")
+                if folders is None:
+                    folders = self.kb_folders()
+                if isinstance(kb_id, str) and kb_id in folders:
+                    self.world_ids[name] = kb_id
+                    if made.get("hash") == digest:
+                        self.counts.add("worlds", "unchanged")
+                    else:
+                        kb.kb_id = kb_id
+                        save_knowledge_base(kb, folders[kb_id])
+                        self.manifest.record(relative, digest, kb_id=kb_id)
+                        self.counts.add("worlds", "updated")
+                else:
+                    summary = import_knowledge_file(
+                        self.folder.absolute(relative),
+                        project_dir=self.target.project_dir,
+                        global_folder=self.target.global_folders[0],
+                        database=self.target.database,
+                        display_name=kb.kb_displayName or name,
+                        existing=self.existing_kbs(),
+                    )
+                    self._kbs = None
+                    if summary.created:
+                        kb_id = summary.created[0].kb_id
+                        folders = None
+                    else:
+                        kb_id = summary.duplicates[0].existing_kb_id
+                    self.world_ids[name] = kb_id
+                    self.manifest.record(relative, digest, kb_id=kb_id)
+                    self.counts.add("worlds", "added")
+            self.progress("worlds", done, len(files))
+
+    # -- characters -------------------------------------------------------------------
+
+    def _bound_books(self, avatar: str, card_world: Any) -> list[str]:
+        books: list[str] = []
+        if isinstance(card_world, str) and card_world in self.world_ids:
+            books.append(self.world_ids[card_world])
+        stem = Path(avatar).stem
+        for lore in self.settings.char_lore:
+            if lore.name == stem:
+                books += [self.world_ids[b] for b in lore.extraBooks if b in self.world_ids]
+        return books
+
+    def _tags(self, avatar: str) -> list[str]:
+        names = {t.get("id"): t.get("name") for t in self.settings.tags}
+        found = [names.get(t) for t in self.settings.tag_map.get(avatar, [])]
+        return [n for n in found if isinstance(n, str) and n]
+
+    def characters(self) -> None:
+        library = PresetLibrary(self.target.project_dir)
+        files = sorted(self.read.cards)
+        for done, relative in self.each("characters", files):
+            with self.item(relative):
+                avatar = Path(relative).name
+                result = self.read.cards[relative]
+                card = result.character
+                assert card is not None  # only cards are kept in read.cards
+                digest = self.read.digests[relative]
+                made = self.manifest.made(relative)
+                character_id = made.get("character_id")
+                exists = (
+                    isinstance(character_id, str)
+                    and library.path("characters", character_id).is_file()
+                )
+                extra_books = self._bound_books(avatar, card.extensions.get("world"))
+                tags = list(dict.fromkeys([*card.tags, *self._tags(avatar)]))
+                if exists and made.get("hash") == digest:
+                    assert isinstance(character_id, str)
+                    self.character_ids[avatar] = character_id
+                    self.counts.add("characters", "unchanged")
+                elif exists:
+                    assert isinstance(character_id, str)
+                    old = library.character(character_id)
+                    books = self._card_book(result)
+                    kbs = list(dict.fromkeys([*books, *old.knowledge_bases, *extra_books]))
+                    new = card.model_copy(update={"knowledge_bases": kbs, "tags": tags})
+                    library.update_character(character_id, new, expected_version=None)
+                    self.character_ids[avatar] = character_id
+                    self.manifest.record(relative, digest, character_id=character_id)
+                    self.counts.add("characters", "updated")
+                else:
+                    summary = import_knowledge_file(
+                        self.folder.absolute(relative),
+                        project_dir=self.target.project_dir,
+                        global_folder=self.target.global_folders[0],
+                        database=self.target.database,
+                        existing=[*self.existing_kbs(), *self._book_alias(result)],
+                    )
+                    assert summary.character_file is not None
+                    if summary.created:
+                        self._kbs = None
+                    character_id = Path(summary.character_file).stem
+                    preset = library.character(character_id)
+                    kbs = list(dict.fromkeys([*preset.knowledge_bases, *extra_books]))
+                    library.save_character(
+                        character_id,
+                        preset.model_copy(update={"knowledge_bases": kbs, "tags": tags}),
+                    )
+                    self.character_ids[avatar] = character_id
+                    self.manifest.record(relative, digest, character_id=character_id)
+                    self.counts.add("characters", "added")
+            self.progress("characters", done, len(files))
+
+    def _same_lore(self, result: ImportResult) -> KnowledgeBase | None:
+        """The KB here with the lore of the card's own book (a world file the card was
+        made from, or the card's book imported before)."""
+        book = result.character_book
+        if book is None or not book.entries:
+            return None
+        wanted = lore_fingerprint(book)
+        return next(
+            (kb for kb in self.existing_kbs() if kb.entries and lore_fingerprint(kb) == wanted),
+            None,
+        )
+
+    def _book_alias(self, result: ImportResult) -> list[KnowledgeBase]:
+        """The card's book under the id of the KB here with the same lore: the importer
+        then binds the character to that KB instead of storing a second copy (the two
+        differ only in SillyTavern's raw copy of each entry, which its world files and
+        its cards write in different shapes)."""
+        same = self._same_lore(result)
+        book = result.character_book
+        if same is None or book is None:
+            return []
+        return [
+            book.model_copy(update={"kb_id": same.kb_id, "kb_displayName": same.kb_displayName})
+        ]
+
+    def _card_book(self, result: ImportResult) -> list[str]:
+        """The KB here with the entries of a changed card's book (a book that is new is
+        not stored: it is the card's own, still in the card)."""
+        same = self._same_lore(result)
+        return [same.kb_id] if same is not None else []
+
+    # -- personas ---------------------------------------------------------------------
+
+    def personas(self) -> None:
+        library = PersonaLibrary(self.target.project_dir)
+        items = _persona_items(self.settings)
+        for done, key in self.each("personas", list(items)):
+            with self.item(key):
+                item = items[key]
+                digest = _text_digest(item)
+                made = self.manifest.made(key)
+                persona_id = made.get("persona_id")
+                avatar = item["avatar"]
+                book = self.world_ids.get(item["lorebook"]) if item["lorebook"] else None
+                if item["lorebook"] and book is None:
+                    self.inactive.append(
+                        StInactive(
+                            what=f"persona {item['name']!r} book {item['lorebook']!r}",
+                            why="no world file of that name came over",
+                        )
+                    )
+                described = self.settings.persona_descriptions.get(avatar)
+                if described is not None and described.position != PERSONA_IN_PROMPT:
+                    self.inactive.append(
+                        StInactive(
+                            what=f"persona {item['name']!r} description position "
+                            f"{described.position} (depth {described.depth})",
+                            why="storyloom puts a persona's description where the "
+                            "pipeline's persona block is",
+                        )
+                    )
+                persona = Persona(
+                    name=item["name"], description=item["description"], knowledge_base=book
+                )
+                if isinstance(persona_id, str) and persona_id in library.ids():
+                    if made.get("hash") == digest:
+                        self.counts.add("personas", "unchanged")
+                    else:
+                        old = library.get(persona_id)
+                        library.update(
+                            persona_id,
+                            persona.model_copy(update={"id": persona_id, "avatar": old.avatar}),
+                            expected_version=None,
+                        )
+                        self.manifest.record(key, digest, persona_id=persona_id)
+                        self.counts.add("personas", "updated")
+                else:
+                    persona_id = library.create(persona).id
+                    image = self.folder.absolute(f"User Avatars/{avatar}")
+                    media = {v: k for k, v in AVATAR_SUFFIXES.items()}.get(image.suffix.lower())
+                    if image.is_file() and media is not None:
+                        library.set_avatar(persona_id, image.read_bytes(), media)
+                    self.manifest.record(key, digest, persona_id=persona_id)
+                    self.counts.add("personas", "added")
+                self.persona_ids[avatar] = persona_id
+            self.progress("personas", done, len(items))
+        default = self.persona_ids.get(self.settings.default_persona or "")
+        if default is not None:
+            library.set_default(default)
+
+    # -- presets, templates -----------------------------------------------------------
+
+    def presets(self) -> None:
+        workflows = ProjectWorkflows(self.target.project_dir)
+        files = sorted(self.read.presets)
+        for done, relative in self.each("presets", files):
+            with self.item(relative):
+                digest = self.read.digests[relative]
+                made = self.manifest.made(relative)
+                workflow_id = made.get("workflow_id")
+                if (
+                    made.get("hash") == digest
+                    and isinstance(workflow_id, str)
+                    and workflows.exists(workflow_id)
+                ):
+                    self.counts.add("presets", "unchanged")
+                else:
+                    workflow, _ = workflows.import_st_preset(
+                        self.read.presets[relative], file_name=relative, overwrite=True
+                    )
+                    workflow_id = workflow.id
+                    self.manifest.record(relative, digest, workflow_id=workflow_id)
+                    self.counts.add("presets", "updated" if made else "added")
+                self.preset_ids[Path(relative).stem] = workflow_id
+            self.progress("presets", done, len(files))
+
+    def templates(self, kind: StKind) -> None:
+        library = TemplateLibrary(self.target.home)
+        files = self.folder.of("instruct" if kind == "instruct" else "context")
+        for done, relative in self.each(kind, files):
+            with self.item(relative):
+                digest = file_digest(self.folder.absolute(relative))
+                if self.manifest.digest(relative) == digest:
+                    self.counts.add(kind, "unchanged")
+                else:
+                    library.import_file(self.folder.absolute(relative))
+                    self.counts.add(kind, "updated" if self.manifest.digest(relative) else "added")
+                    self.manifest.record(relative, digest)
+            self.progress(kind, done, len(files))
+
+    # -- variables, regex -------------------------------------------------------------
+
+    def variables(self) -> None:
+        store = GlobalVariables.in_home(self.target.home)
+        items = _variable_items(self.settings)
+        before = store.load()
+        after = dict(before)
+        for done, (key, value) in enumerate(items.items(), 1):
+            digest = _text_digest(value)
+            name = key.removeprefix("settings.json#variable/")
+            if self.manifest.digest(key) == digest:
+                self.counts.add("variables", "unchanged")
+            else:
+                self.counts.add("variables", "updated" if self.manifest.digest(key) else "added")
+                after[name] = value
+            self.progress("variables", done, len(items))
+        if after != before:
+            store.save_changes(before, after)
+        for key, value in items.items():
+            if self.manifest.digest(key) != _text_digest(value):
+                self.manifest.record(key, _text_digest(value))
+
+    # -- chats ------------------------------------------------------------------------
+
+    def _chat_settings(
+        self, chat: ChatLog, avatar: str | None
+    ) -> tuple[dict[str, Any], ChatState | None]:
+        metadata = chat.header.chat_metadata if chat.header is not None else {}
+        settings: dict[str, Any] = {}
+        locked = metadata.get("persona")
+        if isinstance(locked, str) and locked in self.persona_ids:
+            settings["persona_id"] = self.persona_ids[locked]
+        book = metadata.get("world_info")
+        if isinstance(book, str) and book in self.world_ids:
+            settings["knowledge_bases"] = [self.world_ids[book]]
+        if avatar is not None and avatar in self.settings.allowed_card_regex:
+            settings["allow_regex_scripts"] = True
+        active = self.preset_ids.get(self.settings.active_preset or "")
+        if active is not None:
+            settings["pipeline"] = active
+        return settings, self._timed_state(metadata)
+
+    def _timed_state(self, metadata: Mapping[str, Any]) -> ChatState | None:
+        tables: dict[str, dict[str, dict[str, TimedEffect]]] = {"sticky": {}, "cooldown": {}}
+        for kind, effects in timed_effects(dict(metadata)).items():
+            for key, effect in effects.items():
+                world, _, uid = key.rpartition(".")
+                kb_id = self.world_ids.get(world)
+                entry_id = self.world_entries.get(world, {}).get(uid)
+                if kb_id is None or entry_id is None:
+                    self.inactive.append(
+                        StInactive(
+                            what=f"lore timer {kind} {key}",
+                            why=f"no book named {world!r} came over",
+                        )
+                    )
+                    continue
+                tables[kind].setdefault(kb_id, {})[entry_id] = TimedEffect(
+                    start=effect.start, end=effect.end, protected=effect.protected
+                )
+        if not tables["sticky"] and not tables["cooldown"]:
+            return None
+        return ChatState(
+            timed_effects=TimedEffectsState(sticky=tables["sticky"], cooldown=tables["cooldown"])
+        )
+
+    def _snapshot_of(self, avatar: str | None) -> CharacterSnapshot | None:
+        character_id = self.character_ids.get(avatar or "")
+        if character_id is None:
+            return None
+        if character_id not in self._snapshots:
+            preset = PresetLibrary(self.target.project_dir).character(character_id)
+            self._snapshots[character_id] = character_snapshot(
+                character_id, preset, datetime.now(UTC)
+            )
+        return self._snapshots[character_id]
+
+    def _join(
+        self,
+        chat: ChatLog,
+        conversation_id: str,
+        base: list[Message],
+        *,
+        branch: bool,
+    ) -> str:
+        """Add the lines of ``chat`` after its common prefix with ``base``; the new leaf."""
+        shared = _common_prefix(chat.messages, base)
+        if shared == len(chat.messages):
+            return base[shared - 1].id if shared else (base[-1].id if base else "")
+        parent = base[shared - 1].id if shared else None
+        added = continue_st_chat(
+            self.target.tree,
+            conversation_id,
+            chat,
+            start=shared,
+            parent_id=parent,
+            keep_pointer=branch,
+        )
+        return added[-1]
+
+    def chats(self) -> None:
+        files = sorted(self.read.chats)
+        names = {f.removesuffix(".jsonl"): f for f in files}
+        ordered = _mains_first(files, self.read.chats, names)
+        tree = self.target.tree
+        for done, relative in self.each("chats", ordered):
+            with self.item(relative):
+                chat = self.read.chats[relative]
+                digest = self.read.digests[relative]
+                made = self.manifest.made(relative)
+                avatar = self._avatar_of_folder(Path(relative).parent.name)
+                place = self._known_place(made)
+                main = _main_chat(chat, relative, names)
+                if place is not None and made.get("hash") == digest:
+                    self.chat_places[relative] = place
+                    self.counts.add("chats", "unchanged")
+                elif place is not None:
+                    conversation_id, leaf = place
+                    leaf = self._join(
+                        chat,
+                        conversation_id,
+                        tree.path(leaf or None),
+                        branch=main is not None,
+                    )
+                    self._done_chat(relative, digest, conversation_id, leaf, "updated")
+                elif main is not None and main in self.chat_places:
+                    conversation_id, main_leaf = self.chat_places[main]
+                    leaf = self._join(
+                        chat, conversation_id, tree.path(main_leaf or None), branch=True
+                    )
+                    self._done_chat(relative, digest, conversation_id, leaf, "added")
+                else:
+                    settings, state = self._chat_settings(chat, avatar)
+                    imported = import_st_chat(
+                        tree,
+                        chat,
+                        project_id=self.project_id,
+                        character=self._snapshot_of(avatar),
+                        settings=settings,
+                        state=state,
+                    )
+                    conversation = tree.conversation(imported.conversation_id)
+                    leaf = conversation.pointer or ""
+                    self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
+            self.progress("chats", done, len(ordered))
+
+    def _done_chat(
+        self, relative: str, digest: str, conversation_id: str, leaf: str, outcome: str
+    ) -> None:
+        self.chat_places[relative] = (conversation_id, leaf)
+        self.manifest.record(relative, digest, conversation_id=conversation_id, leaf=leaf)
+        self.counts.add("chats" if relative.startswith("chats/") else "group_chats", outcome)
+
+    def _known_place(self, made: Mapping[str, Any]) -> tuple[str, str] | None:
+        conversation_id, leaf = made.get("conversation_id"), made.get("leaf")
+        if not isinstance(conversation_id, str) or not isinstance(leaf, str):
+            return None
+        try:
+            self.target.tree.conversation(conversation_id)
+            if leaf:
+                self.target.tree.message(leaf)
+        except NotFound:
+            return None  # the user deleted it here: it comes again
+        return conversation_id, leaf
+
+    def _avatar_of_folder(self, folder_name: str) -> str | None:
+        """chats/<name>/ is named for the card's avatar file without its extension."""
+        return next((a for a in self.character_ids if Path(a).stem == folder_name), None)
+
+    def groups(self) -> None:
+        files = sorted(self.read.groups)
+        chats_by_id = {Path(f).stem: f for f in self.read.group_chats}
+        tree = self.target.tree
+        chat_files = [
+            f for g in files for c in self.read.groups[g].chats if (f := chats_by_id.get(c))
+        ]
+        self.progress("group_chats", 0, len(chat_files))
+        chat_done = 0
+        for done, relative in self.each("groups", files):
+            with self.item(relative):
+                group = self.read.groups[relative]
+                digest = self.read.digests[relative]
+                self.counts.add(
+                    "groups",
+                    "unchanged"
+                    if self.manifest.digest(relative) == digest
+                    else "added"
+                    if not self.manifest.digest(relative)
+                    else "updated",
+                )
+                cards = {a: s for a in group.members if (s := self._snapshot_of(a)) is not None}
+                for chat_id in group.chats:
+                    chat_file = chats_by_id.get(chat_id)
+                    if chat_file is None:
+                        continue
+                    chat = self.read.group_chats[chat_file]
+                    chat_digest = self.read.digests[chat_file]
+                    made = self.manifest.made(chat_file)
+                    place = self._known_place(made)
+                    if place is not None and made.get("hash") == chat_digest:
+                        self.counts.add("group_chats", "unchanged")
+                    elif place is not None:
+                        leaf = self._join(chat, place[0], tree.path(place[1] or None), branch=False)
+                        self._done_chat(chat_file, chat_digest, place[0], leaf, "updated")
+                    else:
+                        try:
+                            imported, warnings = import_st_group_chat(
+                                tree, chat, group, project_id=self.project_id, cards=cards
+                            )
+                        except StoryloomError as exc:
+                            self.read.problem(chat_file, exc)
+                            continue
+                        self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
+                        conversation = tree.conversation(imported.conversation_id)
+                        update, _ = self._chat_settings(chat, None)
+                        tree.update_conversation(
+                            conversation.id,
+                            settings=conversation.settings.model_copy(update=update),
+                        )
+                        leaf = conversation.pointer or ""
+                        self._done_chat(
+                            chat_file, chat_digest, imported.conversation_id, leaf, "added"
+                        )
+                    chat_done += 1
+                    self.progress("group_chats", chat_done, len(chat_files))
+                self.manifest.record(relative, digest)
+            self.progress("groups", done, len(files))
+
+    def global_books(self) -> None:
+        wanted = [self.world_ids[w] for w in self.settings.global_worlds if w in self.world_ids]
+        for name in self.settings.global_worlds:
+            if name not in self.world_ids:
+                self.inactive.append(
+                    StInactive(what=f"global world {name!r}", why="no such world file")
+                )
+        project = load_project(self.target.project_dir)
+        merged = list(dict.fromkeys([*project.globalKnowledgeBases, *wanted]))
+        if merged != project.globalKnowledgeBases:
+            save_project(
+                self.target.project_dir, project.model_copy(update={"globalKnowledgeBases": merged})
+            )
+
+
+def _entry_ids(kb: KnowledgeBase) -> dict[str, str]:
+    """SillyTavern's uid of each entry (kept in its raw copy) -> the entry's id here."""
+    out: dict[str, str] = {}
+    for entry in kb.entries:
+        data = entry.model_dump(mode="json", by_alias=True)
+        raw = data.get("extensions", {}).get("sillytavern")
+        uid = raw.get("uid") if isinstance(raw, dict) else None
+        if uid is not None and isinstance(data.get("id"), str):
+            out[str(uid)] = data["id"]
+    return out
+
+
+def _main_chat(chat: ChatLog, relative: str, names: Mapping[str, str]) -> str | None:
+    """The chat file ``main_chat`` names, in the same character's folder."""
+    metadata = chat.header.chat_metadata if chat.header is not None else {}
+    main = metadata.get("main_chat")
+    if not isinstance(main, str) or not main:
+        return None
+    found = names.get(f"{Path(relative).parent.as_posix()}/{main}")
+    return found if found != relative else None
+
+
+def _mains_first(
+    files: Sequence[str], chats: Mapping[str, ChatLog], names: Mapping[str, str]
+) -> list[str]:
+    """Every chat after the chat its ``main_chat`` names (a chain, or a loop, is cut)."""
+    ordered: list[str] = []
+    placed: set[str] = set()
+
+    def place(relative: str, seen: frozenset[str]) -> None:
+        if relative in placed:
+            return
+        main = _main_chat(chats[relative], relative, names)
+        if main is not None and main not in seen:
+            place(main, seen | {relative})
+        placed.add(relative)
+        ordered.append(relative)
+
+    for relative in files:
+        place(relative, frozenset({relative}))
+    return ordered
+
+
+def _line_key(name: Any, text: Any, sent: Any) -> tuple[str, str, str]:
+    return (str(name or ""), str(text or ""), str(sent or ""))
+
+
+def _common_prefix(lines: Sequence[ChatMessage], path: Sequence[Message]) -> int:
+    """How many first lines of a chat file are the first messages of ``path``."""
+    shared = 0
+    for line, message in zip(lines, path, strict=False):
+        kept = message.extra.get(LINE_KEY)
+        sent = kept.get("send_date") if isinstance(kept, dict) else None
+        if _line_key(line.name, line.mes, line.send_date) != _line_key(
+            message.name, message.content, sent
+        ):
+            break
+        shared += 1
+    return shared
+
+
+# -- the kinds helper D and B build stores for ------------------------------------------
+
+
+def _import_global_regex(scripts: Sequence[Mapping[str, Any]]) -> list[StInactive]:
+    """SillyTavern's global regex scripts (``extension_settings.regex``): kept in the
+    report until the home-level regex store is merged."""
+    return [
+        StInactive(
+            what=f"global regex script {s.get('scriptName') or s.get('id') or '?'}",
+            why="global regex store not merged",
+        )
+        for s in scripts
+    ]
+
+
+def _import_quick_replies(files: Sequence[str]) -> list[StInactive]:
+    return [
+        StInactive(what=f"quick reply set {f}", why="quick reply store not merged") for f in files
+    ]
+
+
+def _import_backgrounds(files: Sequence[str]) -> list[StInactive]:
+    return [StInactive(what=f"background {f}", why="background store not merged") for f in files]
+
+
+def _import_sprites(files: Sequence[str]) -> list[StInactive]:
+    return [StInactive(what=f"sprite {f}", why="sprite store not merged") for f in files]
+
+
+def _import_themes(files: Sequence[str]) -> list[StInactive]:
+    return [
+        StInactive(what=f"theme {f}", why="themes are kept, not applied; theme store not merged")
+        for f in files
+    ]
+
+
+def import_folder(
+    target: MoveInTarget,
+    path: Path,
+    user: str | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> StImportReport:
+    """Import the folder (see the module's docstring); the report of what came."""
+    folder = find_user_folder(path, user)
+    read = _read_folder(folder)
+    run = _Import(
+        target=target,
+        read=read,
+        manifest=Manifest(target.project_dir, folder.path),
+        progress=on_progress or (lambda kind, done, total: None),
+    )
+    run.worlds()
+    run.characters()
+    run.personas()
+    run.presets()
+    run.templates("instruct")
+    run.templates("context")
+    run.variables()
+    run.global_books()
+    run.chats()
+    run.groups()
+    settings = read.settings
+    for kind, inactive in (
+        ("regex", _import_global_regex(settings.global_regex)),
+        ("quick_replies", _import_quick_replies(folder.of("quick_replies"))),
+        ("backgrounds", _import_backgrounds(folder.of("backgrounds"))),
+        ("sprites", _import_sprites(folder.of("sprites"))),
+        ("themes", _import_themes(folder.of("themes"))),
+    ):
+        run.inactive.extend(inactive)
+        run.progress(kind, len(inactive), len(inactive))  # type: ignore[arg-type]
+    for name in settings.extensions:
+        run.inactive.append(
+            StInactive(what=f"extension settings {name!r}", why="storyloom has no use for them")
+        )
+    return StImportReport(
+        path=str(folder.path),
+        counts=list(run.counts.counts.values()),
+        inactive=run.inactive,
+        problems=read.problems,
+    )
