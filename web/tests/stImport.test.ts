@@ -115,6 +115,14 @@ describe('what the section shows', () => {
       { kind: 'worlds', done: 0, total: 3, percent: 0 },
       { kind: 'chats', done: 8, total: 8, percent: 100 },
     ])
+    // Kinds the job has not reached answer 0 of 0: the preview's count stands in.
+    const early = { ...running({ characters: 1 }), kinds: running({ characters: 1 }).kinds.map((k) => (k.kind === 'characters' ? k : { ...k, total: 0 })) }
+    expect(progressBars(early, PREVIEW.kinds)).toEqual([
+      { kind: 'characters', done: 1, total: 3, percent: 33 },
+      { kind: 'worlds', done: 0, total: 3, percent: 0 },
+      { kind: 'chats', done: 0, total: 8, percent: 0 },
+    ])
+    expect(progressBars(early)).toHaveLength(1)
     expect(percentOf(9, 8)).toBe(100)
     expect(percentOf(0, 0)).toBe(100)
   })
@@ -128,6 +136,7 @@ describe('what the section shows', () => {
 
   it('orders problems by file, then field', () => {
     expect(sortedProblems(PREVIEW.problems).map((p) => p.file)).toEqual(['characters/Ann.png', 'worlds/broken.json'])
+    expect(sortedProblems(undefined)).toEqual([])
   })
 
   it('has a label for every kind and layout in both languages', () => {
@@ -328,6 +337,17 @@ describe('the section', () => {
     expect(path.value).toBe('/st/data/default-user')
     expect(path.disabled).toBe(false)
     expect(w.get(q('st-import-preview')).attributes('disabled')).toBeUndefined()
+  })
+
+  it('shows why an import could not start (another one running), and asks nothing more', async () => {
+    answering([DONE], { status: 409, body: { error: { message: 'an import from SillyTavern is running; wait for it to finish' } } })
+    const w = mountSection()
+    await previewFolder(w)
+    await w.get(q('st-import-start')).trigger('click')
+    await vi.advanceTimersByTimeAsync(POLL_INTERVAL_MS * 4)
+    expect(w.get(q('st-import-error')).text()).toContain('an import from SillyTavern is running')
+    expect(server.calls.map((c) => c.url)).toEqual(['/api/sillytavern/preview', '/api/sillytavern/import'])
+    expect(w.get(q('st-import-start')).attributes('disabled')).toBeUndefined()
   })
 
   it("shows the server's error envelope when the folder cannot be read", async () => {

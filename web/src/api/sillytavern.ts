@@ -13,7 +13,7 @@ import type {
   StKindPreview,
   StKindProgress,
   StProblem,
-} from './stContract'
+} from './types'
 
 export type {
   StFolderPreview,

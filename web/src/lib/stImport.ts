@@ -7,6 +7,7 @@ import type {
   StImportProgress,
   StImportReport,
   StKind,
+  StKindPreview,
   StProblem,
 } from '../api/sillytavern'
 
@@ -56,10 +57,14 @@ export function percentOf(done: number, total: number): number {
   return Math.min(100, Math.max(0, Math.floor((done / total) * 100)))
 }
 
-export function progressBars(progress: StImportProgress): ProgressBar[] {
+/** A bar per kind with something to take. A kind the job has not reached yet answers a
+ * total of 0: it keeps the count the preview found, at nothing done. */
+export function progressBars(progress: StImportProgress, planned: readonly StKindPreview[] = []): ProgressBar[] {
+  const found = new Map(planned.map((k) => [k.kind, k.found]))
   return progress.kinds
+    .map((k) => ({ kind: k.kind, done: k.done, total: k.total > 0 ? k.total : (found.get(k.kind) ?? 0) }))
     .filter((k) => k.total > 0)
-    .map((k) => ({ kind: k.kind, done: k.done, total: k.total, percent: percentOf(k.done, k.total) }))
+    .map((k) => ({ ...k, percent: percentOf(k.done, k.total) }))
 }
 
 export interface ReportRow {
@@ -80,7 +85,8 @@ export function reportChangedAnything(report: StImportReport): boolean {
   return report.counts.some((c) => c.added > 0 || c.updated > 0)
 }
 
-/** Problems in a stable order (by file, then field), so the list reads as the folder does. */
-export function sortedProblems(problems: readonly StProblem[]): StProblem[] {
+/** Problems in a stable order (by file, then field), so the list reads as the folder does
+ * (the server leaves an empty list out). */
+export function sortedProblems(problems: readonly StProblem[] = []): StProblem[] {
   return [...problems].sort((a, b) => a.file.localeCompare(b.file) || a.field.localeCompare(b.field))
 }

@@ -12,9 +12,10 @@ import {
   type StFolderRequest,
   type StImportJob,
   type StImportProgress,
+  type StKindPreview,
 } from '../api/sillytavern'
 import type { Problem } from '../api/types'
-import { folderRequest, sameRequest } from './stImport'
+import { folderRequest, progressBars, sameRequest } from './stImport'
 
 export const POLL_INTERVAL_MS = 500
 /** Unanswered asks in a row before the job is given up on (a server restarting, a laptop
@@ -112,6 +113,8 @@ export function useStImport(api: StImportApi = SERVER_API, intervalMs: number = 
   const progress = shallowRef<StImportProgress | null>(null)
   const importError = shallowRef<ShownError | null>(null)
   const starting = ref(false)
+  /** What the preview found, for the bars of kinds the job has not reached yet. */
+  let planned: StKindPreview[] = []
   let previewedFor: StFolderRequest | null = null
   let previewSeq = 0
   let poll: ImportPoll | null = null
@@ -122,6 +125,7 @@ export function useStImport(api: StImportApi = SERVER_API, intervalMs: number = 
   const previewCurrent = computed(() => preview.value !== null && sameRequest(previewedFor, request.value))
   const canPreview = computed(() => request.value !== null && !previewing.value && !running.value)
   const canImport = computed(() => previewCurrent.value && !previewing.value && !running.value)
+  const bars = computed(() => (progress.value?.state === 'running' ? progressBars(progress.value, planned) : []))
   const report = computed(() => (progress.value?.state === 'done' ? (progress.value.report ?? null) : null))
 
   function stopPolling(): void {
@@ -168,12 +172,9 @@ export function useStImport(api: StImportApi = SERVER_API, intervalMs: number = 
     } finally {
       starting.value = false
     }
-    // Until the first answer, the bars are those the preview promised, at nothing done.
-    progress.value = {
-      job_id: job.job_id,
-      state: 'running',
-      kinds: (preview.value?.kinds ?? []).map((k) => ({ kind: k.kind, done: 0, total: k.new + k.changed })),
-    }
+    // Until the first answer, the bars are those of the kinds the preview found, at nothing done.
+    planned = preview.value?.kinds ?? []
+    progress.value = { job_id: job.job_id, state: 'running', kinds: planned.map((k) => ({ kind: k.kind, done: 0, total: 0 })) }
     poll = pollStImport(
       job.job_id,
       api.get,
@@ -205,6 +206,7 @@ export function useStImport(api: StImportApi = SERVER_API, intervalMs: number = 
     progress,
     importError,
     running,
+    bars,
     report,
     canPreview,
     canImport,
