@@ -83,7 +83,13 @@ def test_a_folder_imported_from_settings_continues_its_checkpointed_chat(
         )
         expect(section.locator(tid("st-import-path"))).to_have_value(str(user))
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(RESULTS_DIR / "sillytavern-import-report.png"), full_page=True)
+        section.screenshot(path=str(RESULTS_DIR / "sillytavern-import-report.png"))
+
+        # A second look at the same folder finds what came here already.
+        section.locator(tid("st-import-preview")).click()
+        for kind in ("characters", "worlds", "personas", "chats", "presets"):
+            expect(cell(page, "st-import-preview-row", kind, "new")).to_have_text("0")
+            expect(cell(page, "st-import-preview-row", kind, "changed")).to_have_text("0")
 
         # The checkpointed chat is one conversation: the branch and the checkpoint are
         # branches of it, not chats of their own.
