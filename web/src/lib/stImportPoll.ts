@@ -104,7 +104,7 @@ const SERVER_API: StImportApi = {
   get: (jobId) => getStImport(jobId),
 }
 
-export function useStImport(api: StImportApi = SERVER_API, intervalMs: number = POLL_INTERVAL_MS) {
+export function useStImport(api: StImportApi = SERVER_API) {
   const path = ref('')
   const user = ref('')
   const preview = shallowRef<StFolderPreview | null>(null)
@@ -190,7 +190,6 @@ export function useStImport(api: StImportApi = SERVER_API, intervalMs: number = 
           importError.value = error
         },
       },
-      intervalMs,
     )
   }
 
@@ -212,6 +211,5 @@ export function useStImport(api: StImportApi = SERVER_API, intervalMs: number = 
     canImport,
     runPreview,
     runImport,
-    stopPolling,
   }
 }
