@@ -33,24 +33,32 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, assert_never
 
 from storyloom.chat.personalab.library import PresetLibrary, character_snapshot
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES, Persona, PersonaLibrary
 from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.message import Message
-from storyloom.chat.store.st_chat import LINE_KEY, continue_st_chat, import_st_chat
+from storyloom.chat.store.st_chat import HEADER_KEY, LINE_KEY, continue_st_chat, import_st_chat
 from storyloom.chat.store.st_group_chat import import_st_group_chat
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.atomic_io import atomic_write_json
 from storyloom.core.errors import FieldProblem, NotFound, StoryloomError
-from storyloom.knowledge.knowledge_base import KnowledgeBase, save_knowledge_base
+from storyloom.knowledge.knowledge_base import (
+    KnowledgeBase,
+    load_knowledge_base,
+    save_knowledge_base,
+)
 from storyloom.knowledge.st_import import ImportResult, import_sillytavern
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.llm.instruct import TemplateLibrary
-from storyloom.project.knowledge_import import import_knowledge_file
+from storyloom.project.knowledge_import import (
+    ImportSummary,
+    entries_fingerprint,
+    import_knowledge_file,
+)
 from storyloom.project.project_file import load_project, save_project
 from storyloom.project.project_knowledge import open_project_knowledge
 from storyloom.server.st_move_in_views import (
@@ -64,6 +72,7 @@ from storyloom.server.st_move_in_views import (
     StProblem,
 )
 from storyloom.server.workflow_service import ProjectWorkflows, read_preset_json
+from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.chat_log import ChatLog, ChatMessage, parse_chat_jsonl
 from storyloom.sillytavern.group_file import GroupFile, parse_group_file
 from storyloom.sillytavern.user_folder import (
@@ -79,6 +88,11 @@ from storyloom.sillytavern.user_folder import (
 from storyloom.store.database import Database
 
 MANIFEST_DIR = "imports/sillytavern"
+MANIFEST_BATCH = 100
+"""Items recorded between two writes of the manifest. Writing it after each item would
+rewrite a file of thousands of lines thousands of times; an item whose line was not
+written yet when an import stopped is matched again by its content next time (a card by
+its JSON, a book by its lore, a chat by its header and messages)."""
 PERSONA_IN_PROMPT = 0
 """``persona_description_positions.IN_PROMPT`` (personas.js): where storyloom puts it too."""
 ProgressCallback = Callable[[StKind, int, int], None]
@@ -137,6 +151,7 @@ class Manifest:
             if isinstance(items, dict):
                 self.items = {k: v for k, v in items.items() if isinstance(v, dict)}
         self.source = str(folder)
+        self._unsaved = 0
 
     def digest(self, key: str) -> str | None:
         value = self.items.get(key, {}).get("hash")
@@ -147,7 +162,15 @@ class Manifest:
 
     def record(self, key: str, digest: str, **made: Any) -> None:
         self.items[key] = {"hash": digest, **made}
-        atomic_write_json(self.path, {"source": self.source, "items": self.items})
+        self._unsaved += 1
+        if self._unsaved >= MANIFEST_BATCH:
+            self.save()
+
+    def save(self) -> None:
+        """Write what was recorded (atomically); a no-op when nothing was."""
+        if self._unsaved:
+            atomic_write_json(self.path, {"source": self.source, "items": self.items})
+            self._unsaved = 0
 
 
 def lore_fingerprint(kb: KnowledgeBase) -> str:
@@ -286,7 +309,8 @@ def _item_digests(read: _Read, kind: StKind) -> dict[str, str]:
             if kind in ("characters", "worlds", "chats", "groups", "group_chats", "presets"):
                 return {f: read.digests[f] for f in files if f in read.digests}
             return {f: file_digest(read.folder.absolute(f)) for f in files}
-    raise AssertionError(kind)  # pragma: no cover - the match is exhaustive
+        case _:
+            assert_never(kind)
 
 
 def preview_folder(target: MoveInTarget, path: Path, user: str | None = None) -> StFolderPreview:
@@ -309,19 +333,24 @@ def preview_folder(target: MoveInTarget, path: Path, user: str | None = None) ->
 # -- writing ----------------------------------------------------------------------------
 
 
+Outcome = Literal["added", "updated", "unchanged"]
+
+
 class _Counts:
     def __init__(self) -> None:
         self.counts = {kind: StKindCount(kind=kind) for kind in ST_KINDS}
 
-    def add(self, kind: StKind, outcome: str) -> None:
+    def add(self, kind: StKind, outcome: Outcome) -> None:
         count = self.counts[kind]
         match outcome:
             case "added":
                 count.added += 1
             case "updated":
                 count.updated += 1
-            case _:
+            case "unchanged":
                 count.unchanged += 1
+            case _:
+                assert_never(outcome)
 
 
 @dataclass
@@ -343,7 +372,14 @@ class _Import:
     """Preset name -> workflow id."""
     chat_places: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
-    _kbs: list[KnowledgeBase] | None = None
+    _kb_folders: dict[str, Path] | None = None
+    """The KBs here (None: not read yet), by kb_id, and by their entries and lore."""
+    _by_entries: dict[str, list[KnowledgeBase]] | None = None
+    _by_lore: dict[str, KnowledgeBase] | None = None
+    _cards_here: dict[str, str] | None = None
+    _chats_here: dict[str, tuple[str, str]] | None = None
+    """Conversations here before this run, by :func:`_header_key`."""
+    """The kept card JSON of the characters here before this run (hash -> id)."""
     _snapshots: dict[str, CharacterSnapshot | None] = field(default_factory=dict)
     _project_id: str | None = None
 
@@ -361,16 +397,44 @@ class _Import:
     def settings(self) -> StSettings:
         return self.read.settings
 
-    def existing_kbs(self) -> list[KnowledgeBase]:
-        """The KBs here now (read once, again after this import made one)."""
-        if self._kbs is None:
-            knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
-            self._kbs = knowledge.catalog.knowledge_bases()
-        return self._kbs
+    def _index(self) -> None:
+        if self._kb_folders is not None:
+            return
+        knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
+        self._kb_folders, self._by_entries, self._by_lore = {}, {}, {}
+        for loaded in knowledge.catalog.bases:
+            self._remember(loaded.kb, loaded.folder)
+
+    def _remember(self, kb: KnowledgeBase, folder: Path) -> None:
+        assert self._kb_folders is not None
+        assert self._by_entries is not None and self._by_lore is not None
+        self._kb_folders[kb.kb_id] = folder
+        if kb.entries:
+            self._by_entries.setdefault(entries_fingerprint(kb), []).append(kb)
+            self._by_lore.setdefault(lore_fingerprint(kb), kb)
 
     def kb_folders(self) -> dict[str, Path]:
-        knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
-        return {b.kb_id: b.folder for b in knowledge.catalog.bases}
+        """Where each KB here is (read once; the KBs this import makes are added)."""
+        self._index()
+        assert self._kb_folders is not None
+        return self._kb_folders
+
+    def _made(self, summary: ImportSummary) -> None:
+        """Index the KBs an import just made."""
+        for created in summary.created:
+            folder = Path(created.folder)
+            self._remember(load_knowledge_base(folder), folder)
+
+    def existing_for(self, books: Sequence[KnowledgeBase]) -> list[KnowledgeBase]:
+        """The KBs here that ``books`` may duplicate (the same entries): what the
+        importer compares them with, without hashing every KB here for each file."""
+        self._index()
+        assert self._by_entries is not None
+        found: list[KnowledgeBase] = []
+        for book in books:
+            if book.entries:
+                found += self._by_entries.get(entries_fingerprint(book), [])
+        return found
 
     def each(self, kind: StKind, items: Sequence[str]) -> list[tuple[int, str]]:
         self.progress(kind, 0, len(items))
@@ -389,7 +453,6 @@ class _Import:
 
     def worlds(self) -> None:
         files = sorted(self.read.worlds)
-        folders: dict[str, Path] | None = None
         for done, relative in self.each("worlds", files):
             with self.item(relative):
                 name = Path(relative).stem
@@ -398,8 +461,7 @@ class _Import:
                 self.world_entries[name] = _entry_ids(kb)
                 made = self.manifest.made(relative)
                 kb_id = made.get("kb_id")
-                if folders is None:
-                    folders = self.kb_folders()
+                folders = self.kb_folders()
                 if isinstance(kb_id, str) and kb_id in folders:
                     self.world_ids[name] = kb_id
                     if made.get("hash") == digest:
@@ -409,6 +471,11 @@ class _Import:
                         save_knowledge_base(kb, folders[kb_id])
                         self.manifest.record(relative, digest, kb_id=kb_id)
                         self.counts.add("worlds", "updated")
+                elif (same := self._lore_here(kb)) is not None:
+                    # A card's copy of this book is here already: it is this world.
+                    self.world_ids[name] = same.kb_id
+                    self.manifest.record(relative, digest, kb_id=same.kb_id)
+                    self.counts.add("worlds", "unchanged")
                 else:
                     summary = import_knowledge_file(
                         self.folder.absolute(relative),
@@ -416,12 +483,11 @@ class _Import:
                         global_folder=self.target.global_folders[0],
                         database=self.target.database,
                         display_name=kb.kb_displayName or name,
-                        existing=self.existing_kbs(),
+                        existing=self.existing_for([kb]),
                     )
-                    self._kbs = None
+                    self._made(summary)
                     if summary.created:
                         kb_id = summary.created[0].kb_id
-                        folders = None
                     else:
                         kb_id = summary.duplicates[0].existing_kb_id
                     self.world_ids[name] = kb_id
@@ -468,6 +534,18 @@ class _Import:
                     assert isinstance(character_id, str)
                     self.character_ids[avatar] = character_id
                     self.counts.add("characters", "unchanged")
+                elif not exists and (same := self._same_character(library, card)):
+                    # Imported here before: by hand, or from another copy of the folder.
+                    # It keeps what the user made of it, and gains SillyTavern's bindings.
+                    here = library.character(same)
+                    kbs = list(dict.fromkeys([*here.knowledge_bases, *extra_books]))
+                    if kbs != here.knowledge_bases:
+                        library.save_character(
+                            same, here.model_copy(update={"knowledge_bases": kbs})
+                        )
+                    self.character_ids[avatar] = same
+                    self.manifest.record(relative, digest, character_id=same)
+                    self.counts.add("characters", "unchanged")
                 elif exists:
                     assert isinstance(character_id, str)
                     old = library.character(character_id)
@@ -484,11 +562,13 @@ class _Import:
                         project_dir=self.target.project_dir,
                         global_folder=self.target.global_folders[0],
                         database=self.target.database,
-                        existing=[*self.existing_kbs(), *self._book_alias(result)],
+                        existing=[
+                            *self.existing_for(result.knowledge_bases),
+                            *self._book_alias(result),
+                        ],
                     )
                     assert summary.character_file is not None
-                    if summary.created:
-                        self._kbs = None
+                    self._made(summary)
                     character_id = Path(summary.character_file).stem
                     preset = library.character(character_id)
                     kbs = list(dict.fromkeys([*preset.knowledge_bases, *extra_books]))
@@ -501,17 +581,32 @@ class _Import:
                     self.counts.add("characters", "added")
             self.progress("characters", done, len(files))
 
+    def _same_character(self, library: PresetLibrary, card: CharacterDefinition) -> str | None:
+        """A character here imported from the very same card (its kept card JSON equal)."""
+        if self._cards_here is None:
+            self._cards_here = {}
+            for listing in library.characters():
+                if listing.error is None:
+                    kept = library.character(listing.id).source_card
+                    if kept is not None:
+                        self._cards_here.setdefault(_text_digest(kept), listing.id)
+        if card.source_card is None:
+            return None
+        return self._cards_here.get(_text_digest(card.source_card))
+
     def _same_lore(self, result: ImportResult) -> KnowledgeBase | None:
         """The KB here with the lore of the card's own book (a world file the card was
         made from, or the card's book imported before)."""
         book = result.character_book
-        if book is None or not book.entries:
+        return self._lore_here(book) if book is not None else None
+
+    def _lore_here(self, book: KnowledgeBase) -> KnowledgeBase | None:
+        """The KB here whose entries are ``book``'s lore, when there is one."""
+        if not book.entries:
             return None
-        wanted = lore_fingerprint(book)
-        return next(
-            (kb for kb in self.existing_kbs() if kb.entries and lore_fingerprint(kb) == wanted),
-            None,
-        )
+        self._index()
+        assert self._by_lore is not None
+        return self._by_lore.get(lore_fingerprint(book))
 
     def _book_alias(self, result: ImportResult) -> list[KnowledgeBase]:
         """The card's book under the id of the KB here with the same lore: the importer
@@ -756,6 +851,13 @@ class _Import:
                         branch=main is not None,
                     )
                     self._done_chat(relative, digest, conversation_id, leaf, "updated")
+                elif main is None and (here := self._chat_here(chat)) is not None:
+                    # Imported here before (by hand, or from the folder at another path).
+                    conversation_id, leaf = here
+                    before = leaf
+                    leaf = self._join(chat, conversation_id, tree.path(leaf or None), branch=False)
+                    grew: Outcome = "unchanged" if leaf == before else "updated"
+                    self._done_chat(relative, digest, conversation_id, leaf, grew)
                 elif main is not None and main in self.chat_places:
                     conversation_id, main_leaf = self.chat_places[main]
                     leaf = self._join(
@@ -777,8 +879,25 @@ class _Import:
                     self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
             self.progress("chats", done, len(ordered))
 
+    def _chat_here(self, chat: ChatLog) -> tuple[str, str] | None:
+        """The conversation here made from this chat before this run, found by the
+        header SillyTavern wrote (its character and creation date)."""
+        key = _header_key(chat.header.to_json() if chat.header is not None else None)
+        if key is None:
+            return None
+        if self._chats_here is None:
+            self._chats_here = {}
+            tree = self.target.tree
+            for summary in tree.conversations(self.project_id):
+                conversation = tree.conversation(summary.id)
+                found = _header_key(conversation.metadata.get(HEADER_KEY))
+                if found is not None:
+                    place = (conversation.id, conversation.pointer or "")
+                    self._chats_here.setdefault(found, place)
+        return self._chats_here.get(key)
+
     def _done_chat(
-        self, relative: str, digest: str, conversation_id: str, leaf: str, outcome: str
+        self, relative: str, digest: str, conversation_id: str, leaf: str, outcome: Outcome
     ) -> None:
         self.chat_places[relative] = (conversation_id, leaf)
         self.manifest.record(relative, digest, conversation_id=conversation_id, leaf=leaf)
@@ -803,7 +922,7 @@ class _Import:
     def groups(self) -> None:
         files = sorted(self.read.groups)
         chats_by_id = {Path(f).stem: f for f in self.read.group_chats}
-        tree = self.target.tree
+        names = {f.removesuffix(".jsonl"): f for f in self.read.group_chats}
         chat_files = [
             f for g in files for c in self.read.groups[g].chats if (f := chats_by_id.get(c))
         ]
@@ -813,51 +932,62 @@ class _Import:
             with self.item(relative):
                 group = self.read.groups[relative]
                 digest = self.read.digests[relative]
-                self.counts.add(
-                    "groups",
-                    "unchanged"
-                    if self.manifest.digest(relative) == digest
-                    else "added"
-                    if not self.manifest.digest(relative)
-                    else "updated",
-                )
+                known = self.manifest.digest(relative)
                 cards = {a: s for a in group.members if (s := self._snapshot_of(a)) is not None}
-                for chat_id in group.chats:
-                    chat_file = chats_by_id.get(chat_id)
-                    if chat_file is None:
-                        continue
-                    chat = self.read.group_chats[chat_file]
-                    chat_digest = self.read.digests[chat_file]
-                    made = self.manifest.made(chat_file)
-                    place = self._known_place(made)
-                    if place is not None and made.get("hash") == chat_digest:
-                        self.counts.add("group_chats", "unchanged")
-                    elif place is not None:
-                        leaf = self._join(chat, place[0], tree.path(place[1] or None), branch=False)
-                        self._done_chat(chat_file, chat_digest, place[0], leaf, "updated")
-                    else:
-                        try:
-                            imported, warnings = import_st_group_chat(
-                                tree, chat, group, project_id=self.project_id, cards=cards
-                            )
-                        except StoryloomError as exc:
-                            self.read.problem(chat_file, exc)
-                            continue
-                        self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
-                        conversation = tree.conversation(imported.conversation_id)
-                        update, _ = self._chat_settings(chat, None)
-                        tree.update_conversation(
-                            conversation.id,
-                            settings=conversation.settings.model_copy(update=update),
-                        )
-                        leaf = conversation.pointer or ""
-                        self._done_chat(
-                            chat_file, chat_digest, imported.conversation_id, leaf, "added"
-                        )
+                mine = [f for c in group.chats if (f := chats_by_id.get(c))]
+                # A group's checkpoints and branches name their main chat too.
+                for chat_file in _mains_first(mine, self.read.group_chats, names):
+                    with self.item(chat_file):
+                        self._group_chat(chat_file, group, cards, names)
                     chat_done += 1
                     self.progress("group_chats", chat_done, len(chat_files))
                 self.manifest.record(relative, digest)
+                outcome: Outcome = (
+                    "unchanged" if known == digest else "updated" if known else "added"
+                )
+                self.counts.add("groups", outcome)
             self.progress("groups", done, len(files))
+
+    def _group_chat(
+        self,
+        chat_file: str,
+        group: GroupFile,
+        cards: Mapping[str, CharacterSnapshot],
+        names: Mapping[str, str],
+    ) -> None:
+        tree = self.target.tree
+        chat = self.read.group_chats[chat_file]
+        chat_digest = self.read.digests[chat_file]
+        made = self.manifest.made(chat_file)
+        place = self._known_place(made)
+        main = _main_chat(chat, chat_file, names)
+        if place is not None and made.get("hash") == chat_digest:
+            self.chat_places[chat_file] = place
+            self.counts.add("group_chats", "unchanged")
+        elif place is not None:
+            base = tree.path(place[1] or None)
+            leaf = self._join(chat, place[0], base, branch=main is not None)
+            self._done_chat(chat_file, chat_digest, place[0], leaf, "updated")
+        elif main is not None and main in self.chat_places:
+            conversation_id, main_leaf = self.chat_places[main]
+            leaf = self._join(chat, conversation_id, tree.path(main_leaf or None), branch=True)
+            self._done_chat(chat_file, chat_digest, conversation_id, leaf, "added")
+        else:
+            imported, warnings = import_st_group_chat(
+                tree, chat, group, project_id=self.project_id, cards=cards
+            )
+            self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
+            conversation = tree.conversation(imported.conversation_id)
+            update, _ = self._chat_settings(chat, None)
+            try:
+                tree.update_conversation(
+                    conversation.id, settings=conversation.settings.model_copy(update=update)
+                )
+            except BaseException:
+                tree.delete_conversation(conversation.id)  # all or nothing
+                raise
+            leaf = conversation.pointer or ""
+            self._done_chat(chat_file, chat_digest, imported.conversation_id, leaf, "added")
 
     def global_books(self) -> None:
         wanted = [self.world_ids[w] for w in self.settings.global_worlds if w in self.world_ids]
@@ -872,6 +1002,16 @@ class _Import:
             save_project(
                 self.target.project_dir, project.model_copy(update={"globalKnowledgeBases": merged})
             )
+
+
+def _header_key(header: Any) -> str | None:
+    """A chat's header as a key: the character and the creation date, when it has both."""
+    if not isinstance(header, Mapping):
+        return None
+    name, created = header.get("character_name"), header.get("create_date")
+    if not isinstance(name, str) or not isinstance(created, str) or not name or not created:
+        return None
+    return f"{name}\n{created}"
 
 
 def _entry_ids(kb: KnowledgeBase) -> dict[str, str]:
@@ -938,6 +1078,14 @@ def _common_prefix(lines: Sequence[ChatMessage], path: Sequence[Message]) -> int
 # -- the kinds helper D and B build stores for ------------------------------------------
 
 
+_EXTENSIONS_WAITING = {
+    "quickReply": "quick reply store not merged",
+    "quickReplyV2": "quick reply store not merged",
+    "expressions": "sprite store not merged",
+}
+"""Extensions whose settings belong to a kind whose store is not merged yet."""
+
+
 def _import_global_regex(scripts: Sequence[Mapping[str, Any]]) -> list[StInactive]:
     """SillyTavern's global regex scripts (``extension_settings.regex``): kept in the
     report until the home-level regex store is merged."""
@@ -986,16 +1134,19 @@ def import_folder(
         manifest=Manifest(target.project_dir, folder.path),
         progress=on_progress or (lambda kind, done, total: None),
     )
-    run.worlds()
-    run.characters()
-    run.personas()
-    run.presets()
-    run.templates("instruct")
-    run.templates("context")
-    run.variables()
-    run.global_books()
-    run.chats()
-    run.groups()
+    try:
+        run.worlds()
+        run.characters()
+        run.personas()
+        run.presets()
+        run.templates("instruct")
+        run.templates("context")
+        run.variables()
+        run.global_books()
+        run.chats()
+        run.groups()
+    finally:
+        run.manifest.save()
     settings = read.settings
     for kind, inactive in (
         ("regex", _import_global_regex(settings.global_regex)),
@@ -1006,10 +1157,21 @@ def import_folder(
     ):
         run.inactive.extend(inactive)
         run.progress(kind, len(inactive), len(inactive))  # type: ignore[arg-type]
+    for kind, chosen in (
+        ("instruct", settings.instruct_preset),
+        ("context", settings.context_preset),
+    ):
+        if chosen:
+            run.inactive.append(
+                StInactive(
+                    what=f"the {kind} template chosen in SillyTavern: {chosen!r}",
+                    why="storyloom picks templates per connection: choose it for a "
+                    "text-completion connection in Settings",
+                )
+            )
     for name in settings.extensions:
-        run.inactive.append(
-            StInactive(what=f"extension settings {name!r}", why="storyloom has no use for them")
-        )
+        why = _EXTENSIONS_WAITING.get(name, "storyloom has no use for them")
+        run.inactive.append(StInactive(what=f"extension settings {name!r}", why=why))
     return StImportReport(
         path=str(folder.path),
         counts=list(run.counts.counts.values()),

@@ -13,6 +13,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from fastapi import APIRouter, Request
 
@@ -43,18 +44,14 @@ class _Job:
     kinds: dict[StKind, tuple[int, int]] = field(
         default_factory=lambda: dict.fromkeys(ST_KINDS, (0, 0))
     )
-    state: str = "running"
+    state: Literal["running", "done", "failed"] = "running"
     report: StImportReport | None = None
     error: str | None = None
 
     def view(self) -> StImportProgress:
         return StImportProgress(
             job_id=self.job_id,
-            state="running"
-            if self.state == "running"
-            else "done"
-            if self.state == "done"
-            else "failed",
+            state=self.state,
             kinds=[StKindProgress(kind=k, done=d, total=t) for k, (d, t) in self.kinds.items()],
             report=self.report,
             error=self.error,
@@ -62,7 +59,7 @@ class _Job:
 
 
 class _Jobs:
-    """The imports of this server, by id (kept while it runs)."""
+    """The imports of this server, by id (kept while the server runs)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -174,9 +174,7 @@ class PersonaDescription(BaseModel):
     description: str = ""
     position: int = 0
     depth: int = 2
-    role: int = 0
     lorebook: str = Field(default="", description="The world bound to the persona ('' none)")
-    title: str = ""
 
 
 class CharLore(BaseModel):
@@ -198,8 +196,6 @@ class TimedEffectView(BaseModel):
 class StSettings(BaseModel):
     """What storyloom reads of ``settings.json``."""
 
-    user_name: str = Field(default="", description="username: the name of the persona in use")
-    user_avatar: str = Field(default="", description="user_avatar: the persona in use")
     personas: dict[str, str] = Field(default_factory=dict, description="avatar file -> name")
     persona_descriptions: dict[str, PersonaDescription] = Field(default_factory=dict)
     default_persona: str | None = None
@@ -331,8 +327,6 @@ def read_settings(
             k: [t for t in v if isinstance(t, str)] for k, v in value.items() if isinstance(v, list)
         }
 
-    take("user_name", "username", text)
-    take("user_avatar", "user_avatar", text)
     take("personas", "power_user.personas", names)
     take("persona_descriptions", "power_user.persona_descriptions", descriptions)
     take("default_persona", "power_user.default_persona", text)

@@ -51,6 +51,7 @@ BRANCH_CHAT = "Branch #3 - 2026-01-02@10h20m00s"
 CHECKPOINT_CHAT = "Checkpoint #5 - 2026-01-02@10h30m00s"
 BRAM_CHAT = "Bram - 2026-01-03@09h00m00s"
 GROUP_ID = "1726776209123"
+GROUP_BRANCH_ID = "Branch #1 - 2026-01-02@10h50m00s"
 PRESET_NAME = "Veyl Chronicle"
 
 _DATES = [f"2026-01-02T10:{minute:02d}:00.000Z" for minute in range(60)]
@@ -332,12 +333,29 @@ def write_st_user_folder(root: Path, *, shape: Shape = "2026", broken_card: bool
         chat_jsonl([chat_message("Cass", "Hm?", send_date=_DATES[50])], character_name="Cass"),
     )
 
-    write(f"groups/{GROUP_ID}.json", group_document(["Aria.png", "Bram.png"], group_id=GROUP_ID))
+    group = group_document(["Aria.png", "Bram.png"], group_id=GROUP_ID)
+    group["chats"] = [GROUP_ID, GROUP_BRANCH_ID]
+    write(f"groups/{GROUP_ID}.json", group)
     group_lines = [
         chat_message("Aria", "We sail at dawn.", original_avatar="Aria.png", send_date=_DATES[45]),
         chat_message("Bram", "Aye.", original_avatar="Bram.png", send_date=_DATES[46]),
     ]
     write(f"group chats/{GROUP_ID}.jsonl", group_chat_jsonl(group_lines))
+    # A group's branch is another of its chats, naming the one it left (groups.js).
+    branch_header = {
+        "user_name": "unused",
+        "character_name": "unused",
+        "create_date": "2026-01-02@10h50m00s",
+        "chat_metadata": {"main_chat": GROUP_ID},
+    }
+    group_branch = [
+        group_lines[0],
+        chat_message("Bram", "Not at dawn.", original_avatar="Bram.png", send_date=_DATES[47]),
+    ]
+    write(
+        f"group chats/{GROUP_BRANCH_ID}.jsonl",
+        group_chat_jsonl(group_branch, header=branch_header),
+    )
 
     write(f"OpenAI Settings/{PRESET_NAME}.json", _preset())
     write("instruct/Veyl ChatML.json", _instruct())

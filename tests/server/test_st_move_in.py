@@ -113,7 +113,7 @@ def test_the_preview_counts_each_kind_and_names_a_broken_card(
     found = {k["kind"]: (k["found"], k["new"]) for k in preview["kinds"]}
     assert found["characters"] == (3, 3) and found["worlds"] == (4, 4)
     assert found["chats"] == (5, 5) and found["personas"] == (2, 2)
-    assert found["group_chats"] == (1, 1) and found["presets"] == (1, 1)
+    assert found["group_chats"] == (2, 2) and found["presets"] == (1, 1)
     assert found["quick_replies"] == (1, 1) and found["sprites"] == (2, 2)
     [problem] = preview["problems"]
     assert problem["file"] == "characters/Broken.json"
@@ -175,6 +175,10 @@ def test_checkpoint_and_branch_join_their_chat_as_one_tree(
     leaves = [n for n in nodes if n["id"] not in parents]
     # Main path, branch, checkpoint, and two unchosen swipes.
     assert len(leaves) == 5
+    group = conversation(client, "The Party")  # its branch too: one tree, two leaves
+    nodes = client.get(f"/api/chats/{group['id']}/tree").json()["nodes"]
+    parents = {n["parent_id"] for n in nodes}
+    assert len([n for n in nodes if n["id"] not in parents]) == 2
     view = client.get(f"/api/chats/{aria['id']}").json()
     shown = [m["content"] for m in view["messages"]]
     assert shown[-1] == "Until the gulls go quiet."  # the main chat stays shown
@@ -228,3 +232,33 @@ def test_a_changed_card_is_a_new_version_and_lore_timers_carry_over(
     [(kb_id, effects)] = state["timed_effects"]["sticky"].items()
     assert kb_id.startswith("kb_") and next(iter(effects.values()))["end"] == 12
     assert state["variables"]["mood"] == "wary"
+
+
+def test_a_character_imported_by_hand_before_is_not_duplicated(
+    moved_in: tuple[httpx.Client, Path, Path],
+) -> None:
+    client, root, user = moved_in
+    card = (user / "characters" / "Aria.png").read_bytes()
+    by_hand = client.post("/api/chats/import", files={"file": ("Aria.png", card, "image/png")})
+    assert by_hand.status_code == 201, by_hand.text
+    report = run_import(client, root)
+    assert counts(report)["characters"] == (2, 0, 1)
+    listed = client.get("/api/characters").json()["characters"]
+    assert sorted(c["name"] for c in listed) == ["Aria", "Bram", "Cass"]
+    names = [b["displayName"] for b in client.get("/api/knowledge/bases").json()["bases"]]
+    assert names.count("Drifting Isles") + names.count("Aria's Lorebook") == 1, names
+
+
+def test_a_chat_imported_by_hand_before_is_not_duplicated(
+    moved_in: tuple[httpx.Client, Path, Path],
+) -> None:
+    client, root, user = moved_in
+    chat = (user / "chats" / "Bram" / f"{BRAM_CHAT}.jsonl").read_bytes()
+    by_hand = client.post(
+        "/api/chats/import", files={"file": ("bram.jsonl", chat, "application/jsonl")}
+    )
+    assert by_hand.status_code == 201, by_hand.text
+    report = run_import(client, root)
+    assert counts(report)["chats"] == (4, 0, 1)
+    titles = [c["title"] for c in client.get("/api/chats").json()["conversations"]]
+    assert titles.count(BRAM_CHAT) == 1 and len(titles) == 4, titles
