@@ -35,17 +35,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
+from storyloom.chat.personalab.chat_backgrounds import (
+    ChatBackgrounds,
+    background_from_chat_metadata,
+    import_st_backgrounds,
+)
 from storyloom.chat.personalab.library import PresetLibrary, character_snapshot
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES, Persona, PersonaLibrary
+from storyloom.chat.personalab.quick_replies import import_st_quick_replies
+from storyloom.chat.personalab.sprites import import_st_sprites
 from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.message import Message
+from storyloom.chat.store.regex_library import GlobalRegexScripts, read_scripts
 from storyloom.chat.store.st_chat import HEADER_KEY, LINE_KEY, continue_st_chat, import_st_chat
 from storyloom.chat.store.st_group_chat import import_st_group_chat
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
-from storyloom.core.atomic_io import atomic_write_json
-from storyloom.core.errors import FieldProblem, NotFound, StoryloomError
+from storyloom.core.atomic_io import atomic_write_bytes, atomic_write_json
+from storyloom.core.errors import FieldProblem, FileFormatError, NotFound, StoryloomError
 from storyloom.knowledge.knowledge_base import (
     KnowledgeBase,
     load_knowledge_base,
@@ -88,6 +96,8 @@ from storyloom.sillytavern.user_folder import (
 from storyloom.store.database import Database
 
 MANIFEST_DIR = "imports/sillytavern"
+KEPT_THEMES_DIR = "sillytavern/themes"
+"""Where SillyTavern's themes are kept (in the data directory), for export to write back."""
 MANIFEST_BATCH = 100
 """Items recorded between two writes of the manifest. Writing it after each item would
 rewrite a file of thousands of lines thousands of times; an item whose line was not
@@ -389,6 +399,7 @@ class _Import:
     """Conversations here before this run, by :func:`_header_key`."""
     """The kept card JSON of the characters here before this run (hash -> id)."""
     _snapshots: dict[str, CharacterSnapshot | None] = field(default_factory=dict)
+    _background_names: set[str] | None = None
     _project_id: str | None = None
 
     @property
@@ -676,8 +687,20 @@ class _Import:
                             "pipeline's persona block is",
                         )
                     )
+                # SillyTavern's placement and locks ride along (Persona keeps unknown
+                # fields), so a move back out writes them as they were.
+                kept = (
+                    described.model_dump(
+                        include={"position", "depth", "role", "title", "connections"}
+                    )
+                    if described is not None
+                    else {}
+                )
                 persona = Persona(
-                    name=item["name"], description=item["description"], knowledge_base=book
+                    name=item["name"],
+                    description=item["description"],
+                    knowledge_base=book,
+                    **kept,
                 )
                 if isinstance(persona_id, str) and persona_id in library.ids():
                     if made.get("hash") == digest:
@@ -770,13 +793,13 @@ class _Import:
     # -- chats ------------------------------------------------------------------------
 
     def _chat_settings(
-        self, chat: ChatLog, avatar: str | None
+        self, chat: ChatLog, avatar: str | None, *, group_id: str | None = None
     ) -> tuple[dict[str, Any], ChatState | None]:
         metadata = chat.header.chat_metadata if chat.header is not None else {}
         settings: dict[str, Any] = {}
-        locked = metadata.get("persona")
-        if isinstance(locked, str) and locked in self.persona_ids:
-            settings["persona_id"] = self.persona_ids[locked]
+        persona = self._persona_of(metadata.get("persona"), avatar, group_id)
+        if persona is not None:
+            settings["persona_id"] = persona
         book = metadata.get("world_info")
         if isinstance(book, str) and book in self.world_ids:
             settings["knowledge_bases"] = [self.world_ids[book]]
@@ -785,7 +808,34 @@ class _Import:
         active = self.preset_ids.get(self.settings.active_preset or "")
         if active is not None:
             settings["pipeline"] = active
+        background = background_from_chat_metadata(metadata) or self.settings.background
+        if background and background in self._backgrounds_here():
+            settings["background"] = background
         return settings, self._timed_state(metadata)
+
+    def _persona_of(self, locked: Any, avatar: str | None, group_id: str | None) -> str | None:
+        """The persona a chat speaks as, as SillyTavern picks it: the one locked to the
+        chat, else the first one connected to its character (or group); None leaves it
+        to the default persona."""
+        if isinstance(locked, str) and locked in self.persona_ids:
+            return self.persona_ids[locked]
+        wanted = ("character", avatar) if avatar is not None else ("group", group_id)
+        for persona_avatar, described in self.settings.persona_descriptions.items():
+            for connection in described.connections:
+                if (connection.type, connection.id) == wanted:
+                    found = self.persona_ids.get(persona_avatar)
+                    if found is not None:
+                        return found
+        return None
+
+    def _backgrounds_here(self) -> set[str]:
+        if self._background_names is None:
+            files = self.folder.of("backgrounds")
+            if files:
+                # The chats come before the images are counted: bring the images first.
+                import_st_backgrounds(self.folder.absolute(files[0]).parent, self.target.home)
+            self._background_names = set(ChatBackgrounds(self.target.home).names())
+        return self._background_names
 
     def _timed_state(self, metadata: Mapping[str, Any]) -> ChatState | None:
         tables: dict[str, dict[str, dict[str, TimedEffect]]] = {"sticky": {}, "cooldown": {}}
@@ -1009,7 +1059,7 @@ class _Import:
             )
             self.inactive += [StInactive(what=chat_file, why=w) for w in warnings]
             conversation = tree.conversation(imported.conversation_id)
-            update, _ = self._chat_settings(chat, None)
+            update, _ = self._chat_settings(chat, None, group_id=group.id)
             try:
                 tree.update_conversation(
                     conversation.id, settings=conversation.settings.model_copy(update=update)
@@ -1033,6 +1083,138 @@ class _Import:
             save_project(
                 self.target.project_dir, project.model_copy(update={"globalKnowledgeBases": merged})
             )
+
+    # -- global regex, quick replies, backgrounds, sprites, themes ----------------------
+
+    def global_regex(self) -> None:
+        """``extension_settings.regex`` into the data directory's global scripts, by id: a
+        script already there is replaced by its new version, the others are kept."""
+        store = GlobalRegexScripts.in_home(self.target.home)
+        items = _regex_items(self.settings)
+        try:
+            here = store.load()
+        except FileFormatError as exc:
+            self.read.problem(str(exc.path), exc)
+            return
+        at = {script.id: index for index, script in enumerate(here) if script.id}
+        changed = False
+        for done, (key, raw) in enumerate(items.items(), 1):
+            with self.item(key):
+                digest = _text_digest(raw)
+                known = self.manifest.digest(key)
+                script = read_scripts(raw)[0]
+                if known == digest and script.id in at:
+                    self.counts.add("regex", "unchanged")
+                else:
+                    if script.id in at:
+                        here[at[script.id]] = script
+                    else:
+                        at[script.id] = len(here)
+                        here.append(script)
+                    changed = True
+                    self.manifest.record(key, digest)
+                    self.counts.add("regex", "updated" if known else "added")
+            self.progress("regex", done, len(items))
+        if changed:
+            store.save(here)
+
+    def _files_outcome(self, kind: StKind, files: Sequence[str]) -> None:
+        """Count and record files another importer brought in (by their hashes)."""
+        for done, relative in enumerate(files, 1):
+            digest = file_digest(self.folder.absolute(relative))
+            known = self.manifest.digest(relative)
+            if known == digest:
+                self.counts.add(kind, "unchanged")
+            else:
+                self.manifest.record(relative, digest)
+                self.counts.add(kind, "updated" if known else "added")
+            self.progress(kind, done, len(files))
+
+    def quick_replies(self) -> None:
+        files = self.folder.of("quick_replies")
+        if not files:
+            return
+        self.progress("quick_replies", 0, len(files))
+        folder = self.folder.absolute(files[0]).parent
+        _, problems = import_st_quick_replies(
+            folder, self.target.project_dir, self.settings.visible_quick_reply_sets
+        )
+        broken = set()
+        for problem in problems:
+            relative = self._relative(problem.path)
+            broken.add(relative)
+            self.read.problem(relative, problem)
+        self._files_outcome("quick_replies", [f for f in files if f not in broken])
+
+    def backgrounds(self) -> None:
+        files = self.folder.of("backgrounds")
+        if not files:
+            return
+        self.progress("backgrounds", 0, len(files))
+        here = self._backgrounds_here()
+        taken = [f for f in files if Path(f).name in here]
+        for relative in files:
+            if Path(relative).name not in here:
+                self.inactive.append(
+                    StInactive(
+                        what=f"background {relative}",
+                        why="not an image (a video, or a name storyloom does not take)",
+                    )
+                )
+        self._files_outcome("backgrounds", taken)
+
+    def sprites(self) -> None:
+        files = self.folder.of("sprites")
+        if not files:
+            return
+        self.progress("sprites", 0, len(files))
+        library = PresetLibrary(self.target.project_dir)
+        by_folder: dict[str, list[str]] = {}
+        for relative in files:
+            by_folder.setdefault(Path(relative).parent.name, []).append(relative)
+        taken: list[str] = []
+        for stem, mine in sorted(by_folder.items()):
+            avatar = self._avatar_of_folder(stem)
+            if avatar is None:
+                self.inactive.append(
+                    StInactive(
+                        what=f"sprites of {stem!r} ({len(mine)} files)",
+                        why="no character card of that name came over",
+                    )
+                )
+                continue
+            with self.item(f"characters/{stem}/"):
+                folder = self.folder.absolute(mine[0]).parent
+                import_st_sprites(library, self.character_ids[avatar], folder)
+                taken += mine
+        self._files_outcome("sprites", taken)
+
+    def themes(self) -> None:
+        files = self.folder.of("themes")
+        if not files:
+            return
+        kept = self.target.home / KEPT_THEMES_DIR
+        for relative in files:
+            source = self.folder.absolute(relative)
+            with self.item(relative):
+                data = source.read_bytes()
+                target = kept / source.name
+                if not target.is_file() or target.read_bytes() != data:
+                    atomic_write_bytes(target, data)
+        self.inactive.append(
+            StInactive(
+                what=f"{len(files)} theme(s)",
+                why=f"kept in {KEPT_THEMES_DIR}/ of the data directory, not applied: the web "
+                "app has its own look (export-sillytavern writes them back)",
+            )
+        )
+        self._files_outcome("themes", files)
+
+    def _relative(self, path: Path | str) -> str:
+        try:
+            return Path(path).resolve().relative_to(self.folder.path.resolve()).as_posix()
+        except ValueError:
+            return str(path)
 
 
 class _Settled:
@@ -1139,48 +1321,11 @@ def _common_prefix(lines: Sequence[ChatMessage], path: Sequence[Message]) -> int
     return shared
 
 
-# -- the kinds helper D and B build stores for ------------------------------------------
-
-
-_EXTENSIONS_WAITING = {
-    "quickReply": "quick reply store not merged",
-    "quickReplyV2": "quick reply store not merged",
-    "expressions": "sprite store not merged",
+_EXTENSION_NOTES = {
+    "expressions": "storyloom has no expression classifier: a chat shows the card's default "
+    "sprite, or the one picked in its settings",
 }
-"""Extensions whose settings belong to a kind whose store is not merged yet."""
-
-
-def _import_global_regex(scripts: Sequence[Mapping[str, Any]]) -> list[StInactive]:
-    """SillyTavern's global regex scripts (``extension_settings.regex``): kept in the
-    report until the home-level regex store is merged."""
-    return [
-        StInactive(
-            what=f"global regex script {s.get('scriptName') or s.get('id') or '?'}",
-            why="global regex store not merged",
-        )
-        for s in scripts
-    ]
-
-
-def _import_quick_replies(files: Sequence[str]) -> list[StInactive]:
-    return [
-        StInactive(what=f"quick reply set {f}", why="quick reply store not merged") for f in files
-    ]
-
-
-def _import_backgrounds(files: Sequence[str]) -> list[StInactive]:
-    return [StInactive(what=f"background {f}", why="background store not merged") for f in files]
-
-
-def _import_sprites(files: Sequence[str]) -> list[StInactive]:
-    return [StInactive(what=f"sprite {f}", why="sprite store not merged") for f in files]
-
-
-def _import_themes(files: Sequence[str]) -> list[StInactive]:
-    return [
-        StInactive(what=f"theme {f}", why="themes are kept, not applied; theme store not merged")
-        for f in files
-    ]
+"""Why an extension's settings that are read elsewhere (or not) stay behind."""
 
 
 def import_folder(
@@ -1211,18 +1356,14 @@ def import_folder(
         run.global_books()
         run.chats()
         run.groups()
+        run.global_regex()
+        run.quick_replies()
+        run.backgrounds()
+        run.sprites()
+        run.themes()
     finally:
         run.manifest.save()
     settings = read.settings
-    for kind, inactive in (
-        ("regex", _import_global_regex(settings.global_regex)),
-        ("quick_replies", _import_quick_replies(folder.of("quick_replies"))),
-        ("backgrounds", _import_backgrounds(folder.of("backgrounds"))),
-        ("sprites", _import_sprites(folder.of("sprites"))),
-        ("themes", _import_themes(folder.of("themes"))),
-    ):
-        run.inactive.extend(inactive)
-        run.progress(kind, len(inactive), len(inactive))  # type: ignore[arg-type]
     for kind, chosen in (
         ("instruct", settings.instruct_preset),
         ("context", settings.context_preset),
@@ -1236,7 +1377,7 @@ def import_folder(
                 )
             )
     for name in settings.extensions:
-        why = _EXTENSIONS_WAITING.get(name, "storyloom has no use for them")
+        why = _EXTENSION_NOTES.get(name, "storyloom has no use for them")
         run.inactive.append(StInactive(what=f"extension settings {name!r}", why=why))
     return StImportReport(
         path=str(folder.path),

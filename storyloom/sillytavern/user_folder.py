@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from storyloom.core.errors import InvalidInput
+from storyloom.sillytavern.quick_reply_set import st_visible_quick_reply_sets
 from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
 
 DEFAULT_USER = "default-user"
@@ -168,13 +169,40 @@ def file_digest(path: Path) -> str:
 # -- settings.json ----------------------------------------------------------------------
 
 
+class PersonaConnection(BaseModel):
+    """A persona locked to a character (its avatar file) or a group (its id)."""
+
+    type: Literal["character", "group"]
+    id: str
+
+
 class PersonaDescription(BaseModel):
     """``power_user.persona_descriptions[<avatar file>]``."""
 
     description: str = ""
     position: int = 0
     depth: int = 2
+    role: int = Field(default=0, description="0 system, 1 user, 2 assistant (at a depth)")
+    title: str = ""
     lorebook: str = Field(default="", description="The world bound to the persona ('' none)")
+    connections: list[PersonaConnection] = Field(
+        default_factory=list,
+        description="The characters and groups whose chats speak as this persona (1.13+)",
+    )
+
+    @field_validator("connections", mode="before")
+    @classmethod
+    def _known_connections(cls, value: Any) -> Any:
+        # A connection of a kind this reader does not know is left out, not fatal.
+        if not isinstance(value, list):
+            return []
+        return [
+            c
+            for c in value
+            if isinstance(c, dict)
+            and c.get("type") in ("character", "group")
+            and isinstance(c.get("id"), str)
+        ]
 
 
 class CharLore(BaseModel):
@@ -213,12 +241,21 @@ class StSettings(BaseModel):
     active_preset: str | None = Field(default=None, description="preset_settings_openai")
     instruct_preset: str | None = None
     context_preset: str | None = None
+    visible_quick_reply_sets: list[str] | None = Field(
+        default=None,
+        description="The quick reply sets shown under the message box (None: every set)",
+    )
+    background: str | None = Field(
+        default=None, description="background.name: the image a chat without its own shows"
+    )
     extensions: list[str] = Field(
         default_factory=list, description="extension_settings keys storyloom keeps but does not use"
     )
 
 
-_READ_EXTENSIONS = frozenset({"regex", "character_allowed_regex", "variables"})
+_READ_EXTENSIONS = frozenset(
+    {"regex", "character_allowed_regex", "variables", "quickReply", "quickReplyV2"}
+)
 
 
 def _at(document: Any, dotted: str) -> Any:
@@ -348,6 +385,8 @@ def read_settings(
         take("active_preset", "preset_settings_openai", text)
     take("instruct_preset", "power_user.instruct.preset", text)
     take("context_preset", "power_user.context.preset", text)
+    take("background", "background.name", text)
+    out.visible_quick_reply_sets = st_visible_quick_reply_sets(document)
     extensions = _at(document, "extension_settings")
     if isinstance(extensions, dict):
         out.extensions = sorted(k for k in extensions if k not in _READ_EXTENSIONS)

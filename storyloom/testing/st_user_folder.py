@@ -43,6 +43,8 @@ FACTS = {
     "preset_main": "Write as the Veyl chronicle: close third person, present tense.",
     "regex_find": "lantern",
     "regex_result": "LANTERN",
+    "global_regex_find": "gulls go quiet",
+    "global_regex_result": "gulls fall silent",
 }
 """The texts a prompt holds when a chat continues as it did in SillyTavern."""
 
@@ -50,6 +52,7 @@ MAIN_CHAT = "Aria - 2026-01-02@10h00m00s"
 BRANCH_CHAT = "Branch #3 - 2026-01-02@10h20m00s"
 CHECKPOINT_CHAT = "Checkpoint #5 - 2026-01-02@10h30m00s"
 BRAM_CHAT = "Bram - 2026-01-03@09h00m00s"
+CASS_CHAT = "Cass - 2026-01-04@08h00m00s"
 GROUP_ID = "1726776209123"
 GROUP_BRANCH_ID = "Branch #1 - 2026-01-02@10h50m00s"
 PRESET_NAME = "Veyl Chronicle"
@@ -174,6 +177,9 @@ def _settings(shape: Shape) -> dict[str, Any]:
             "title": "the sailor",
         },
     }
+    if shape == "2026":
+        # 1.13+: a persona connected to a character speaks in its chats (personas.js).
+        descriptions["sailor.png"]["connections"] = [{"type": "character", "id": "Cass.png"}]
     power_user: dict[str, Any] = {
         "personas": personas,
         "persona_descriptions": descriptions,
@@ -182,7 +188,15 @@ def _settings(shape: Shape) -> dict[str, Any]:
         "context": {"preset": "Default"},
     }
     extensions: dict[str, Any] = {
-        "regex": [_regex("g-1", "Tidy ellipses", "/\\.\\.\\.\\./g", "...")],
+        "regex": [
+            _regex("g-1", "Tidy ellipses", "/\\.\\.\\.\\./g", "..."),
+            _regex(
+                "g-2",
+                "Quieter gulls",
+                f"/{FACTS['global_regex_find']}/g",
+                FACTS["global_regex_result"],
+            ),
+        ],
         "character_allowed_regex": ["Aria.png"],
         "variables": {"global": {"season": "winter"}},
         "quickReplyV2": {"isEnabled": True, "config": {"setList": [{"set": "Default"}]}},
@@ -316,7 +330,11 @@ def write_st_user_folder(root: Path, *, shape: Shape = "2026", broken_card: bool
     ]
     write(f"chats/Aria/{CHECKPOINT_CHAT}.jsonl", chat_jsonl(checkpoint, header=branch_header))
 
-    bram_meta: dict[str, Any] = {"persona": "sailor.png"} if shape == "2026" else {}
+    bram_meta: dict[str, Any] = (
+        {"persona": "sailor.png", "custom_background": 'url("backgrounds/deck%20at%20night.png")'}
+        if shape == "2026"
+        else {}
+    )
     bram_header = {
         "user_name": "Corin",
         "character_name": "Bram",
@@ -329,8 +347,16 @@ def write_st_user_folder(root: Path, *, shape: Shape = "2026", broken_card: bool
     ]
     write(f"chats/Bram/{BRAM_CHAT}.jsonl", chat_jsonl(bram_lines, header=bram_header))
     write(
-        "chats/Cass/Cass - 2026-01-04@08h00m00s.jsonl",
-        chat_jsonl([chat_message("Cass", "Hm?", send_date=_DATES[50])], character_name="Cass"),
+        f"chats/Cass/{CASS_CHAT}.jsonl",
+        chat_jsonl(
+            [chat_message("Cass", "Hm?", send_date=_DATES[50])],
+            header={
+                "user_name": "Mira",
+                "character_name": "Cass",
+                "create_date": "2026-01-04@08h00m00s",
+                "chat_metadata": {},
+            },
+        ),
     )
 
     group = group_document(["Aria.png", "Bram.png"], group_id=GROUP_ID)
@@ -376,6 +402,7 @@ def write_st_user_folder(root: Path, *, shape: Shape = "2026", broken_card: bool
         },
     )
     write("backgrounds/harbor.png", blank_png(4, 4))
+    write("backgrounds/deck at night.png", blank_png(3, 3))
     write(
         "themes/Dark Sea.json", {"name": "Dark Sea", "blur_strength": 10, "main_text_color": "#ddd"}
     )

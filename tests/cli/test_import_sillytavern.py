@@ -75,7 +75,8 @@ def test_the_report_reads_as_text_and_a_wrong_folder_is_named(tmp_path: Path) ->
     done = storyloom("import-sillytavern", str(user), home=home)
     assert done.returncode == 0, done.stderr
     assert "characters: 3 added, 0 updated, 0 unchanged" in done.stdout
-    assert "global regex script Tidy ellipses: global regex store not merged" in done.stdout
+    assert "regex: 2 added, 0 updated, 0 unchanged" in done.stdout
+    assert "extension settings 'caption': storyloom has no use for them" in done.stdout
 
     wrong = storyloom("import-sillytavern", str(tmp_path / "nowhere"), home=home)
     assert wrong.returncode == 1

@@ -18,6 +18,7 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.testing.st_documents import card_document, card_png
 from storyloom.testing.st_user_folder import (
     BRAM_CHAT,
+    CASS_CHAT,
     FACTS,
     MAIN_CHAT,
     append_message,
@@ -151,7 +152,7 @@ def test_an_imported_chat_goes_on_with_its_persona_lore_regex_and_preset(
     assert counts(report)["characters"] == (3, 0, 0)
     assert counts(report)["worlds"] == (4, 0, 0)
     assert [p["file"] for p in report["problems"]] == ["characters/Broken.json"]
-    assert any("global regex" in i["what"] for i in report["inactive"])
+    assert counts(report)["regex"] == (2, 0, 0)
     # One book per world: the card's embedded copy is the world file's KB.
     names = [b["displayName"] for b in client.get("/api/knowledge/bases").json()["bases"]]
     assert names.count("Drifting Isles") == 1, names
@@ -166,12 +167,48 @@ def test_an_imported_chat_goes_on_with_its_persona_lore_regex_and_preset(
     assert FACTS["lore_global"] in prompt  # the global world list
     assert FACTS["regex_result"] in prompt  # the card's regex, allowed by the user
     assert FACTS["preset_main"] in prompt  # the active preset
+    # The user's global regex scripts run too (this one only on what the model is sent).
+    assert f"Until the {FACTS['global_regex_result']}." in prompt
+    assert f"Until the {FACTS['global_regex_find']}." not in prompt
 
     bram = conversation(client, BRAM_CHAT)
     prompt = send(client, llm, bram["id"], "My leg aches.")
     assert FACTS["persona_locked"] in prompt  # the persona locked to this chat
     assert FACTS["lore_persona"] in prompt  # and the book bound to that persona
     assert FACTS["persona_default"] not in prompt
+
+    # Cass's chat has no lock, but the sailor persona is connected to Cass.
+    cass = conversation(client, CASS_CHAT)
+    prompt = send(client, llm, cass["id"], "Evening.")
+    assert FACTS["persona_locked"] in prompt
+    assert FACTS["persona_default"] not in prompt
+
+
+def test_quick_replies_backgrounds_sprites_and_themes_come_over(
+    moved_in: tuple[httpx.Client, Path, Path], tmp_path: Path
+) -> None:
+    client, root, _ = moved_in
+    report = run_import(client, root)
+    assert counts(report)["quick_replies"] == (1, 0, 0)
+    assert counts(report)["backgrounds"] == (2, 0, 0)
+    assert counts(report)["sprites"] == (2, 0, 0)
+    [shown] = client.get("/api/quick-replies").json()["sets"]
+    assert shown["name"] == "Default" and shown["visible"] is True
+    buttons = {b["label"]: b for b in shown["buttons"]}
+    assert buttons["Wave"]["runnable"] is True
+    assert buttons["Roll"]["runnable"] is False  # a slash command: kept, not runnable
+    # A chat's own background, else the one SillyTavern showed everywhere.
+    bram = client.get(f"/api/chats/{conversation(client, BRAM_CHAT)['id']}").json()
+    assert bram["conversation"]["settings"]["background"] == "deck at night.png"
+    aria = client.get(f"/api/chats/{conversation(client, MAIN_CHAT)['id']}").json()
+    assert aria["conversation"]["settings"]["background"] == "harbor.png"
+    assert client.get("/api/backgrounds/deck at night.png").status_code == 200
+    [cass] = [c for c in client.get("/api/characters").json()["characters"] if c["name"] == "Cass"]
+    sprites = client.get(f"/api/characters/{cass['id']}/expressions").json()
+    assert sorted(s["label"] for s in sprites["expressions"]) == ["joy", "neutral"]
+    # Themes are kept (for a move back out), and said to be inactive.
+    assert (tmp_path / "home" / "sillytavern" / "themes" / "Dark Sea.json").is_file()
+    assert any("theme" in i["what"] for i in report["inactive"])
 
 
 def test_checkpoint_and_branch_join_their_chat_as_one_tree(
