@@ -625,10 +625,21 @@ class _Import:
         return self._cards_here.get(_text_digest(card.source_card))
 
     def _same_lore(self, result: ImportResult) -> KnowledgeBase | None:
-        """The KB here with the lore of the card's own book (a world file the card was
-        made from, or the card's book imported before)."""
+        """The KB here that is the card's own book: the world its ``extensions.world``
+        names, else the KB with the same lore (a world file the card was made from, or
+        the card's book imported before)."""
         book = result.character_book
-        return self._lore_here(book) if book is not None else None
+        if book is None:
+            return None
+        world = result.character.extensions.get("world") if result.character else None
+        if isinstance(world, str) and world in self.world_ids:
+            # SillyTavern binds a card to its world by name: the world file is what it
+            # reads, the embedded book only the copy the card carries for sharing (the
+            # two often differ in a default, as Seraphina's Eldoria does).
+            folder = self.kb_folders().get(self.world_ids[world])
+            if folder is not None:
+                return load_knowledge_base(folder)
+        return self._lore_here(book)
 
     def _lore_here(self, book: KnowledgeBase) -> KnowledgeBase | None:
         """The KB here whose entries are ``book``'s lore, when there is one."""
