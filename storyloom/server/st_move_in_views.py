@@ -124,7 +124,8 @@ class StKindProgress(BaseModel):
 
 class StImportProgress(BaseModel):
     """An import under way (``running``) or finished (``done`` with its report,
-    ``failed`` with the error; nothing of a failed import is left half in)."""
+    ``failed`` with the error: each thing it brought before is whole, and running it
+    again goes on where it stopped)."""
 
     job_id: str
     state: Literal["running", "done", "failed"]
