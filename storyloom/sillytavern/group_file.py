@@ -14,10 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from storyloom.core.errors import FieldProblem, FileFormatError, field_path
-from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
+from storyloom.sillytavern.json_document import parse_json_document
 
 NATURAL, LIST, MANUAL, POOLED = 0, 1, 2, 3
 SWAP, APPEND, APPEND_DISABLED = 0, 1, 2
@@ -70,21 +69,4 @@ class GroupFile(BaseModel):
 def parse_group_file(data: bytes | str, path: Path | str) -> GroupFile:
     """The group in ``data``; anything that does not fit refuses the whole file, naming
     each field and why."""
-    path = Path(path)
-    try:
-        text = data.decode("utf-8-sig") if isinstance(data, bytes) else data.removeprefix("\ufeff")
-    except UnicodeDecodeError:
-        raise FileFormatError(path, [FieldProblem("", "not UTF-8 text")]) from None
-    try:
-        document = loads_untrusted(text)
-    except UntrustedJsonError as exc:
-        raise FileFormatError(path, [FieldProblem(exc.where, exc.reason)]) from None
-    if not isinstance(document, dict):
-        raise FileFormatError(path, [FieldProblem("", "a group file is a JSON object")])
-    try:
-        return GroupFile.model_validate(document)
-    except ValidationError as exc:
-        problems = [
-            FieldProblem(field_path(tuple(err["loc"])), str(err["msg"])) for err in exc.errors()
-        ]
-        raise FileFormatError(path, problems) from None
+    return parse_json_document(data, path, GroupFile, "a group file")

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from storyloom.core.errors import FieldProblem, FileFormatError, field_path
-from storyloom.sillytavern.untrusted_json import UntrustedJsonError, loads_untrusted
+from storyloom.core.errors import FieldProblem, FileFormatError
+from storyloom.sillytavern.json_document import parse_json_document
 
 
 class QuickReply(BaseModel):
@@ -92,24 +92,7 @@ class QuickReplySetFile(BaseModel):
 def parse_quick_reply_set(data: bytes | str, path: Path | str) -> QuickReplySetFile:
     """The set in ``data`` (read from ``path``); a file that does not fit is refused
     whole, naming ``path``, each field and why."""
-    path = Path(path)
-    try:
-        text = data.decode("utf-8-sig") if isinstance(data, bytes) else data.removeprefix("\ufeff")
-    except UnicodeDecodeError:
-        raise FileFormatError(path, [FieldProblem("", "not UTF-8 text")]) from None
-    try:
-        document = loads_untrusted(text)
-    except UntrustedJsonError as exc:
-        raise FileFormatError(path, [FieldProblem(exc.where, exc.reason)]) from None
-    if not isinstance(document, dict):
-        raise FileFormatError(path, [FieldProblem("", "a quick reply set is a JSON object")])
-    try:
-        return QuickReplySetFile.model_validate(document)
-    except ValidationError as exc:
-        problems = [
-            FieldProblem(field_path(tuple(err["loc"])), str(err["msg"])) for err in exc.errors()
-        ]
-        raise FileFormatError(path, problems) from None
+    return parse_json_document(data, path, QuickReplySetFile, "a quick reply set")
 
 
 def read_quick_reply_set(path: Path) -> QuickReplySetFile:
