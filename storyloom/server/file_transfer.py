@@ -13,15 +13,21 @@ import asyncio
 import re
 import tempfile
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import Request, Response, UploadFile
 
-from storyloom.core.errors import InvalidInput, NotFound
+from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, NotFound
 from storyloom.core.image_kind import image_type
 from storyloom.project.knowledge_service import ImportOutcome, KnowledgeService
 from storyloom.server.api_errors import UploadTooLarge, upload_errors
 from storyloom.server.limits import MAX_FILENAME_BYTES, MAX_UPLOAD_BYTES, RequestLimits, size_text
+from storyloom.sillytavern.untrusted_json import (
+    JsonSyntaxError,
+    UntrustedJsonError,
+    loads_untrusted,
+)
 
 _CHUNK = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -81,6 +87,17 @@ async def read_named_upload(
     if data is None:
         raise UploadTooLarge(too_large(filename, limit))
     return filename, data
+
+
+def upload_json(filename: str, data: bytes) -> Any:
+    """An uploaded file's JSON, read as untrusted; a :class:`FileFormatError` naming the
+    file, where and why when it does not read."""
+    try:
+        return loads_untrusted(data)
+    except JsonSyntaxError as exc:
+        raise FileFormatError(filename, [FieldProblem("", exc.reason)]) from None
+    except UntrustedJsonError as exc:
+        raise FileFormatError(filename, [FieldProblem(exc.where, exc.reason)]) from None
 
 
 async def read_image_upload(request: Request, file: UploadFile) -> tuple[bytes, str]:

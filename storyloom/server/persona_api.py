@@ -22,15 +22,15 @@ from storyloom.chat.personalab.personas import (
     read_persona_document,
 )
 from storyloom.chat.store.turn_tree import ChatError
-from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput
+from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.server.api_errors import error_responses, field_errors, upload_errors
-from storyloom.server.file_transfer import avatar_response, read_image_upload, read_named_upload
-from storyloom.server.state import server_state
-from storyloom.sillytavern.untrusted_json import (
-    JsonSyntaxError,
-    UntrustedJsonError,
-    loads_untrusted,
+from storyloom.server.file_transfer import (
+    avatar_response,
+    read_image_upload,
+    read_named_upload,
+    upload_json,
 )
+from storyloom.server.state import server_state
 
 router = APIRouter(prefix="/api/personas", tags=["personas"])
 
@@ -137,12 +137,7 @@ async def import_persona(
     library = _library(request)
     filename, data = await read_named_upload(request, file)
     with upload_errors(filename):
-        try:
-            document = loads_untrusted(data)
-        except JsonSyntaxError as exc:
-            raise FileFormatError(filename, [FieldProblem("", exc.reason)]) from None
-        except UntrustedJsonError as exc:
-            raise FileFormatError(filename, [FieldProblem(exc.where, exc.reason)]) from None
+        document = upload_json(filename, data)
         found = read_persona_document(document, filename)
     by_name = {
         b.kb.display_name: b.kb.kb_id for b in state.knowledge.snapshot().knowledge.catalog.bases

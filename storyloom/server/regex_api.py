@@ -21,15 +21,10 @@ from pydantic import BaseModel, Field
 from storyloom.chat.prompt.regex_scripts import pattern_problems
 from storyloom.chat.store.regex_library import GlobalRegexScripts, read_scripts
 from storyloom.chat.store.regex_script import RegexScript
-from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, StoryloomError
+from storyloom.core.errors import FileFormatError, InvalidInput, StoryloomError
 from storyloom.server.api_errors import error_responses, upload_errors
-from storyloom.server.file_transfer import read_named_upload
+from storyloom.server.file_transfer import read_named_upload, upload_json
 from storyloom.server.state import server_state
-from storyloom.sillytavern.untrusted_json import (
-    JsonSyntaxError,
-    UntrustedJsonError,
-    loads_untrusted,
-)
 
 router = APIRouter(prefix="/api/regex-scripts", tags=["regex scripts"])
 
@@ -89,12 +84,7 @@ async def import_regex_scripts(
     not, is refused with file, field and reason, and nothing is written."""
     filename, data = await read_named_upload(request, file)
     with upload_errors(filename):
-        try:
-            document = loads_untrusted(data)
-        except JsonSyntaxError as exc:
-            raise FileFormatError(filename, [FieldProblem("", exc.reason)]) from None
-        except UntrustedJsonError as exc:
-            raise FileFormatError(filename, [FieldProblem(exc.where, exc.reason)]) from None
+        document = upload_json(filename, data)
         try:
             found = read_scripts(document)
             _check_patterns("regex scripts", found)
