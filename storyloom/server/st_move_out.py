@@ -64,7 +64,11 @@ from storyloom.chat.personalab.chat_backgrounds import (
 )
 from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.personas import Persona, PersonaLibrary
-from storyloom.chat.personalab.quick_replies import QuickReplyLibrary, export_st_quick_replies
+from storyloom.chat.personalab.quick_replies import (
+    QuickReplyLibrary,
+    export_st_quick_replies,
+    st_file_name,
+)
 from storyloom.chat.personalab.sprites import export_st_sprites
 from storyloom.chat.store.conversation import Conversation
 from storyloom.chat.store.global_variables import GlobalVariables
@@ -998,14 +1002,24 @@ def _quick_reply_settings(project_dir: Path, out: _Writer) -> dict[str, Any] | N
     for broken in library.problems():
         out.problem(f"quick reply set {broken.path.name}", f"not written: {broken}")
     try:
-        written = export_st_quick_replies(project_dir, out.staging / QUICK_REPLIES)
+        export_st_quick_replies(project_dir, out.staging / QUICK_REPLIES)
         names = {s.name for s in library.sets()}
         visible = [name for name in library.visible() if name in names]
     except (StoryloomError, OSError) as exc:
         out.problem("quick replies", f"not written: {exc}")
         return None
     out.adopt(QUICK_REPLIES)
-    out.report.counts.quick_replies = written
+    files: dict[str, list[str]] = {}
+    for name in sorted(names):
+        files.setdefault(st_file_name(name), []).append(name)
+    for file, sharing in files.items():
+        if len(sharing) > 1:
+            out.problem(
+                f"quick reply sets {', '.join(sharing)}",
+                f"SillyTavern names a set's file by its name: they share {file}.json, one "
+                "set is in it",
+            )
+    out.report.counts.quick_replies = len(files)
     if not names:
         return None
     return {

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from storyloom.chat.personalab.card_export import default_portrait
 from storyloom.chat.personalab.chat_backgrounds import ChatBackgrounds
+from storyloom.chat.personalab.quick_replies import QuickReplyLibrary
 from storyloom.chat.store.conversation import CharacterSnapshot, ConversationSettings
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.errors import FileFormatError, InvalidInput
@@ -25,6 +26,7 @@ from storyloom.project.project_file import init_project
 from storyloom.server.st_move_out import export_user_folder
 from storyloom.sillytavern.character_card import read_png_card
 from storyloom.sillytavern.chat_log import parse_chat_jsonl
+from storyloom.sillytavern.quick_reply_set import QuickReply, QuickReplySetFile
 from storyloom.store.database import Database
 
 
@@ -179,3 +181,19 @@ def test_a_chat_shows_the_background_it_has_here_and_a_missing_one_is_reported(
     assert report.counts.backgrounds == 1
     assert (dest / "backgrounds" / "dusk.png").read_bytes() == default_portrait("dusk")
     assert "backgrounds/dusk.png" in report.files
+
+
+def test_quick_reply_sets_whose_names_make_one_file_name_are_reported(tmp_path: Path) -> None:
+    home, root, dest = tmp_path / "home", tmp_path / "project", tmp_path / "out"
+    init_project(root)
+    replies = QuickReplyLibrary(root)
+    for name in ("Moves", "Moves?"):
+        replies.save(QuickReplySetFile(name=name, qrList=[QuickReply(label=name, message="Go.")]))
+
+    report = export_user_folder(home, root, dest)
+
+    assert [p.name for p in (dest / "QuickReplies").iterdir()] == ["Moves.json"]
+    assert report.counts.quick_replies == 1
+    (problem,) = report.problems
+    assert problem.what == "quick reply sets Moves, Moves?"
+    assert "Moves.json" in problem.reason
