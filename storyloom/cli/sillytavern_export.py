@@ -2,7 +2,8 @@
 
 Leaving is as easy as coming: DIR becomes a ``data/<user>/`` folder SillyTavern opens with
 the project's characters, worlds, personas and chats (each chat's main path as the chat,
-its other branches as branch files). See :mod:`storyloom.server.st_move_out`.
+its other branches as branch files), its regex scripts, quick replies, backgrounds and
+sprites. See :mod:`storyloom.server.st_move_out`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def export_sillytavern(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Write the project as a SillyTavern user folder: characters, worlds, personas, chats."""
+    """Write the project as a SillyTavern user folder: characters, worlds, personas, chats,
+    regex scripts, quick replies, backgrounds, sprites."""
     from storyloom.server.st_move_out import export_user_folder
 
     data_dir = ensure_home(resolve_home(home))
@@ -51,7 +53,10 @@ def export_sillytavern(
     typer.echo(
         f"{report.dest}: {counts.characters} characters, {counts.worlds} worlds, "
         f"{counts.personas} personas, {counts.chats} chats + {counts.branches} branches, "
-        f"{counts.groups} groups ({counts.group_chats} group chats)"
+        f"{counts.groups} groups ({counts.group_chats} group chats), "
+        f"{counts.regex_scripts} global regex scripts ({counts.allowed_regex} cards allowed), "
+        f"{counts.quick_replies} quick reply sets, {counts.backgrounds} backgrounds, "
+        f"{counts.sprites} sprites, {counts.themes} themes"
     )
     for problem in report.problems:
         typer.echo(f"  {problem.what}: {problem.reason}", err=True)

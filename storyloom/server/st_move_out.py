@@ -20,10 +20,20 @@ What SillyTavern reads from a user folder, and what each thing here becomes:
 - ``User Avatars/<id>.png`` and ``settings.json``: the personas (``power_user.personas``,
   ``persona_descriptions`` with each one's ``lorebook``, ``default_persona``), the global
   books (``world_info_settings.world_info.globalSelect``), the global variables
-  (``extension_settings.variables.global``).
+  (``extension_settings.variables.global``), the global regex scripts
+  (``extension_settings.regex``), the characters whose card scripts a chat allowed
+  (``extension_settings.character_allowed_regex``, by card file) and the quick reply sets
+  shown (``extension_settings.quickReplyV2``).
+- ``characters/<card file stem>/``: each character's expression sprites.
+- ``QuickReplies/<name>.json``, ``backgrounds/`` and ``themes/``: the project's quick reply
+  sets, the data directory's backgrounds and the themes a move-in kept.
 
-A chat's metadata gets ``persona`` when the chat speaks as a persona of its own and
-``world_info`` when it has a book of its own (SillyTavern binds one; more are reported).
+A chat's metadata gets ``persona`` when the chat speaks as a persona of its own,
+``world_info`` when it has a book of its own (SillyTavern binds one; more are reported)
+and ``custom_background`` when it shows a background.
+
+A chat pipeline made from a SillyTavern preset does not go back out as a preset: nothing
+here writes a chat-completion preset from a pipeline, so it is reported.
 
 The folder is written beside ``dest`` and renamed into place last, so a failed export
 leaves nothing half written.
@@ -37,7 +47,7 @@ import json
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,11 +56,24 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from storyloom.chat.personalab.card_export import card_png, default_portrait, primary_book
+from storyloom.chat.personalab.chat_backgrounds import (
+    ChatBackgrounds,
+    background_from_chat_metadata,
+    chat_metadata_background,
+    export_st_backgrounds,
+)
 from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.personas import Persona, PersonaLibrary
+from storyloom.chat.personalab.quick_replies import (
+    QuickReplyLibrary,
+    export_st_quick_replies,
+    st_file_name,
+)
+from storyloom.chat.personalab.sprites import export_st_sprites
 from storyloom.chat.store.conversation import Conversation
 from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.group_members import MEMBERS_KEY, member_snapshots
+from storyloom.chat.store.regex_library import GlobalRegexScripts
 from storyloom.chat.store.st_chat import HEADER_KEY, export_st_chat, humanized_time
 from storyloom.chat.store.st_group_chat import GROUP_FILE_KEY
 from storyloom.chat.store.turn_tree import TurnTree
@@ -62,6 +85,7 @@ from storyloom.knowledge.global_library import global_folders
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_export import export_world_info
 from storyloom.project.project_knowledge import open_project_knowledge
+from storyloom.server.workflow_service import ProjectWorkflows
 from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.character_card import CARD_CHUNK_V2, CARD_CHUNK_V3, encode_card_text
 from storyloom.sillytavern.chat_log import UNUSED_NAME, dump_line
@@ -83,6 +107,11 @@ USER_FOLDERS = (
 """The folders of a user folder SillyTavern reads at once (it makes any others it wants)."""
 SETTINGS_FILE = "settings.json"
 GROUP_CHATS = "group chats"
+QUICK_REPLIES = "QuickReplies"
+KEPT_THEMES_DIR = "sillytavern/themes"
+"""Where a move-in keeps SillyTavern's themes in the data directory (not applied here)."""
+PRESET_PIPELINE_FORMAT = "sillytavern-chat-completion-preset"
+"""``importedFrom.format`` of a chat pipeline made from a SillyTavern preset."""
 PERSONA_POSITION_IN_PROMPT = 0
 PERSONA_DEFAULT_DEPTH = 2
 PERSONA_DEFAULT_ROLE = 0
@@ -103,6 +132,14 @@ class StExportCounts(BaseModel):
     branches: int = Field(default=0, description="Branch files (chat_metadata.main_chat)")
     groups: int = 0
     group_chats: int = Field(default=0, description="Group chat files, branches included")
+    regex_scripts: int = Field(default=0, description="Global regex scripts (settings.json)")
+    allowed_regex: int = Field(
+        default=0, description="Characters whose card regex scripts a chat allowed"
+    )
+    quick_replies: int = Field(default=0, description="Quick reply set files")
+    backgrounds: int = Field(default=0, description="Background images")
+    sprites: int = Field(default=0, description="Expression sprite files, all characters")
+    themes: int = Field(default=0, description="Theme files a move-in kept")
 
 
 class StExportProblem(BaseModel):
@@ -153,6 +190,9 @@ class _Character:
     preset_id: str | None = None
     chats: list[tuple[float, str]] = field(default_factory=list)
     """(last change, chat file stem) of each main chat: the newest opens first."""
+    regex_allowed: set[bool] = field(default_factory=set)
+    """Whether each of its chats (group chats too) allows the card's regex scripts."""
+    written: bool = False
 
     @property
     def stem(self) -> str:
@@ -188,6 +228,16 @@ class _Writer:
 
     def problem(self, what: str, reason: str) -> None:
         self.report.problems.append(StExportProblem(what=what, reason=reason))
+
+    def adopt(self, folder: str) -> None:
+        """Put the files another module's exporter wrote under ``folder`` in the report."""
+        listed = set(self.report.files)
+        self.report.files.extend(
+            relative
+            for path in sorted((self.staging / folder).rglob("*"))
+            if path.is_file()
+            and (relative := path.relative_to(self.staging).as_posix()) not in listed
+        )
 
 
 def check_destination(dest: Path, *, overwrite: bool) -> None:
@@ -276,14 +326,28 @@ def _export(home: Path, project_dir: Path, out: _Writer) -> None:
         worlds = _write_worlds(catalog, used_books, out)
         characters = _characters(presets, conversations, out)
         persona_files = _write_personas(personas, worlds, out)
-        groups = _write_chats(tree, conversations, characters, persona_files, worlds, out)
+        backgrounds = _write_backgrounds(home, out)
+        groups = _write_chats(
+            tree, conversations, characters, persona_files, worlds, backgrounds, out
+        )
         char_lore = _write_characters(characters, catalog, worlds, out)
+        _write_sprites(presets, characters, out)
         _write_groups(groups, out)
     finally:
         database.close()
+    _report_preset_pipelines(project_dir, conversations, out)
+    _write_themes(home, out)
     global_books = [worlds[k] for k in knowledge.project.globalKnowledgeBases if k in worlds]
     _write_settings(
-        personas, persona_files, worlds, global_books, char_lore, GlobalVariables.in_home(home), out
+        home,
+        project_dir,
+        personas,
+        persona_files,
+        worlds,
+        global_books,
+        char_lore,
+        _allowed_regex(characters, out),
+        out,
     )
 
 
@@ -434,6 +498,7 @@ def _write_characters(
             continue
         out.write(f"characters/{character.avatar_file}", png)
         out.report.counts.characters += 1
+        character.written = True
         for warning in warnings:
             out.problem(f"character {preset.name}", warning)
         extra = [
@@ -448,6 +513,43 @@ def _write_characters(
 
 def _now() -> float:
     return datetime.now(UTC).timestamp()
+
+
+def _write_sprites(
+    presets: PresetLibrary, characters: Mapping[str, _Character], out: _Writer
+) -> None:
+    """Each written character's expression sprites into ``characters/<card file stem>/``,
+    the folder SillyTavern looks in for the card's sprites."""
+    for character in characters.values():
+        if character.preset_id is None or not character.written:
+            continue
+        folder = f"characters/{character.stem}"
+        try:
+            written = export_st_sprites(presets, character.preset_id, out.staging / folder)
+        except (StoryloomError, OSError) as exc:
+            out.problem(f"character {character.preset.name}", f"sprites not written: {exc}")
+            continue
+        out.adopt(folder)
+        out.report.counts.sprites += written
+
+
+def _allowed_regex(characters: Mapping[str, _Character], out: _Writer) -> list[str]:
+    """``extension_settings.character_allowed_regex``: the card files of the characters
+    whose regex scripts a chat allowed. SillyTavern allows them per character, not per
+    chat, so a character with chats either way is allowed in all of them (reported)."""
+    allowed: list[str] = []
+    for character in characters.values():
+        if not character.written or True not in character.regex_allowed:
+            continue
+        allowed.append(character.avatar_file)
+        if False in character.regex_allowed:
+            out.problem(
+                f"character {character.preset.name}",
+                "some of its chats allow its card's regex scripts and some do not; "
+                "SillyTavern allows them per character: allowed in every chat",
+            )
+    out.report.counts.allowed_regex = len(allowed)
+    return sorted(allowed)
 
 
 # -- personas -----------------------------------------------------------------------------
@@ -517,12 +619,21 @@ def _chat_metadata(
     conversation: Conversation,
     persona_files: Mapping[str, _PersonaFile],
     worlds: Mapping[str, str],
+    backgrounds: Set[str],
     out: _Writer,
 ) -> dict[str, Any]:
     """What a chat's header gets on top of its kept metadata: the persona it is locked
-    to and its own book."""
+    to, its own book and its background."""
     added: dict[str, Any] = {}
     settings = conversation.settings
+    if settings.background is not None:
+        if settings.background in backgrounds:
+            added["custom_background"] = chat_metadata_background(settings.background)
+        else:
+            out.problem(
+                f"chat {conversation.title}",
+                f"its background {settings.background} is not in backgrounds/; not set",
+            )
     if settings.persona_id is not None:
         persona = persona_files.get(settings.persona_id)
         if persona is not None:
@@ -613,6 +724,7 @@ def _write_chats(
     characters: Mapping[str, _Character],
     persona_files: Mapping[str, _PersonaFile],
     worlds: Mapping[str, str],
+    backgrounds: Set[str],
     out: _Writer,
 ) -> list[_Group]:
     taken: dict[str, set[str]] = {}
@@ -622,7 +734,15 @@ def _write_chats(
             if conversation.settings.group is not None:
                 group_names = taken.setdefault(GROUP_CHATS, set())
                 _group_chat(
-                    tree, conversation, characters, persona_files, worlds, groups, group_names, out
+                    tree,
+                    conversation,
+                    characters,
+                    persona_files,
+                    worlds,
+                    backgrounds,
+                    groups,
+                    group_names,
+                    out,
                 )
                 continue
             character = _character_of(conversation, characters)
@@ -633,17 +753,24 @@ def _write_chats(
             names = taken.setdefault(folder, set())
             stem = _unique(safe_file_name(conversation.title, character.preset.name), names)
             metadata = _base_metadata(conversation)
-            metadata.update(_chat_metadata(conversation, persona_files, worlds, out))
+            metadata.update(_chat_metadata(conversation, persona_files, worlds, backgrounds, out))
             _write_chat_files(tree, conversation, folder, stem, metadata, names, out)
             out.report.counts.chats += 1
             character.chats.append((conversation.updated_at, stem))
+            character.regex_allowed.add(conversation.settings.allow_regex_scripts)
         except StoryloomError as exc:
             out.problem(f"chat {conversation.title}", f"not written: {exc}")
     return list(groups.values())
 
 
 def _base_metadata(conversation: Conversation) -> dict[str, Any]:
-    return {k: v for k, v in conversation.metadata.items() if k not in _CONVERSATION_KEYS}
+    """The chat's kept ``chat_metadata``; a kept ``custom_background`` naming an image of
+    ``backgrounds/`` is left out, the chat's setting is what it shows now (one naming a
+    web address is not something storyloom shows, and goes back as it came)."""
+    kept = {k: v for k, v in conversation.metadata.items() if k not in _CONVERSATION_KEYS}
+    if background_from_chat_metadata(kept) is not None:
+        del kept["custom_background"]
+    return kept
 
 
 def _group_chat(
@@ -652,6 +779,7 @@ def _group_chat(
     characters: Mapping[str, _Character],
     persona_files: Mapping[str, _PersonaFile],
     worlds: Mapping[str, str],
+    backgrounds: Set[str],
     groups: dict[str, _Group],
     taken: set[str],
     out: _Writer,
@@ -681,6 +809,7 @@ def _group_chat(
             continue
         avatars[member.character_id] = character.avatar_file
         names[character.preset.name] = character.avatar_file
+        character.regex_allowed.add(conversation.settings.allow_regex_scripts)
         if snapshot is not None and snapshot.text("name"):
             names[snapshot.text("name")] = character.avatar_file
     group_id = str(kept_group.get("id") or int(conversation.created_at * 1000))
@@ -701,7 +830,7 @@ def _group_chat(
         )
         groups[group_id] = group
     metadata = _base_metadata(conversation)
-    metadata.update(_chat_metadata(conversation, persona_files, worlds, out))
+    metadata.update(_chat_metadata(conversation, persona_files, worlds, backgrounds, out))
     wanted = kept_group.get("chat_id") if len(group.chats) == 0 else None
     chat_id = _unique(
         safe_file_name(str(wanted or humanized_time(conversation.created_at)), group_id), taken
@@ -798,16 +927,131 @@ def _write_groups(groups: Iterable[_Group], out: _Writer) -> None:
         out.report.counts.groups += 1
 
 
+# -- backgrounds, themes, presets ---------------------------------------------------------
+
+
+def _write_backgrounds(home: Path, out: _Writer) -> set[str]:
+    """The data directory's backgrounds into ``backgrounds/``; returns their names (the
+    ones a chat's ``custom_background`` may name)."""
+    try:
+        written = export_st_backgrounds(home, out.staging / "backgrounds")
+        names = set(ChatBackgrounds(home).names())
+    except OSError as exc:
+        out.problem("backgrounds", f"not written: {exc}")
+        return set()
+    out.adopt("backgrounds")
+    out.report.counts.backgrounds = written
+    return names
+
+
+def _write_themes(home: Path, out: _Writer) -> None:
+    """The themes a move-in kept (``<home>/sillytavern/themes``) back into ``themes/``."""
+    kept = home / KEPT_THEMES_DIR
+    if not kept.is_dir():
+        return
+    for path in sorted(kept.glob("*.json")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            out.write(f"themes/{path.name}", path.read_bytes())
+        except OSError as exc:
+            out.problem(f"theme {path.name}", f"not written: {exc}")
+            continue
+        out.report.counts.themes += 1
+
+
+def _report_preset_pipelines(
+    project_dir: Path, conversations: Sequence[Conversation], out: _Writer
+) -> None:
+    """Name each chat pipeline made from a SillyTavern preset that chats here run: it
+    does not go back out as ``OpenAI Settings/<name>.json`` (storyloom has no writer of
+    chat-completion presets), so SillyTavern answers those chats with its own preset."""
+    workflows = ProjectWorkflows(project_dir)
+    used: dict[str, int] = {}
+    for conversation in conversations:
+        pipeline = conversation.settings.pipeline
+        used[pipeline] = used.get(pipeline, 0) + 1
+    for workflow_id, chats in sorted(used.items()):
+        try:
+            if not workflows.exists(workflow_id):
+                continue
+            workflow = workflows.load(workflow_id)
+        except StoryloomError:
+            continue  # its chats do not run either; not this export's to report
+        source = (workflow.model_extra or {}).get("importedFrom")
+        if not isinstance(source, Mapping) or source.get("format") != PRESET_PIPELINE_FORMAT:
+            continue
+        out.problem(
+            f"chat pipeline {workflow_id}",
+            f"made from the SillyTavern preset {source.get('file') or workflow_id!r}, run by "
+            f"{chats} chat(s): not written back as a preset (storyloom cannot write one); "
+            "choose the preset in SillyTavern",
+        )
+
+
 # -- settings.json ------------------------------------------------------------------------
 
 
+def _quick_reply_settings(project_dir: Path, out: _Writer) -> dict[str, Any] | None:
+    """The project's quick reply sets into ``QuickReplies/`` and the
+    ``extension_settings.quickReplyV2`` that shows the visible ones (as SillyTavern's
+    ``QuickReplySettings`` saves itself); None when the project has no set. Only the
+    shown sets are linked: a linked set, even with its buttons hidden, runs its replies
+    that execute on their own (on startup, on a new chat...)."""
+    library = QuickReplyLibrary(project_dir)
+    for broken in library.problems():
+        out.problem(f"quick reply set {broken.path.name}", f"not written: {broken}")
+    try:
+        export_st_quick_replies(project_dir, out.staging / QUICK_REPLIES)
+        names = {s.name for s in library.sets()}
+        visible = [name for name in library.visible() if name in names]
+    except (StoryloomError, OSError) as exc:
+        out.problem("quick replies", f"not written: {exc}")
+        return None
+    out.adopt(QUICK_REPLIES)
+    files: dict[str, list[str]] = {}
+    for name in sorted(names):
+        files.setdefault(st_file_name(name), []).append(name)
+    for file, sharing in files.items():
+        if len(sharing) > 1:
+            out.problem(
+                f"quick reply sets {', '.join(sharing)}",
+                f"SillyTavern names a set's file by its name: they share {file}.json, one "
+                "set is in it",
+            )
+    out.report.counts.quick_replies = len(files)
+    if not names:
+        return None
+    return {
+        "isEnabled": True,
+        "isCombined": False,
+        "isPopout": False,
+        "showPopoutButton": True,
+        "config": {"setList": [{"set": name, "isVisible": True} for name in visible]},
+    }
+
+
+def _global_regex(home: Path, out: _Writer) -> list[dict[str, Any]]:
+    """``extension_settings.regex``: the global scripts, in their order, as they are kept
+    (SillyTavern's own script objects)."""
+    try:
+        scripts = GlobalRegexScripts.in_home(home).load()
+    except StoryloomError as exc:
+        out.problem("global regex scripts", f"not written: {exc}")
+        return []
+    out.report.counts.regex_scripts = len(scripts)
+    return [script.model_dump(mode="json") for script in scripts]
+
+
 def _write_settings(
+    home: Path,
+    project_dir: Path,
     personas: PersonaLibrary,
     persona_files: Mapping[str, _PersonaFile],
     worlds: Mapping[str, str],
     global_books: list[str],
     char_lore: list[dict[str, Any]],
-    variables: GlobalVariables,
+    allowed_regex: list[str],
     out: _Writer,
 ) -> None:
     """A ``settings.json`` SillyTavern starts with: what it holds here, every other
@@ -822,17 +1066,25 @@ def _write_settings(
         "default_persona": default.avatar_file if default is not None else None,
     }
     try:
-        global_values = variables.load()
+        global_values = GlobalVariables.in_home(home).load()
     except StoryloomError as exc:
         out.problem("global variables", f"not written: {exc}")
         global_values = {}
+    extensions: dict[str, Any] = {
+        "variables": {"global": global_values},
+        "regex": _global_regex(home, out),
+        "character_allowed_regex": allowed_regex,
+    }
+    quick_replies = _quick_reply_settings(project_dir, out)
+    if quick_replies is not None:
+        extensions["quickReplyV2"] = quick_replies
     document: dict[str, Any] = {
         "firstRun": False,
         "power_user": power_user,
         "world_info_settings": {
             "world_info": {"globalSelect": global_books, "charLore": char_lore},
         },
-        "extension_settings": {"variables": {"global": global_values}},
+        "extension_settings": extensions,
     }
     if default is not None:
         document["username"] = default.persona.name

@@ -1,9 +1,11 @@
 """``storyloom export-sillytavern DIR``: a project moved out as a SillyTavern user folder.
 
 The project is made the way a user makes one (cards, a world and chats imported with the
-CLI, a branch added in the tree, a persona, a group chat); the folder written is read
-back with the readers of SillyTavern's own shapes, and its chats and world import again
-into a fresh project with the same messages and entries.
+CLI, a branch added in the tree, a persona, a group chat, global regex scripts, quick
+replies, a background, sprites, a kept theme, a pipeline from a preset); the folder
+written is read back with the readers of SillyTavern's own shapes, and imports again
+(``storyloom import-sillytavern``) into a fresh home with the same messages, entries,
+scripts, sets, backgrounds and sprites.
 """
 
 from __future__ import annotations
@@ -17,17 +19,35 @@ from typing import Any
 
 import pytest
 
+from storyloom.chat.personalab.card_export import default_portrait
+from storyloom.chat.personalab.chat_backgrounds import (
+    ChatBackgrounds,
+    background_from_chat_metadata,
+)
+from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.personas import Persona, PersonaLibrary
+from storyloom.chat.personalab.quick_replies import QuickReplyLibrary
+from storyloom.chat.personalab.sprites import expressions, save_sprite, sprite
 from storyloom.chat.store.global_variables import GlobalVariables
+from storyloom.chat.store.regex_library import GlobalRegexScripts
+from storyloom.chat.store.regex_script import RegexScript
 from storyloom.chat.store.st_group_chat import import_st_group_chat
 from storyloom.chat.store.state import ChatState
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.knowledge.knowledge_base import load_knowledge_base
 from storyloom.project.project_file import init_project, load_project, save_project
+from storyloom.server.st_move_out import KEPT_THEMES_DIR
+from storyloom.server.workflow_service import ProjectWorkflows
 from storyloom.sillytavern.character_card import parse_card, read_png_card
 from storyloom.sillytavern.chat_log import ChatLog, parse_chat_jsonl
 from storyloom.sillytavern.group_file import parse_group_file
 from storyloom.sillytavern.png_chunks import is_png, read_chunks, text_chunks
+from storyloom.sillytavern.quick_reply_set import (
+    QuickReply,
+    QuickReplySetFile,
+    read_quick_reply_set,
+    st_visible_quick_reply_sets,
+)
 from storyloom.sillytavern.world_info import world_info_entries
 from storyloom.store.database import Database
 from storyloom.testing.st_documents import (
@@ -43,6 +63,25 @@ from storyloom.testing.st_documents import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+TIDY = RegexScript(
+    id="5b1c0e4e-tidy",
+    scriptName="Trim asterisks",
+    findRegex="/\\*{2,}/g",
+    replaceString="*",
+    placement=[1, 2],
+)
+MOVES = QuickReplySetFile(
+    name="Moves",
+    qrList=[
+        QuickReply(id=1, label="Look", message="I look around."),
+        QuickReply(id=2, label="Wait", message="I wait."),
+    ],
+)
+TOOLS = QuickReplySetFile(
+    name="Tools", qrList=[QuickReply(id=1, label="Roll", message="/roll 1d20")]
+)
+BACKGROUND = "harbour at dusk.png"
+THEME = {"name": "Night Harbour", "main_text_color": "rgba(220, 220, 210, 1)"}
 
 
 def storyloom(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -76,6 +115,9 @@ class Made:
         self.persona_id = ""
         self.world_kb = ""
         self.aria_book = ""
+        self.aria_id = ""
+        self.sprites: dict[str, bytes] = {}
+        self.pipeline = ""
 
 
 def open_tree(home: Path) -> tuple[Database, TurnTree]:
@@ -151,11 +193,37 @@ def made(tmp_path: Path) -> Made:
     personas.set_default(lyra.id)
     made.persona_id = lyra.id
     GlobalVariables.in_home(home).save_changes({}, {"tides": 3})
+    # Global regex, a shown and a hidden quick reply set, a background, a kept theme.
+    GlobalRegexScripts.in_home(home).save([TIDY])
+    replies = QuickReplyLibrary(root)
+    replies.save(MOVES, visible=True)
+    replies.save(TOOLS, visible=False)
+    ChatBackgrounds(home).save(BACKGROUND, default_portrait("harbour"))
+    themes = home / KEPT_THEMES_DIR
+    themes.mkdir(parents=True)
+    (themes / "Night Harbour.json").write_text(json.dumps(THEME), encoding="utf-8")
+    # Aria's sprites.
+    library = PresetLibrary(root)
+    made.aria_id = next(c.id for c in library.characters() if c.name == "Aria")
+    for label in ("joy", "neutral"):
+        made.sprites[label] = default_portrait(f"Aria {label}")
+        save_sprite(library, made.aria_id, label, made.sprites[label])
+    # A pipeline made from a SillyTavern preset, run by the group chat below.
+    made.pipeline = (
+        ProjectWorkflows(root)
+        .import_st_preset({"temperature": 0.7}, file_name="Tidy Prose.json")[0]
+        .id
+    )
     database, tree = open_tree(home)
     try:
         conversation = tree.conversation(made.chat_id)
         settings = conversation.settings.model_copy(
-            update={"persona_id": lyra.id, "knowledge_bases": [made.aria_book]}
+            update={
+                "persona_id": lyra.id,
+                "knowledge_bases": [made.aria_book],
+                "background": BACKGROUND,
+                "allow_regex_scripts": True,
+            }
         )
         tree.update_conversation(made.chat_id, settings=settings)
         # A branch: another answer to the user's question, and on from it.
@@ -205,6 +273,11 @@ def made(tmp_path: Path) -> Made:
             content="Hurry.",
         )
         tree.set_pointer(imported_group.conversation_id, group_path[-1].id)
+        group_settings = tree.conversation(imported_group.conversation_id).settings
+        tree.update_conversation(
+            imported_group.conversation_id,
+            settings=group_settings.model_copy(update={"pipeline": made.pipeline}),
+        )
     finally:
         database.close()
     return made
@@ -247,6 +320,12 @@ def test_the_folder_holds_what_sillytavern_reads_in_its_shapes(made: Made, tmp_p
         "branches": 1,
         "groups": 1,
         "group_chats": 2,
+        "regex_scripts": 1,
+        "allowed_regex": 1,
+        "quick_replies": 2,
+        "backgrounds": 1,
+        "sprites": 2,
+        "themes": 1,
     }
     written = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert written == report["files"]
@@ -282,6 +361,16 @@ def test_the_folder_holds_what_sillytavern_reads_in_its_shapes(made: Made, tmp_p
     assert metadata["persona"] == f"{made.persona_id}.png"
     assert metadata["world_info"] == "Aria"
     assert "main_chat" not in metadata
+    # Its background as SillyTavern's chat background, naming the exported image.
+    assert metadata["custom_background"] == 'url("backgrounds/harbour%20at%20dusk.png")'
+    assert background_from_chat_metadata(metadata) == BACKGROUND
+    assert is_png((dest / "backgrounds" / BACKGROUND).read_bytes())
+
+    # Aria's sprites in the folder named for her card file, as SillyTavern finds them.
+    assert {p.name: p.read_bytes() for p in (dest / "characters" / "Aria").iterdir()} == {
+        f"{label}.png": data for label, data in made.sprites.items()
+    }
+    assert not (dest / "characters" / "Bram").exists()
 
     # The branch: SillyTavern's branch file, pointing at the main chat, same prefix.
     (branch_file,) = [p for p in folder.glob("*.jsonl") if p != main_file]
@@ -313,7 +402,36 @@ def test_the_folder_holds_what_sillytavern_reads_in_its_shapes(made: Made, tmp_p
     assert power_user["default_persona"] == avatar
     assert settings["user_avatar"] == avatar
     assert settings["world_info_settings"]["world_info"]["globalSelect"] == ["Drift Isles"]
-    assert settings["extension_settings"]["variables"]["global"] == {"tides": 3}
+    extensions = settings["extension_settings"]
+    assert extensions["variables"]["global"] == {"tides": 3}
+
+    # Global regex scripts as SillyTavern keeps them; Aria's card scripts allowed.
+    assert extensions["regex"] == [TIDY.model_dump(mode="json")]
+    assert extensions["character_allowed_regex"] == ["Aria.png"]
+
+    # Quick replies: every set's file; only the shown set linked, with its buttons.
+    sets = {p.name: read_quick_reply_set(p) for p in (dest / "QuickReplies").iterdir()}
+    assert sets == {"Moves.json": MOVES, "Tools.json": TOOLS}
+    assert json.loads((dest / "QuickReplies" / "Moves.json").read_text())["name"] == "Moves"
+    assert extensions["quickReplyV2"] == {
+        "isEnabled": True,
+        "isCombined": False,
+        "isPopout": False,
+        "showPopoutButton": True,
+        "config": {"setList": [{"set": "Moves", "isVisible": True}]},
+    }
+    assert st_visible_quick_reply_sets(settings) == ["Moves"]
+
+    # The kept theme goes back as it came.
+    assert json.loads((dest / "themes" / "Night Harbour.json").read_text()) == THEME
+
+    # The preset the group chat's pipeline came from has no writer: said, not written.
+    assert not (dest / "OpenAI Settings").exists()
+    problems = {p["what"]: p["reason"] for p in report["problems"]}
+    assert "Tidy Prose.json" in problems.pop(f"chat pipeline {made.pipeline}")
+    # The group chat (Aria in it) does not allow her scripts; SillyTavern allows per card.
+    assert "allowed in every chat" in problems.pop("character Aria")
+    assert problems == {}
 
     # The group: its file names the cards and its chat; the chat names its speakers.
     group = parse_group_file((dest / "groups" / f"{made.group_id}.json").read_bytes(), "g")
@@ -387,3 +505,67 @@ def test_a_folder_with_files_is_refused_unless_overwrite(made: Made, tmp_path: P
     assert (dest / "settings.json").is_file()
     assert report["counts"]["chats"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "project", "st", "taken"]
+
+
+def import_back(dest: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """``storyloom import-sillytavern`` of the exported folder into a fresh home."""
+    home = tmp_path / "home2"
+    root = tmp_path / "project2"
+    init_project(root)
+    out = ok(
+        storyloom("import-sillytavern", str(dest), "--project", str(root), "--json", home=home)
+    )
+    report: dict[str, Any] = json.loads(out)
+    return home, root, report
+
+
+def imported_chats(home: Path, root: Path) -> dict[str, Any]:
+    """The imported one-to-one chats' settings by title, and the group chats' under
+    ``"group"``."""
+    database, tree = open_tree(home)
+    try:
+        found: dict[str, Any] = {}
+        for summary in tree.conversations(load_project(root).id):
+            conversation = tree.conversation(summary.id)
+            key = "group" if conversation.settings.group is not None else conversation.title
+            found.setdefault(key, conversation.settings)
+        return found
+    finally:
+        database.close()
+
+
+def test_the_export_imports_again_with_each_chat_allowing_what_it_allowed(
+    made: Made, tmp_path: Path
+) -> None:
+    dest = tmp_path / "out"
+    export(made, dest)
+    home, root, _ = import_back(dest, tmp_path)
+
+    chats = imported_chats(home, root)
+    assert chats["Aria - 2024-09-19@20h03m29s"].allow_regex_scripts is True
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="storyloom/server/st_move_in.py on main does not bring global regex scripts, "
+    "quick replies, backgrounds, sprites or themes yet (the lead is wiring them): remove "
+    "this marker once import-sillytavern does",
+)
+def test_the_export_imports_again_with_its_scripts_quick_replies_backgrounds_and_sprites(
+    made: Made, tmp_path: Path
+) -> None:
+    dest = tmp_path / "out"
+    export(made, dest)
+    home, root, _ = import_back(dest, tmp_path)
+
+    assert GlobalRegexScripts.in_home(home).load() == [TIDY]
+    replies = QuickReplyLibrary(root)
+    assert replies.sets() == [MOVES, TOOLS]
+    assert replies.visible() == ["Moves"]
+    assert ChatBackgrounds(home).names() == [BACKGROUND]
+    assert imported_chats(home, root)["Aria - 2024-09-19@20h03m29s"].background == BACKGROUND
+    library = PresetLibrary(root)
+    aria = next(c.id for c in library.characters() if c.name == "Aria")
+    assert expressions(library, aria) == ["joy", "neutral"]
+    assert {label: sprite(library, aria, label)[0] for label in made.sprites} == made.sprites
+    assert json.loads((home / KEPT_THEMES_DIR / "Night Harbour.json").read_text()) == THEME

@@ -3,7 +3,8 @@
 A conversation's tree becomes one main chat file and branch files; SillyTavern shows a
 message's siblings as the swipes of its line. Whatever the tree and wherever the user
 stands in it, every leaf's path is in some file (its last message as the shown line or
-as one of the swipes), and every file is a path of the tree.
+as one of the swipes), and every file is a path of the tree. A chat's background goes
+out as it is here, whatever the metadata it came with says.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storyloom.chat.store.conversation import CharacterSnapshot
+from storyloom.chat.personalab.card_export import default_portrait
+from storyloom.chat.personalab.chat_backgrounds import ChatBackgrounds
+from storyloom.chat.personalab.quick_replies import QuickReplyLibrary
+from storyloom.chat.store.conversation import CharacterSnapshot, ConversationSettings
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.core.errors import FileFormatError, InvalidInput
 from storyloom.project.project_file import init_project
 from storyloom.server.st_move_out import export_user_folder
 from storyloom.sillytavern.character_card import read_png_card
 from storyloom.sillytavern.chat_log import parse_chat_jsonl
+from storyloom.sillytavern.quick_reply_set import QuickReply, QuickReplySetFile
 from storyloom.store.database import Database
 
 
@@ -127,3 +132,68 @@ def test_a_file_in_the_way_is_refused_and_a_failed_export_leaves_nothing(tmp_pat
     with pytest.raises(FileFormatError):
         export_user_folder(home, root, tmp_path / "moved")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "project"]
+
+
+def test_a_chat_shows_the_background_it_has_here_and_a_missing_one_is_reported(
+    tmp_path: Path,
+) -> None:
+    home, root, dest = tmp_path / "home", tmp_path / "project", tmp_path / "out"
+    project = init_project(root)
+    ChatBackgrounds(home).save("dusk.png", default_portrait("dusk"))
+    aria = CharacterSnapshot(card={"name": "Aria"})
+    database = Database.in_home(home)
+    try:
+        tree = TurnTree(database)
+        for title, background, kept in (
+            # Changed here since it came: the setting wins over the kept metadata.
+            ("changed", "dusk.png", 'url("backgrounds/dawn.png")'),
+            # Cleared here: the kept one does not come back.
+            ("cleared", None, 'url("backgrounds/dawn.png")'),
+            # A web address storyloom does not show goes back as it came.
+            ("web", None, 'url("https://example.org/sky.png")'),
+            ("gone", "deleted.png", None),
+        ):
+            conversation = tree.create_conversation(
+                project_id=project.id,
+                title=title,
+                character=aria,
+                settings=ConversationSettings(background=background),
+                metadata={"custom_background": kept} if kept else {},
+            )
+            tree.add_message(conversation.id, parent_id=None, role="assistant", content="Hi.")
+    finally:
+        database.close()
+
+    report = export_user_folder(home, root, dest)
+
+    def shown(title: str) -> object:
+        chat = parse_chat_jsonl((dest / "chats" / "Aria" / f"{title}.jsonl").read_text(), title)
+        assert chat.header is not None
+        return chat.header.chat_metadata.get("custom_background")
+
+    assert shown("changed") == 'url("backgrounds/dusk.png")'
+    assert shown("cleared") is None
+    assert shown("web") == 'url("https://example.org/sky.png")'
+    assert shown("gone") is None
+    assert [(p.what, p.reason) for p in report.problems] == [
+        ("chat gone", "its background deleted.png is not in backgrounds/; not set")
+    ]
+    assert report.counts.backgrounds == 1
+    assert (dest / "backgrounds" / "dusk.png").read_bytes() == default_portrait("dusk")
+    assert "backgrounds/dusk.png" in report.files
+
+
+def test_quick_reply_sets_whose_names_make_one_file_name_are_reported(tmp_path: Path) -> None:
+    home, root, dest = tmp_path / "home", tmp_path / "project", tmp_path / "out"
+    init_project(root)
+    replies = QuickReplyLibrary(root)
+    for name in ("Moves", "Moves?"):
+        replies.save(QuickReplySetFile(name=name, qrList=[QuickReply(label=name, message="Go.")]))
+
+    report = export_user_folder(home, root, dest)
+
+    assert [p.name for p in (dest / "QuickReplies").iterdir()] == ["Moves.json"]
+    assert report.counts.quick_replies == 1
+    (problem,) = report.problems
+    assert problem.what == "quick reply sets Moves, Moves?"
+    assert "Moves.json" in problem.reason
