@@ -79,6 +79,7 @@ from storyloom.server.st_move_in_views import (
     StKindPreview,
     StProblem,
 )
+from storyloom.server.st_move_out import KEPT_THEMES_DIR
 from storyloom.server.workflow_service import ProjectWorkflows, read_preset_json
 from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.chat_log import ChatLog, ChatMessage, parse_chat_jsonl
@@ -96,8 +97,6 @@ from storyloom.sillytavern.user_folder import (
 from storyloom.store.database import Database
 
 MANIFEST_DIR = "imports/sillytavern"
-KEPT_THEMES_DIR = "sillytavern/themes"
-"""Where SillyTavern's themes are kept (in the data directory), for export to write back."""
 MANIFEST_BATCH = 100
 """Items recorded between two writes of the manifest. Writing it after each item would
 rewrite a file of thousands of lines thousands of times; an item whose line was not

@@ -545,12 +545,6 @@ def test_the_export_imports_again_with_each_chat_allowing_what_it_allowed(
     assert chats["Aria - 2024-09-19@20h03m29s"].allow_regex_scripts is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storyloom/server/st_move_in.py on main does not bring global regex scripts, "
-    "quick replies, backgrounds, sprites or themes yet (the lead is wiring them): remove "
-    "this marker once import-sillytavern does",
-)
 def test_the_export_imports_again_with_its_scripts_quick_replies_backgrounds_and_sprites(
     made: Made, tmp_path: Path
 ) -> None:
