@@ -73,7 +73,13 @@ from storyloom.server.st_move_in_views import (
 )
 from storyloom.server.workflow_service import ProjectWorkflows, read_preset_json
 from storyloom.sillytavern.character import CharacterDefinition
-from storyloom.sillytavern.chat_log import ChatLog, ChatMessage, parse_chat_jsonl
+from storyloom.sillytavern.chat_log import (
+    ChatHeader,
+    ChatLog,
+    ChatMessage,
+    parse_chat_header,
+    parse_chat_jsonl,
+)
 from storyloom.sillytavern.group_file import GroupFile, parse_group_file
 from storyloom.sillytavern.user_folder import (
     FolderKind,
@@ -208,9 +214,12 @@ class _Read:
     digests: dict[str, str] = field(default_factory=dict)
     worlds: dict[str, KnowledgeBase] = field(default_factory=dict)
     cards: dict[str, ImportResult] = field(default_factory=dict)
-    chats: dict[str, ChatLog] = field(default_factory=dict)
+    chats: dict[str, ChatHeader | None] = field(default_factory=dict)
+    """Each chat's header only (what orders checkpoints after their main chat): a chat
+    is parsed and checked when it is written, one at a time, so a folder of thousands
+    of long chats is never in memory at once."""
     groups: dict[str, GroupFile] = field(default_factory=dict)
-    group_chats: dict[str, ChatLog] = field(default_factory=dict)
+    group_chats: dict[str, ChatHeader | None] = field(default_factory=dict)
     presets: dict[str, Any] = field(default_factory=dict)
     problems: list[StProblem] = field(default_factory=list)
     settled: set[str] = field(default_factory=set)
@@ -225,6 +234,12 @@ class _Read:
             self.problems.append(StProblem(file=relative, reason=str(error)))
 
 
+def read_chat_file(path: Path) -> tuple[ChatLog, str]:
+    """A chat file parsed and checked, with the content hash of the bytes parsed."""
+    data = path.read_bytes()
+    return parse_chat_jsonl(data.decode("utf-8"), path), hashlib.sha256(data).hexdigest()
+
+
 def _relative_problem(problem: FolderProblem) -> StProblem:
     return StProblem(file=problem.file, field=problem.field, reason=problem.reason)
 
@@ -233,14 +248,27 @@ Settled = Callable[[str, str], bool]
 """(file, content hash) -> whether it is here as it is there: it needs no reading."""
 
 
-def _read_folder(folder: UserFolder, settled: Settled = lambda relative, digest: False) -> _Read:
+def _read_folder(
+    folder: UserFolder,
+    settled: Settled = lambda relative, digest: False,
+    *,
+    check_chats: bool = False,
+) -> _Read:
+    """Read and check the folder's files. A chat gives only its digest and header (it is
+    parsed when it is written); with ``check_chats`` (a preview) each is also parsed, to
+    name its problems, and let go."""
     settings, settings_problems = read_settings(folder.absolute("settings.json"))
     read = _Read(folder, settings, problems=[_relative_problem(p) for p in settings_problems])
     for kind in ("worlds", "characters", "chats", "group_chats", "groups", "presets"):
         for relative in folder.of(kind):
             path = folder.absolute(relative)
             try:
-                read.digests[relative] = digest = file_digest(path)
+                if kind in ("chats", "group_chats"):
+                    data = path.read_bytes()
+                    digest = hashlib.sha256(data).hexdigest()
+                else:
+                    digest = file_digest(path)
+                read.digests[relative] = digest
                 if kind in ("characters", "chats", "group_chats") and settled(relative, digest):
                     read.settled.add(relative)
                 elif kind == "worlds":
@@ -254,8 +282,11 @@ def _read_folder(folder: UserFolder, settled: Settled = lambda relative, digest:
                         raise StoryloomError("not a character card")
                     read.cards[relative] = result
                 elif kind in ("chats", "group_chats"):
-                    chat = parse_chat_jsonl(path.read_text(encoding="utf-8"), path)
-                    (read.chats if kind == "chats" else read.group_chats)[relative] = chat
+                    if check_chats:
+                        parse_chat_jsonl(data.decode("utf-8"), path)
+                    header = parse_chat_header(data)
+                    (read.chats if kind == "chats" else read.group_chats)[relative] = header
+                    del data
                 elif kind == "groups":
                     read.groups[relative] = parse_group_file(path.read_bytes(), path)
                 else:
@@ -325,7 +356,7 @@ def preview_folder(target: MoveInTarget, path: Path, user: str | None = None) ->
     """What an import of the folder would bring; nothing is written.
     :class:`~storyloom.core.errors.InvalidInput` names a path that is no SillyTavern folder."""
     folder = find_user_folder(path, user)
-    read = _read_folder(folder)
+    read = _read_folder(folder, check_chats=True)
     manifest = Manifest(target.project_dir, folder.path)
     kinds = []
     for kind in ST_KINDS:
@@ -380,6 +411,8 @@ class _Import:
     """Preset name -> workflow id."""
     chat_places: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
+    broken: set[str] = field(default_factory=set)
+    """Chat files that did not read (named as problems): not anyone's main chat."""
     _kb_folders: dict[str, Path] | None = None
     """The KBs here (None: not read yet), by kb_id, and by their entries and lore."""
     _by_entries: dict[str, list[KnowledgeBase]] | None = None
@@ -845,6 +878,24 @@ class _Import:
         )
         return added[-1]
 
+    def _load_chat(self, relative: str) -> ChatLog | None:
+        """The chat parsed and checked now, just before it is written (its digest from
+        the very bytes parsed); None when it does not read, named as a problem."""
+        try:
+            chat, digest = read_chat_file(self.folder.absolute(relative))
+        except (StoryloomError, OSError, ValueError) as exc:
+            self.read.digests.pop(relative, None)
+            self.read.problem(relative, exc)
+            self.broken.add(relative)
+            return None
+        self.read.digests[relative] = digest
+        return chat
+
+    def _main_of(self, chat: ChatLog, relative: str, names: Mapping[str, str]) -> str | None:
+        """The main chat of a checkpoint or branch, unless that one did not read."""
+        main = _main_chat(chat.header, relative, names)
+        return None if main in self.broken else main
+
     def chats(self) -> None:
         files = sorted(self.read.chats)
         names = {f.removesuffix(".jsonl"): f for f in [*files, *self.read.settled]}
@@ -859,12 +910,15 @@ class _Import:
         total = settled + len(ordered)
         for done, relative in self.each("chats", ordered, settled=settled):
             with self.item(relative):
-                chat = self.read.chats[relative]
+                chat = self._load_chat(relative)
+                if chat is None:
+                    self.progress("chats", done, total)
+                    continue
                 digest = self.read.digests[relative]
                 made = self.manifest.made(relative)
                 avatar = self._avatar_of_folder(Path(relative).parent.name)
                 place = self._known_place(made)
-                main = _main_chat(chat, relative, names)
+                main = self._main_of(chat, relative, names)
                 if place is not None and made.get("hash") == digest:
                     self.chat_places[relative] = place
                     self.counts.add("chats", "unchanged")
@@ -987,11 +1041,13 @@ class _Import:
         names: Mapping[str, str],
     ) -> None:
         tree = self.target.tree
-        chat = self.read.group_chats[chat_file]
+        chat = self._load_chat(chat_file)
+        if chat is None:
+            return
         chat_digest = self.read.digests[chat_file]
         made = self.manifest.made(chat_file)
         place = self._known_place(made)
-        main = _main_chat(chat, chat_file, names)
+        main = self._main_of(chat, chat_file, names)
         if place is not None and made.get("hash") == chat_digest:
             self.chat_places[chat_file] = place
             self.counts.add("group_chats", "unchanged")
@@ -1090,9 +1146,9 @@ def _entry_ids(kb: KnowledgeBase) -> dict[str, str]:
     return out
 
 
-def _main_chat(chat: ChatLog, relative: str, names: Mapping[str, str]) -> str | None:
+def _main_chat(header: ChatHeader | None, relative: str, names: Mapping[str, str]) -> str | None:
     """The chat file ``main_chat`` names, in the same character's folder."""
-    metadata = chat.header.chat_metadata if chat.header is not None else {}
+    metadata = header.chat_metadata if header is not None else {}
     main = metadata.get("main_chat")
     if not isinstance(main, str) or not main:
         return None
@@ -1101,7 +1157,7 @@ def _main_chat(chat: ChatLog, relative: str, names: Mapping[str, str]) -> str | 
 
 
 def _mains_first(
-    files: Sequence[str], chats: Mapping[str, ChatLog], names: Mapping[str, str]
+    files: Sequence[str], chats: Mapping[str, ChatHeader | None], names: Mapping[str, str]
 ) -> list[str]:
     """Every chat after the chat its ``main_chat`` names (a chain, or a loop, is cut)."""
     ordered: list[str] = []
