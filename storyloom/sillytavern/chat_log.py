@@ -51,14 +51,31 @@ class _Line(BaseModel):
         line._key_order = list(obj.keys())
         return line
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, blank: frozenset[str] = frozenset()) -> dict[str, Any]:
         """The line's object: read keys in their order, then keys set since; a line made
-        in storyloom gets every field that is not None."""
-        if self._key_order is None:
-            made: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
-            return made
-        dumped = self.model_dump(mode="json", exclude_unset=True)
-        out = {key: dumped.pop(key) for key in self._key_order if key in dumped}
+        in storyloom gets every field that is not None. The ``blank`` keys it has keep
+        their place with None as their value, and are not serialised at all (an
+        importer that keeps a message's text elsewhere saves the work on each line)."""
+        # Read where pydantic keeps it: ``self._key_order`` looks for a descriptor on the
+        # class first, which costs an exception per line.
+        order: list[str] | None = (self.__pydantic_private__ or {}).get("_key_order")
+        present = self.model_fields_set
+        if order is None or any(k in present and k not in order for k in blank):
+            if order is None:
+                made: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
+            else:
+                dumped = self.model_dump(mode="json", exclude_unset=True)
+                made = {key: dumped.pop(key) for key in order if key in dumped}
+                made.update(dumped)
+            return {k: (None if k in blank else v) for k, v in made.items()}
+        dumped = self.model_dump(mode="json", exclude_unset=True, exclude=set(blank) or None)
+        out: dict[str, Any] = {}
+        for key in order:
+            if key in blank:
+                if key in present:
+                    out[key] = None
+            elif key in dumped:
+                out[key] = dumped.pop(key)
         out.update(dumped)
         return out
 

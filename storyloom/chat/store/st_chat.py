@@ -52,7 +52,7 @@ SWIPE_INFO_KEY = "st_swipe_info"
 RAW_SWIPES_KEY = "st_swipes"
 RAW_SWIPE_INFO_KEY = "st_swipe_info_raw"
 SWIPE_COUNT_KEY = "st_swipe_count"
-SIBLING_FIELDS = ("mes", "swipes", "swipe_info", "extra")
+SIBLING_FIELDS = frozenset({"mes", "swipes", "swipe_info", "extra"})
 """Line fields whose values live on the siblings, not in the kept line."""
 SWIPE_TIMES = ("send_date", "gen_started", "gen_finished")
 SPEAKER_FIELDS = ("name", "original_avatar", "force_avatar")
@@ -238,7 +238,7 @@ def _rows(
     path: list[str] = []
     for number, line in enumerate(chat.messages[start:], start):
         fallback = imported_at + number / 1000
-        kept = line.to_json()
+        kept = line.to_json(blank=SIBLING_FIELDS)
         texts = list(line.swipes) if line.swipes else [line.mes]
         shown = line.swipe_id if line.swipe_id is not None else 0
         if not 0 <= shown < len(texts):
@@ -256,12 +256,12 @@ def _rows(
                 shown_id = message_id
                 content = line.mes
                 st_extra = dict(line.extra)
-                extra[LINE_KEY] = {k: (None if k in SIBLING_FIELDS else v) for k, v in kept.items()}
+                extra[LINE_KEY] = kept
                 extra[SWIPE_COUNT_KEY] = len(texts)
                 if line.swipes is not None and (not line.swipes or line.swipes[shown] != line.mes):
                     extra[RAW_SWIPES_KEY] = line.swipes
                 if line.swipe_info is not None and infos is None:
-                    extra[RAW_SWIPE_INFO_KEY] = kept.get("swipe_info")
+                    extra[RAW_SWIPE_INFO_KEY] = line.to_json().get("swipe_info")
                 sent = line.send_date
             else:
                 content = text
