@@ -60,6 +60,17 @@ class _Line(BaseModel):
         # class first, which costs an exception per line.
         order: list[str] | None = (self.__pydantic_private__ or {}).get("_key_order")
         present = self.model_fields_set
+        if (
+            order is not None
+            and blank
+            and not self.__pydantic_extra__
+            and len(present) == len(order)
+            and all(key in blank or key in _SCALAR_FIELDS for key in order)
+        ):
+            # Every key it has was read, and each one's value is a JSON scalar (a str,
+            # bool, number or None: what serialising it would give back) or blanked.
+            values = self.__dict__
+            return {key: None if key in blank else values[key] for key in order}
         if order is None or any(k in present and k not in order for k in blank):
             if order is None:
                 made: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
@@ -78,6 +89,13 @@ class _Line(BaseModel):
                 out[key] = dumped.pop(key)
         out.update(dumped)
         return out
+
+
+_SCALAR_FIELDS = frozenset(
+    {"name", "is_user", "is_system", "send_date", "swipe_id", "gen_started", "gen_finished",
+     "force_avatar"}
+)  # fmt: skip
+"""The :class:`ChatMessage` fields whose values are JSON scalars."""
 
 
 class ChatHeader(_Line):

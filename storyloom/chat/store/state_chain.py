@@ -62,8 +62,12 @@ def _fetch(conn: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> list[
     return rows
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every row (``json.dumps`` with options builds one per call)."""
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def empty_document() -> StateDocument:
