@@ -2,7 +2,8 @@
 each kind already has.
 
 The import reads and checks every file first (a broken one is a problem naming file,
-field and reason, and is skipped), then writes kind by kind in :data:`ST_KINDS` order:
+field and reason, and is skipped; a chat only by its header there, and whole just before
+it is written, one at a time), then writes kind by kind in :data:`ST_KINDS` order:
 books before the cards bound to them, cards and personas before the chats that speak
 with them. Each chat is set up to continue as it did in SillyTavern: the persona locked
 to it (else the default), its own book, the character's books (the card's
