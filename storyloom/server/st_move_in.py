@@ -241,6 +241,12 @@ def read_chat_file(path: Path) -> tuple[ChatLog, str]:
     return parse_chat_jsonl(data.decode("utf-8"), path), hashlib.sha256(data).hexdigest()
 
 
+CHATS_PER_COMMIT = 16
+"""Chats written in one transaction. Each is still all or nothing (its own writes are a
+savepoint of it, rolled back alone when it fails); committing a few together writes the
+index pages they share once, not once a chat."""
+
+
 def _relative_problem(problem: FolderProblem) -> StProblem:
     return StProblem(file=problem.file, field=problem.field, reason=problem.reason)
 
@@ -909,56 +915,63 @@ class _Import:
         tree = self.target.tree
         settled = self.counts.counts["chats"].unchanged
         total = settled + len(ordered)
-        for done, relative in self.each("chats", ordered, settled=settled):
-            with self.item(relative):
-                chat = self._load_chat(relative)
-                if chat is None:
+        numbered = self.each("chats", ordered, settled=settled)
+        for first in range(0, len(numbered), CHATS_PER_COMMIT):
+            with tree.batch():
+                for done, relative in numbered[first : first + CHATS_PER_COMMIT]:
+                    with self.item(relative):
+                        chat = self._load_chat(relative)
+                        if chat is None:
+                            self.progress("chats", done, total)
+                            continue
+                        digest = self.read.digests[relative]
+                        made = self.manifest.made(relative)
+                        avatar = self._avatar_of_folder(Path(relative).parent.name)
+                        place = self._known_place(made)
+                        main = self._main_of(chat, relative, names)
+                        if place is not None and made.get("hash") == digest:
+                            self.chat_places[relative] = place
+                            self.counts.add("chats", "unchanged")
+                        elif place is not None:
+                            conversation_id, leaf = place
+                            leaf = self._join(
+                                chat,
+                                conversation_id,
+                                tree.path(leaf or None),
+                                branch=main is not None,
+                            )
+                            self._done_chat(relative, digest, conversation_id, leaf, "updated")
+                        elif main is None and (here := self._chat_here(chat)) is not None:
+                            # Imported here before (by hand, or from the folder at another path).
+                            conversation_id, leaf = here
+                            before = leaf
+                            leaf = self._join(
+                                chat, conversation_id, tree.path(leaf or None), branch=False
+                            )
+                            grew: Outcome = "unchanged" if leaf == before else "updated"
+                            self._done_chat(relative, digest, conversation_id, leaf, grew)
+                        elif main is not None and main in self.chat_places:
+                            conversation_id, main_leaf = self.chat_places[main]
+                            leaf = self._join(
+                                chat, conversation_id, tree.path(main_leaf or None), branch=True
+                            )
+                            self._done_chat(relative, digest, conversation_id, leaf, "added")
+                        else:
+                            settings, state = self._chat_settings(chat, avatar)
+                            imported = import_st_chat(
+                                tree,
+                                chat,
+                                project_id=self.project_id,
+                                character=self._snapshot_of(avatar),
+                                settings=settings,
+                                state=state,
+                            )
+                            conversation = tree.conversation(imported.conversation_id)
+                            leaf = conversation.pointer or ""
+                            self._done_chat(
+                                relative, digest, imported.conversation_id, leaf, "added"
+                            )
                     self.progress("chats", done, total)
-                    continue
-                digest = self.read.digests[relative]
-                made = self.manifest.made(relative)
-                avatar = self._avatar_of_folder(Path(relative).parent.name)
-                place = self._known_place(made)
-                main = self._main_of(chat, relative, names)
-                if place is not None and made.get("hash") == digest:
-                    self.chat_places[relative] = place
-                    self.counts.add("chats", "unchanged")
-                elif place is not None:
-                    conversation_id, leaf = place
-                    leaf = self._join(
-                        chat,
-                        conversation_id,
-                        tree.path(leaf or None),
-                        branch=main is not None,
-                    )
-                    self._done_chat(relative, digest, conversation_id, leaf, "updated")
-                elif main is None and (here := self._chat_here(chat)) is not None:
-                    # Imported here before (by hand, or from the folder at another path).
-                    conversation_id, leaf = here
-                    before = leaf
-                    leaf = self._join(chat, conversation_id, tree.path(leaf or None), branch=False)
-                    grew: Outcome = "unchanged" if leaf == before else "updated"
-                    self._done_chat(relative, digest, conversation_id, leaf, grew)
-                elif main is not None and main in self.chat_places:
-                    conversation_id, main_leaf = self.chat_places[main]
-                    leaf = self._join(
-                        chat, conversation_id, tree.path(main_leaf or None), branch=True
-                    )
-                    self._done_chat(relative, digest, conversation_id, leaf, "added")
-                else:
-                    settings, state = self._chat_settings(chat, avatar)
-                    imported = import_st_chat(
-                        tree,
-                        chat,
-                        project_id=self.project_id,
-                        character=self._snapshot_of(avatar),
-                        settings=settings,
-                        state=state,
-                    )
-                    conversation = tree.conversation(imported.conversation_id)
-                    leaf = conversation.pointer or ""
-                    self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
-            self.progress("chats", done, total)
 
     def _chat_here(self, chat: ChatLog) -> tuple[str, str] | None:
         """The conversation here made from this chat before this run, found by the
