@@ -2,7 +2,8 @@
 each kind already has.
 
 The import reads and checks every file first (a broken one is a problem naming file,
-field and reason, and is skipped), then writes kind by kind in :data:`ST_KINDS` order:
+field and reason, and is skipped; a chat only by its header there, and whole just before
+it is written, one at a time), then writes kind by kind in :data:`ST_KINDS` order:
 books before the cards bound to them, cards and personas before the chats that speak
 with them. Each chat is set up to continue as it did in SillyTavern: the persona locked
 to it (else the default), its own book, the character's books (the card's
@@ -82,7 +83,13 @@ from storyloom.server.st_move_in_views import (
 from storyloom.server.st_move_out import KEPT_THEMES_DIR
 from storyloom.server.workflow_service import ProjectWorkflows, read_preset_json
 from storyloom.sillytavern.character import CharacterDefinition
-from storyloom.sillytavern.chat_log import ChatLog, ChatMessage, parse_chat_jsonl
+from storyloom.sillytavern.chat_log import (
+    ChatHeader,
+    ChatLog,
+    ChatMessage,
+    parse_chat_header,
+    parse_chat_jsonl,
+)
 from storyloom.sillytavern.group_file import GroupFile, parse_group_file
 from storyloom.sillytavern.user_folder import (
     FolderKind,
@@ -217,9 +224,12 @@ class _Read:
     digests: dict[str, str] = field(default_factory=dict)
     worlds: dict[str, KnowledgeBase] = field(default_factory=dict)
     cards: dict[str, ImportResult] = field(default_factory=dict)
-    chats: dict[str, ChatLog] = field(default_factory=dict)
+    chats: dict[str, ChatHeader | None] = field(default_factory=dict)
+    """Each chat's header only (what orders checkpoints after their main chat): a chat
+    is parsed and checked when it is written, one at a time, so a folder of thousands
+    of long chats is never in memory at once."""
     groups: dict[str, GroupFile] = field(default_factory=dict)
-    group_chats: dict[str, ChatLog] = field(default_factory=dict)
+    group_chats: dict[str, ChatHeader | None] = field(default_factory=dict)
     presets: dict[str, Any] = field(default_factory=dict)
     problems: list[StProblem] = field(default_factory=list)
     settled: set[str] = field(default_factory=set)
@@ -234,6 +244,18 @@ class _Read:
             self.problems.append(StProblem(file=relative, reason=str(error)))
 
 
+def read_chat_file(path: Path) -> tuple[ChatLog, str]:
+    """A chat file parsed and checked, with the content hash of the bytes parsed."""
+    data = path.read_bytes()
+    return parse_chat_jsonl(data.decode("utf-8"), path), hashlib.sha256(data).hexdigest()
+
+
+CHATS_PER_COMMIT = 16
+"""Chats written in one transaction. Each is still all or nothing (its own writes are a
+savepoint of it, rolled back alone when it fails); committing a few together writes the
+index pages they share once, not once a chat."""
+
+
 def _relative_problem(problem: FolderProblem) -> StProblem:
     return StProblem(file=problem.file, field=problem.field, reason=problem.reason)
 
@@ -242,14 +264,27 @@ Settled = Callable[[str, str], bool]
 """(file, content hash) -> whether it is here as it is there: it needs no reading."""
 
 
-def _read_folder(folder: UserFolder, settled: Settled = lambda relative, digest: False) -> _Read:
+def _read_folder(
+    folder: UserFolder,
+    settled: Settled = lambda relative, digest: False,
+    *,
+    check_chats: bool = False,
+) -> _Read:
+    """Read and check the folder's files. A chat gives only its digest and header (it is
+    parsed when it is written); with ``check_chats`` (a preview) each is also parsed, to
+    name its problems, and let go."""
     settings, settings_problems = read_settings(folder.absolute("settings.json"))
     read = _Read(folder, settings, problems=[_relative_problem(p) for p in settings_problems])
     for kind in ("worlds", "characters", "chats", "group_chats", "groups", "presets"):
         for relative in folder.of(kind):
             path = folder.absolute(relative)
             try:
-                read.digests[relative] = digest = file_digest(path)
+                if kind in ("chats", "group_chats"):
+                    data = path.read_bytes()
+                    digest = hashlib.sha256(data).hexdigest()
+                else:
+                    digest = file_digest(path)
+                read.digests[relative] = digest
                 if kind in ("characters", "chats", "group_chats") and settled(relative, digest):
                     read.settled.add(relative)
                 elif kind == "worlds":
@@ -263,8 +298,11 @@ def _read_folder(folder: UserFolder, settled: Settled = lambda relative, digest:
                         raise StoryloomError("not a character card")
                     read.cards[relative] = result
                 elif kind in ("chats", "group_chats"):
-                    chat = parse_chat_jsonl(path.read_text(encoding="utf-8"), path)
-                    (read.chats if kind == "chats" else read.group_chats)[relative] = chat
+                    if check_chats:
+                        parse_chat_jsonl(data.decode("utf-8"), path)
+                    header = parse_chat_header(data)
+                    (read.chats if kind == "chats" else read.group_chats)[relative] = header
+                    del data
                 elif kind == "groups":
                     read.groups[relative] = parse_group_file(path.read_bytes(), path)
                 else:
@@ -334,7 +372,7 @@ def preview_folder(target: MoveInTarget, path: Path, user: str | None = None) ->
     """What an import of the folder would bring; nothing is written.
     :class:`~storyloom.core.errors.InvalidInput` names a path that is no SillyTavern folder."""
     folder = find_user_folder(path, user)
-    read = _read_folder(folder)
+    read = _read_folder(folder, check_chats=True)
     manifest = Manifest(target.project_dir, folder.path)
     kinds = []
     for kind in ST_KINDS:
@@ -389,6 +427,8 @@ class _Import:
     """Preset name -> workflow id."""
     chat_places: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Chat file -> (conversation id, the id of its last message; "" for an empty chat)."""
+    broken: set[str] = field(default_factory=set)
+    """Chat files that did not read (named as problems): not anyone's main chat."""
     _kb_folders: dict[str, Path] | None = None
     """The KBs here (None: not read yet), by kb_id, and by their entries and lore."""
     _by_entries: dict[str, list[KnowledgeBase]] | None = None
@@ -905,6 +945,24 @@ class _Import:
         )
         return added[-1]
 
+    def _load_chat(self, relative: str) -> ChatLog | None:
+        """The chat parsed and checked now, just before it is written (its digest from
+        the very bytes parsed); None when it does not read, named as a problem."""
+        try:
+            chat, digest = read_chat_file(self.folder.absolute(relative))
+        except (StoryloomError, OSError, ValueError) as exc:
+            self.read.digests.pop(relative, None)
+            self.read.problem(relative, exc)
+            self.broken.add(relative)
+            return None
+        self.read.digests[relative] = digest
+        return chat
+
+    def _main_of(self, chat: ChatLog, relative: str, names: Mapping[str, str]) -> str | None:
+        """The main chat of a checkpoint or branch, unless that one did not read."""
+        main = _main_chat(chat.header, relative, names)
+        return None if main in self.broken else main
+
     def chats(self) -> None:
         files = sorted(self.read.chats)
         names = {f.removesuffix(".jsonl"): f for f in [*files, *self.read.settled]}
@@ -917,53 +975,63 @@ class _Import:
         tree = self.target.tree
         settled = self.counts.counts["chats"].unchanged
         total = settled + len(ordered)
-        for done, relative in self.each("chats", ordered, settled=settled):
-            with self.item(relative):
-                chat = self.read.chats[relative]
-                digest = self.read.digests[relative]
-                made = self.manifest.made(relative)
-                avatar = self._avatar_of_folder(Path(relative).parent.name)
-                place = self._known_place(made)
-                main = _main_chat(chat, relative, names)
-                if place is not None and made.get("hash") == digest:
-                    self.chat_places[relative] = place
-                    self.counts.add("chats", "unchanged")
-                elif place is not None:
-                    conversation_id, leaf = place
-                    leaf = self._join(
-                        chat,
-                        conversation_id,
-                        tree.path(leaf or None),
-                        branch=main is not None,
-                    )
-                    self._done_chat(relative, digest, conversation_id, leaf, "updated")
-                elif main is None and (here := self._chat_here(chat)) is not None:
-                    # Imported here before (by hand, or from the folder at another path).
-                    conversation_id, leaf = here
-                    before = leaf
-                    leaf = self._join(chat, conversation_id, tree.path(leaf or None), branch=False)
-                    grew: Outcome = "unchanged" if leaf == before else "updated"
-                    self._done_chat(relative, digest, conversation_id, leaf, grew)
-                elif main is not None and main in self.chat_places:
-                    conversation_id, main_leaf = self.chat_places[main]
-                    leaf = self._join(
-                        chat, conversation_id, tree.path(main_leaf or None), branch=True
-                    )
-                    self._done_chat(relative, digest, conversation_id, leaf, "added")
-                else:
-                    settings, state = self._chat_settings(chat, avatar)
-                    imported = import_st_chat(
-                        tree,
-                        chat,
-                        project_id=self.project_id,
-                        character=self._snapshot_of(avatar),
-                        settings=settings,
-                        state=state,
-                    )
-                    conversation = tree.conversation(imported.conversation_id)
-                    leaf = conversation.pointer or ""
-                    self._done_chat(relative, digest, imported.conversation_id, leaf, "added")
-            self.progress("chats", done, total)
+        numbered = self.each("chats", ordered, settled=settled)
+        for first in range(0, len(numbered), CHATS_PER_COMMIT):
+            with tree.batch():
+                for done, relative in numbered[first : first + CHATS_PER_COMMIT]:
+                    with self.item(relative):
+                        chat = self._load_chat(relative)
+                        if chat is None:
+                            self.progress("chats", done, total)
+                            continue
+                        digest = self.read.digests[relative]
+                        made = self.manifest.made(relative)
+                        avatar = self._avatar_of_folder(Path(relative).parent.name)
+                        place = self._known_place(made)
+                        main = self._main_of(chat, relative, names)
+                        if place is not None and made.get("hash") == digest:
+                            self.chat_places[relative] = place
+                            self.counts.add("chats", "unchanged")
+                        elif place is not None:
+                            conversation_id, leaf = place
+                            leaf = self._join(
+                                chat,
+                                conversation_id,
+                                tree.path(leaf or None),
+                                branch=main is not None,
+                            )
+                            self._done_chat(relative, digest, conversation_id, leaf, "updated")
+                        elif main is None and (here := self._chat_here(chat)) is not None:
+                            # Imported here before (by hand, or from the folder at another path).
+                            conversation_id, leaf = here
+                            before = leaf
+                            leaf = self._join(
+                                chat, conversation_id, tree.path(leaf or None), branch=False
+                            )
+                            grew: Outcome = "unchanged" if leaf == before else "updated"
+                            self._done_chat(relative, digest, conversation_id, leaf, grew)
+                        elif main is not None and main in self.chat_places:
+                            conversation_id, main_leaf = self.chat_places[main]
+                            leaf = self._join(
+                                chat, conversation_id, tree.path(main_leaf or None), branch=True
+                            )
+                            self._done_chat(relative, digest, conversation_id, leaf, "added")
+                        else:
+                            settings, state = self._chat_settings(chat, avatar)
+                            imported = import_st_chat(
+                                tree,
+                                chat,
+                                project_id=self.project_id,
+                                character=self._snapshot_of(avatar),
+                                settings=settings,
+                                state=state,
+                            )
+                            conversation = tree.conversation(imported.conversation_id)
+                            leaf = conversation.pointer or ""
+                            self._done_chat(
+                                relative, digest, imported.conversation_id, leaf, "added"
+                            )
+                    self.progress("chats", done, total)
 
     def _chat_here(self, chat: ChatLog) -> tuple[str, str] | None:
         """The conversation here made from this chat before this run, found by the
@@ -1047,11 +1115,13 @@ class _Import:
         names: Mapping[str, str],
     ) -> None:
         tree = self.target.tree
-        chat = self.read.group_chats[chat_file]
+        chat = self._load_chat(chat_file)
+        if chat is None:
+            return
         chat_digest = self.read.digests[chat_file]
         made = self.manifest.made(chat_file)
         place = self._known_place(made)
-        main = _main_chat(chat, chat_file, names)
+        main = self._main_of(chat, chat_file, names)
         if place is not None and made.get("hash") == chat_digest:
             self.chat_places[chat_file] = place
             self.counts.add("group_chats", "unchanged")
@@ -1282,9 +1352,9 @@ def _entry_ids(kb: KnowledgeBase) -> dict[str, str]:
     return out
 
 
-def _main_chat(chat: ChatLog, relative: str, names: Mapping[str, str]) -> str | None:
+def _main_chat(header: ChatHeader | None, relative: str, names: Mapping[str, str]) -> str | None:
     """The chat file ``main_chat`` names, in the same character's folder."""
-    metadata = chat.header.chat_metadata if chat.header is not None else {}
+    metadata = header.chat_metadata if header is not None else {}
     main = metadata.get("main_chat")
     if not isinstance(main, str) or not main:
         return None
@@ -1293,7 +1363,7 @@ def _main_chat(chat: ChatLog, relative: str, names: Mapping[str, str]) -> str | 
 
 
 def _mains_first(
-    files: Sequence[str], chats: Mapping[str, ChatLog], names: Mapping[str, str]
+    files: Sequence[str], chats: Mapping[str, ChatHeader | None], names: Mapping[str, str]
 ) -> list[str]:
     """Every chat after the chat its ``main_chat`` names (a chain, or a loop, is cut)."""
     ordered: list[str] = []

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
@@ -50,16 +51,51 @@ class _Line(BaseModel):
         line._key_order = list(obj.keys())
         return line
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, blank: frozenset[str] = frozenset()) -> dict[str, Any]:
         """The line's object: read keys in their order, then keys set since; a line made
-        in storyloom gets every field that is not None."""
-        if self._key_order is None:
-            made: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
-            return made
-        dumped = self.model_dump(mode="json", exclude_unset=True)
-        out = {key: dumped.pop(key) for key in self._key_order if key in dumped}
+        in storyloom gets every field that is not None. The ``blank`` keys it has keep
+        their place with None as their value, and are not serialised at all (an
+        importer that keeps a message's text elsewhere saves the work on each line)."""
+        # Read where pydantic keeps it: ``self._key_order`` looks for a descriptor on the
+        # class first, which costs an exception per line.
+        order: list[str] | None = (self.__pydantic_private__ or {}).get("_key_order")
+        present = self.model_fields_set
+        if (
+            order is not None
+            and blank
+            and not self.__pydantic_extra__
+            and len(present) == len(order)
+            and all(key in blank or key in _SCALAR_FIELDS for key in order)
+        ):
+            # Every key it has was read, and each one's value is a JSON scalar (a str,
+            # bool, number or None: what serialising it would give back) or blanked.
+            values = self.__dict__
+            return {key: None if key in blank else values[key] for key in order}
+        if order is None or any(k in present and k not in order for k in blank):
+            if order is None:
+                made: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
+            else:
+                dumped = self.model_dump(mode="json", exclude_unset=True)
+                made = {key: dumped.pop(key) for key in order if key in dumped}
+                made.update(dumped)
+            return {k: (None if k in blank else v) for k, v in made.items()}
+        dumped = self.model_dump(mode="json", exclude_unset=True, exclude=set(blank) or None)
+        out: dict[str, Any] = {}
+        for key in order:
+            if key in blank:
+                if key in present:
+                    out[key] = None
+            elif key in dumped:
+                out[key] = dumped.pop(key)
         out.update(dumped)
         return out
+
+
+_SCALAR_FIELDS = frozenset(
+    {"name", "is_user", "is_system", "send_date", "swipe_id", "gen_started", "gen_finished",
+     "force_avatar"}
+)  # fmt: skip
+"""The :class:`ChatMessage` fields whose values are JSON scalars."""
 
 
 class ChatHeader(_Line):
@@ -93,6 +129,38 @@ class ChatMessage(_Line):
     gen_finished: DateValue = None
     force_avatar: str | None = None
 
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Self:
+        """The line read from a file. A line whose fields already have their types (JSON
+        gives each its exact type, so nearly every line does) is built without
+        validating it: validation would give the very same model, field by field, and
+        costs most of a long chat's parse. Any other line is validated (and its problems
+        named) as usual."""
+        values: dict[str, Any] = {}
+        extras: dict[str, Any] = {}
+        for key, value in obj.items():
+            check = _MESSAGE_FIELDS.get(key)
+            if check is None:
+                extras[key] = value
+            elif check(value):
+                values[key] = value
+            else:
+                return super().from_json(obj)
+        for key, value in values.items():
+            if type(value) is dict:
+                values[key] = dict(value)
+            elif type(value) is list:
+                values[key] = [dict(v) if type(v) is dict else v for v in value]
+        fields = {**_MESSAGE_DEFAULTS, **values}
+        if "extra" not in values:
+            fields["extra"] = {}
+        line = object.__new__(cls)
+        object.__setattr__(line, "__dict__", fields)
+        object.__setattr__(line, "__pydantic_fields_set__", set(obj))
+        object.__setattr__(line, "__pydantic_extra__", extras)
+        object.__setattr__(line, "__pydantic_private__", {"_key_order": list(obj)})
+        return line
+
     @property
     def model(self) -> str | None:
         """The model that wrote this message (``extra.model``), if recorded."""
@@ -107,6 +175,42 @@ class ChatMessage(_Line):
     @property
     def sent_at(self) -> datetime | None:
         return parse_send_date(self.send_date)
+
+
+def _is_date(value: Any) -> bool:
+    return value is None or type(value) in (str, int, float)  # not bool
+
+
+def _is_str(value: Any) -> bool:
+    return type(value) is str
+
+
+def _is_bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+_MESSAGE_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "name": _is_str,
+    "is_user": _is_bool,
+    "is_system": _is_bool,
+    "send_date": _is_date,
+    "mes": _is_str,
+    "swipes": lambda v: v is None or (type(v) is list and all(type(x) is str for x in v)),
+    "swipe_id": lambda v: v is None or type(v) is int,
+    "swipe_info": lambda v: v is None or (type(v) is list and all(type(x) is dict for x in v)),
+    "extra": lambda v: type(v) is dict,
+    "gen_started": _is_date,
+    "gen_finished": _is_date,
+    "force_avatar": lambda v: v is None or type(v) is str,
+}
+"""Each :class:`ChatMessage` field and the exact JSON types it takes as they are (what
+validation would keep unchanged): the fast path of :meth:`ChatMessage.from_json`."""
+_MESSAGE_DEFAULTS: dict[str, Any] = {
+    name: None if name == "extra" else info.get_default(call_default_factory=False)
+    for name, info in ChatMessage.model_fields.items()
+}
+"""In field order, as validation fills ``__dict__`` (``extra``'s factory is called per line)."""
+assert set(_MESSAGE_FIELDS) == set(ChatMessage.model_fields), "keep both in step"
 
 
 class ChatLog(BaseModel):
@@ -177,6 +281,27 @@ def parse_chat_jsonl(text: str, path: Path | str) -> ChatLog:
     return ChatLog(header=header, messages=messages)
 
 
+def parse_chat_header(data: bytes) -> ChatHeader | None:
+    """The header of a chat file from its first line alone (``data`` is the file's bytes;
+    only that line is decoded and parsed): a move-in orders checkpoints after their main
+    chat before it parses any chat whole. None when the chat has no header, or its first
+    line does not read: the whole file's parse names that problem."""
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    while True:
+        end = data.find(b"\n", start)
+        raw = data[start:] if end < 0 else data[start:end]
+        if raw.strip() or end < 0:
+            break
+        start = end + 1
+    try:
+        obj = loads_untrusted(raw.decode("utf-8").rstrip("\r"))
+        if isinstance(obj, dict) and _is_header(obj):
+            return ChatHeader.from_json(obj)
+    except (UnicodeDecodeError, UntrustedJsonError, ValidationError):
+        pass
+    return None
+
+
 def dump_line(obj: Any) -> str:
     """One line as SillyTavern's ``JSON.stringify`` writes it."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -219,6 +344,13 @@ _MONTHS = {
 }
 
 
+_MONTH_PREFIXES = {
+    name[:size]: number for name, number in _MONTHS.items() for size in range(3, len(name) + 1)
+}
+"""Every month name and each of its prefixes of three letters or more (none is two
+months'): "sep", "sept", "september"."""
+
+
 def parse_send_date(value: Any) -> datetime | None:
     """A ``send_date``/``create_date`` as a datetime, or None when it cannot be read.
 
@@ -236,10 +368,17 @@ def parse_send_date(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
+    if text[:1].isdigit() and "@" not in text:
+        # Neither the humanised form (it starts with the month) nor SillyTavern's own
+        # (it has an "@"): ISO 8601 or nothing, without trying both patterns first.
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            return None
     match = _HUMANISED.match(text)
     if match:
         word = match["month"].lower()
-        month = next((n for name, n in _MONTHS.items() if name.startswith(word)), 0)
+        month = _MONTH_PREFIXES.get(word, 0)
         if len(word) < 3 or not month:
             return None
         hour = int(match["hour"]) % 12 + (12 if match["ampm"].lower() == "pm" else 0)

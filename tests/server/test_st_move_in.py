@@ -319,3 +319,21 @@ def test_a_chat_imported_by_hand_before_is_not_duplicated(
 def _count(db: Any, table: str) -> int:
     (count,) = db.execute(f'select count(*) from "{table}"').fetchall()[0]
     return int(count)
+
+
+def test_a_chat_that_does_not_read_is_named_and_its_checkpoints_come_alone(
+    moved_in: tuple[httpx.Client, Path, Path],
+) -> None:
+    client, root, user = moved_in
+    main = user / f"chats/Aria/{MAIN_CHAT}.jsonl"
+    main.write_text(main.read_text(encoding="utf-8") + '\n{"mes": ', encoding="utf-8")
+    preview = client.post("/api/sillytavern/preview", json={"path": str(root)}).json()
+    named = {p["file"] for p in preview["problems"]}
+    assert named == {"characters/Broken.json", f"chats/Aria/{MAIN_CHAT}.jsonl"}
+    report = run_import(client, root)  # every bar full although one chat did not read
+    broken = [p for p in report["problems"] if p["file"] == f"chats/Aria/{MAIN_CHAT}.jsonl"]
+    assert broken and broken[0]["field"].startswith("line ")
+    assert counts(report)["chats"] == (4, 0, 0)
+    # The branch and the checkpoint have no main chat here: each is a chat of its own.
+    titles = [c["title"] for c in client.get("/api/chats").json()["conversations"]]
+    assert titles.count(MAIN_CHAT) == 2, titles

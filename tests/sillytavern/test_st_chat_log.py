@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from storyloom.core.errors import FileFormatError
 from storyloom.sillytavern.chat_log import (
     ChatMessage,
     export_chat_jsonl,
+    parse_chat_header,
     parse_chat_jsonl,
     parse_send_date,
 )
@@ -120,3 +122,49 @@ def test_a_bad_line_refuses_the_chat_naming_the_line() -> None:
 )
 def test_send_date_forms_are_all_read(value: str | int | None, expected: datetime | None) -> None:
     assert parse_send_date(value) == expected
+
+
+LINES = [
+    chat_message("Aria", "Hi.", extra={"api": "openai"}),
+    {"mes": "x", "name": "Aria", "swipes": ["x", "y"], "swipe_id": 1, "send_date": 1726776209000,
+     "swipe_info": [{"send_date": "a", "extra": {}}, {"extra": {"model": "m"}}], "gen_started": 1.5,
+     "force_avatar": None, "ext_field": {"kept": [1, {"deep": True}]}},
+    {"name": "User", "is_user": True},
+    {},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_a_line_of_the_usual_types_reads_as_validation_makes_it(line: dict[str, Any]) -> None:
+    read = ChatMessage.from_json(line)
+    validated = ChatMessage.model_validate(line)
+    validated._key_order = list(line)  # as the validating reader keeps it
+    assert read == validated
+    assert read.model_fields_set == validated.model_fields_set
+    assert list(read.__dict__) == list(validated.__dict__)
+    assert list(read.to_json()) == list(line)  # the file's key order
+    assert read.to_json() == line
+    assert read.extra is not line.get("extra", {})  # the parsed object is not shared
+    blank = frozenset({"mes", "swipes", "swipe_info", "extra"})
+    kept = {k: (None if k in blank else v) for k, v in read.to_json().items()}
+    assert read.to_json(blank=blank) == kept and list(read.to_json(blank=blank)) == list(kept)
+    read.name, read.force_avatar = "Bram", "bram.png"  # changed after reading
+    again = {k: (None if k in blank else v) for k, v in read.to_json().items()}
+    assert read.to_json(blank=blank) == again and list(read.to_json(blank=blank)) == list(again)
+
+
+def test_a_line_of_other_types_is_validated_and_refused_by_field() -> None:
+    assert ChatMessage.from_json({"is_user": "true", "mes": "x"}).is_user is True  # coerced
+    text = chat_jsonl([chat_message("Aria", "ok"), {"name": None, "mes": "x"}])
+    with pytest.raises(FileFormatError) as caught:
+        parse_chat_jsonl(text, CHAT)
+    assert [p.field for p in caught.value.problems] == ["line 3.name"]
+
+
+def test_the_header_reads_from_the_first_line_alone() -> None:
+    text = chat_jsonl([chat_message("Aria", "Hi.")], header={"chat_metadata": {"main_chat": "M"}})
+    header = parse_chat_header(("\ufeff\n" + text + "\n{broken").encode())
+    assert header is not None and header.chat_metadata == {"main_chat": "M"}
+    assert parse_chat_header(b'{"mes": "no header"}') is None
+    assert parse_chat_header(b"{cut short") is None  # the whole file's parse names it
+    assert parse_chat_header(b"") is None

@@ -61,3 +61,14 @@ def test_a_chat_line_with_deep_extensions_or_broken_text_names_the_line() -> Non
         parse_chat_jsonl("\n".join([header, deep, broken]), Path("chat.jsonl"))
     fields = [problem.field for problem in caught.value.problems]
     assert fields[0].startswith("line 2.extra") and fields[1] == "line 3.mes"
+
+
+def test_nesting_up_to_the_limit_parses_and_many_shallow_brackets_too() -> None:
+    at_limit = "[" * MAX_DEPTH + "]" * MAX_DEPTH  # innermost at depth MAX_DEPTH - 1
+    assert loads_untrusted(at_limit) == json.loads(at_limit)
+    wide = json.dumps({"rows": [[] for _ in range(3 * MAX_DEPTH)], "s": "[[[{{{"})
+    assert loads_untrusted(wide) == json.loads(wide)
+    with pytest.raises(UntrustedJsonError, match="deeper"):
+        loads_untrusted("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+    with pytest.raises(JsonSyntaxError, match="BOM"):
+        loads_untrusted("\ufeff{}")

@@ -33,6 +33,7 @@ from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, C
 from storyloom.chat.store.message import Message, Role
 from storyloom.chat.store.message_marks import HIDDEN_KEY, is_hidden
 from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.tree_rows import trusted
 from storyloom.chat.store.turn_tree import NewMessage, TurnTree, new_id
 from storyloom.core.errors import NotFound
 from storyloom.sillytavern.chat_log import (
@@ -51,7 +52,7 @@ SWIPE_INFO_KEY = "st_swipe_info"
 RAW_SWIPES_KEY = "st_swipes"
 RAW_SWIPE_INFO_KEY = "st_swipe_info_raw"
 SWIPE_COUNT_KEY = "st_swipe_count"
-SIBLING_FIELDS = ("mes", "swipes", "swipe_info", "extra")
+SIBLING_FIELDS = frozenset({"mes", "swipes", "swipe_info", "extra"})
 """Line fields whose values live on the siblings, not in the kept line."""
 SWIPE_TIMES = ("send_date", "gen_started", "gen_finished")
 SPEAKER_FIELDS = ("name", "original_avatar", "force_avatar")
@@ -96,23 +97,20 @@ def import_st_chat(
     rows, path_ids = _rows(chat, imported_at, _initial_state(chat_metadata, state))
     first = rows[0].created_at if rows and rows[0].created_at is not None else imported_at
     created_at = _created_at(header.create_date if header is not None else None, first)
-    conversation = tree.create_conversation(
-        project_id=project_id,
-        title=title or _default_title(chat),
-        character=character,
-        settings=_settings(chat, chat_metadata).model_copy(update=dict(settings or {})),
-        metadata=metadata,
-        created_at=created_at,
-    )
-    try:
+    with tree.batch():  # all or nothing, in one commit
+        conversation = tree.create_conversation(
+            project_id=project_id,
+            title=title or _default_title(chat),
+            character=character,
+            settings=_settings(chat, chat_metadata).model_copy(update=dict(settings or {})),
+            metadata=metadata,
+            created_at=created_at,
+        )
         if rows:
             tree.add_messages(conversation.id, rows)
             # Rows go in swipe order, so each parent's active child is its last swipe;
             # moving the pointer to the end of the shown path points them at the shown one.
             tree.set_pointer(conversation.id, path_ids[-1])
-    except BaseException:
-        tree.delete_conversation(conversation.id)
-        raise
     return ImportedChat(
         conversation_id=conversation.id,
         messages=len(path_ids),
@@ -174,10 +172,11 @@ def continue_st_chat(
     shown); else the pointer moves to the last line."""
     if start >= len(chat.messages):
         return []
-    before = tree.conversation(conversation_id).pointer
     rows, path_ids = _rows(chat, time.time(), None, parent=parent_id, start=start)
-    tree.add_messages(conversation_id, rows)
-    tree.set_pointer(conversation_id, before if keep_pointer and before else path_ids[-1])
+    with tree.batch():
+        before = tree.conversation(conversation_id).pointer
+        tree.add_messages(conversation_id, rows)
+        tree.set_pointer(conversation_id, before if keep_pointer and before else path_ids[-1])
     return path_ids
 
 
@@ -219,6 +218,12 @@ def _reasoning(extra: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+_ROW_FIELDS = {
+    "parent_id", "role", "content", "name", "thought", "extra", "state", "message_id", "created_at"
+}  # fmt: skip
+"""The fields a row of :func:`_rows` sets (the others keep their defaults)."""
+
+
 def _rows(
     chat: ChatLog,
     imported_at: float,
@@ -233,7 +238,7 @@ def _rows(
     path: list[str] = []
     for number, line in enumerate(chat.messages[start:], start):
         fallback = imported_at + number / 1000
-        kept = line.to_json()
+        kept = line.to_json(blank=SIBLING_FIELDS)
         texts = list(line.swipes) if line.swipes else [line.mes]
         shown = line.swipe_id if line.swipe_id is not None else 0
         if not 0 <= shown < len(texts):
@@ -251,12 +256,12 @@ def _rows(
                 shown_id = message_id
                 content = line.mes
                 st_extra = dict(line.extra)
-                extra[LINE_KEY] = {k: (None if k in SIBLING_FIELDS else v) for k, v in kept.items()}
+                extra[LINE_KEY] = kept
                 extra[SWIPE_COUNT_KEY] = len(texts)
                 if line.swipes is not None and (not line.swipes or line.swipes[shown] != line.mes):
                     extra[RAW_SWIPES_KEY] = line.swipes
                 if line.swipe_info is not None and infos is None:
-                    extra[RAW_SWIPE_INFO_KEY] = kept.get("swipe_info")
+                    extra[RAW_SWIPE_INFO_KEY] = line.to_json().get("swipe_info")
                 sent = line.send_date
             else:
                 content = text
@@ -268,17 +273,26 @@ def _rows(
                 extra[HIDDEN_KEY] = True
             if info is not None:
                 extra[SWIPE_INFO_KEY] = info
+            # Every value has its type already (the line was validated): a chat's rows
+            # are built without validating each again.
             rows.append(
-                NewMessage(
-                    parent_id=parent,
-                    role=role,
-                    content=content,
-                    name=line.name,
-                    thought=_reasoning(st_extra),
-                    extra=extra,
-                    state=initial if parent is None else None,
-                    message_id=message_id,
-                    created_at=_created_at(sent, fallback),
+                trusted(
+                    NewMessage,
+                    {
+                        "parent_id": parent,
+                        "role": role,
+                        "content": content,
+                        "name": line.name,
+                        "status": "complete",
+                        "thought": _reasoning(st_extra),
+                        "original": None,
+                        "error": None,
+                        "extra": extra,
+                        "state": initial if parent is None else None,
+                        "message_id": message_id,
+                        "created_at": _created_at(sent, fallback),
+                    },
+                    _ROW_FIELDS,
                 )
             )
         path.append(shown_id)

@@ -62,8 +62,12 @@ def _fetch(conn: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> list[
     return rows
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every row (``json.dumps`` with options builds one per call)."""
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def empty_document() -> StateDocument:
@@ -129,6 +133,9 @@ class StateRow:
         return (self.message_id, self.conversation_id, self.kind, self.data)
 
 
+_NO_CHANGE = _dumps([])
+"""The delta of a message that changed no state."""
+
 _INSERT_SQL = (
     "INSERT OR REPLACE INTO chat_state (message_id, conversation_id, kind, data) "
     "VALUES (?, ?, ?, ?)"
@@ -168,8 +175,8 @@ class StateChain:
             return StateRow(message_id, conversation_id, "keyframe", _dumps(doc))
         # A message that changed nothing carries its parent's very document: no diff to
         # walk (an import of a long chat is mostly such messages).
-        ops = [] if doc is parent_doc else state_delta(parent_doc, doc)
-        return StateRow(message_id, conversation_id, "delta", _dumps(ops))
+        data = _NO_CHANGE if doc is parent_doc else _dumps(state_delta(parent_doc, doc))
+        return StateRow(message_id, conversation_id, "delta", data)
 
     def write(
         self,

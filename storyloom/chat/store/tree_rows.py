@@ -132,9 +132,14 @@ def fetch(conn: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> list[t
     return rows
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""``json.dumps`` with these options builds an encoder per call; an import calls it per
+message."""
+
+
 def dumps_json(value: Any, what: str) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise ChatError(f"{what} is not JSON: {exc}") from exc
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, get_args
 
 import apsw
@@ -128,6 +129,14 @@ class TurnTree:
     @property
     def state_chain(self) -> StateChain:
         return self._chain
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction around several writes (each one's own becomes a savepoint of
+        it): an importer's conversation and its messages commit together, or not at all,
+        and pay one commit instead of one per write."""
+        with self._db.write_transaction():
+            yield
 
     # conversations (ConversationRecords)
 
