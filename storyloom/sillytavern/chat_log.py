@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
@@ -129,38 +128,6 @@ class ChatMessage(_Line):
     gen_finished: DateValue = None
     force_avatar: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Self:
-        """The line read from a file. A line whose fields already have their types (JSON
-        gives each its exact type, so nearly every line does) is built without
-        validating it: validation would give the very same model, field by field, and
-        costs most of a long chat's parse. Any other line is validated (and its problems
-        named) as usual."""
-        values: dict[str, Any] = {}
-        extras: dict[str, Any] = {}
-        for key, value in obj.items():
-            check = _MESSAGE_FIELDS.get(key)
-            if check is None:
-                extras[key] = value
-            elif check(value):
-                values[key] = value
-            else:
-                return super().from_json(obj)
-        for key, value in values.items():
-            if type(value) is dict:
-                values[key] = dict(value)
-            elif type(value) is list:
-                values[key] = [dict(v) if type(v) is dict else v for v in value]
-        fields = {**_MESSAGE_DEFAULTS, **values}
-        if "extra" not in values:
-            fields["extra"] = {}
-        line = object.__new__(cls)
-        object.__setattr__(line, "__dict__", fields)
-        object.__setattr__(line, "__pydantic_fields_set__", set(obj))
-        object.__setattr__(line, "__pydantic_extra__", extras)
-        object.__setattr__(line, "__pydantic_private__", {"_key_order": list(obj)})
-        return line
-
     @property
     def model(self) -> str | None:
         """The model that wrote this message (``extra.model``), if recorded."""
@@ -175,42 +142,6 @@ class ChatMessage(_Line):
     @property
     def sent_at(self) -> datetime | None:
         return parse_send_date(self.send_date)
-
-
-def _is_date(value: Any) -> bool:
-    return value is None or type(value) in (str, int, float)  # not bool
-
-
-def _is_str(value: Any) -> bool:
-    return type(value) is str
-
-
-def _is_bool(value: Any) -> bool:
-    return type(value) is bool
-
-
-_MESSAGE_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "name": _is_str,
-    "is_user": _is_bool,
-    "is_system": _is_bool,
-    "send_date": _is_date,
-    "mes": _is_str,
-    "swipes": lambda v: v is None or (type(v) is list and all(type(x) is str for x in v)),
-    "swipe_id": lambda v: v is None or type(v) is int,
-    "swipe_info": lambda v: v is None or (type(v) is list and all(type(x) is dict for x in v)),
-    "extra": lambda v: type(v) is dict,
-    "gen_started": _is_date,
-    "gen_finished": _is_date,
-    "force_avatar": lambda v: v is None or type(v) is str,
-}
-"""Each :class:`ChatMessage` field and the exact JSON types it takes as they are (what
-validation would keep unchanged): the fast path of :meth:`ChatMessage.from_json`."""
-_MESSAGE_DEFAULTS: dict[str, Any] = {
-    name: None if name == "extra" else info.get_default(call_default_factory=False)
-    for name, info in ChatMessage.model_fields.items()
-}
-"""In field order, as validation fills ``__dict__`` (``extra``'s factory is called per line)."""
-assert set(_MESSAGE_FIELDS) == set(ChatMessage.model_fields), "keep both in step"
 
 
 class ChatLog(BaseModel):

@@ -135,7 +135,9 @@ LINES = [
 
 
 @pytest.mark.parametrize("line", LINES)
-def test_a_line_of_the_usual_types_reads_as_validation_makes_it(line: dict[str, Any]) -> None:
+def test_a_line_writes_back_in_its_key_order_with_blanked_keys_in_place(
+    line: dict[str, Any],
+) -> None:
     read = ChatMessage.from_json(line)
     validated = ChatMessage.model_validate(line)
     validated._key_order = list(line)  # as the validating reader keeps it
@@ -153,7 +155,7 @@ def test_a_line_of_the_usual_types_reads_as_validation_makes_it(line: dict[str, 
     assert read.to_json(blank=blank) == again and list(read.to_json(blank=blank)) == list(again)
 
 
-def test_a_line_of_other_types_is_validated_and_refused_by_field() -> None:
+def test_a_line_of_other_types_is_coerced_or_refused_by_field() -> None:
     assert ChatMessage.from_json({"is_user": "true", "mes": "x"}).is_user is True  # coerced
     text = chat_jsonl([chat_message("Aria", "ok"), {"name": None, "mes": "x"}])
     with pytest.raises(FileFormatError) as caught:
