@@ -94,7 +94,7 @@ def _target(state: ServerState) -> MoveInTarget:
 @router.post("/preview", response_model=StFolderPreview, responses=_ERRORS)
 async def preview(request: Request, body: StFolderRequest) -> StFolderPreview:
     """What an import of the folder would bring, counted per kind; nothing is written.
-    A path that is no SillyTavern folder is a 400 naming it."""
+    A path that is no SillyTavern folder is a 422 naming it."""
     target = _target(server_state(request))
     return await asyncio.to_thread(preview_folder, target, Path(body.path), body.user)
 
