@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import re
 import socket
 import ssl
@@ -166,7 +167,8 @@ class BadRequest(LLMError):
 
 
 class ServerError(LLMError):
-    """5xx or a malformed answer from the server."""
+    """5xx, or an answer that is not the OpenAI API's (an HTML page, nothing, a bare
+    404): the address answered, but not as a model server."""
 
     default_kind = "server_error"
 
@@ -326,6 +328,11 @@ def _status_error(
             f"{base_url} {verb} ({status}). Check the API key in settings.{said_part}",
             kind="auth", status_code=status,
         )  # fmt: skip
+    if status in _NO_SUCH_ROUTE and not _is_json(exc.response):
+        # A web page, a file server or a router's admin page: no API route answers here,
+        # and the server's own words (an HTML error page) would only bury that.
+        shown = "" if _looks_like_html(exc.response.text) else said_part
+        return not_an_openai_api(base_url, f"got status {status}", status_code=status, said=shown)
     if status == 404 and (code == "model_not_found" or "model" in said.lower()):
         return LLMError(
             f"{base_url} does not serve model{model_part} (404). Pick a model the server "
@@ -467,9 +474,11 @@ def _map(
             f"{base_url} reported an error: {said}",
             kind="stream_cut" if streaming else "server_error",
         )
+    if isinstance(exc, ValueError) and not streaming:
+        # JSON and UTF-8 decoding errors, or JSON of another shape: the server's answer is
+        # not what the OpenAI API sends, and asking again will not change that.
+        return not_an_openai_api(base_url, _what_was_sent(exc))
     if isinstance(exc, ValueError):
-        # Includes JSON and UTF-8 decoding errors: the server's answer is not what the
-        # OpenAI API sends, and asking again will not change that.
         return LLMError(
             f"{base_url} sent a malformed answer ({exc}). Is it an OpenAI-compatible endpoint?",
             kind="stream_cut" if streaming else "server_error",
@@ -479,3 +488,50 @@ def _map(
         f"Calling {base_url} failed unexpectedly: {type(exc).__name__}: {exc}",
         kind="stream_cut" if streaming else "server_error",
     )
+
+
+# -- answers that are not the API's -------------------------------------------------------
+
+# Statuses a server gives for a path it has no route for (501: Python's http.server and
+# others refuse a POST that way), as opposed to an API refusing a request it understood.
+_NO_SUCH_ROUTE = frozenset({404, 405, 501})
+
+
+def not_an_openai_api(
+    base_url: str, got: str, *, status_code: int | None = None, said: str = ""
+) -> LLMError:
+    """The address answered, but not as an OpenAI-compatible API; ``got`` says what came
+    ("got an HTML page", "got nothing", "got status 404", "got text, not JSON")."""
+    return LLMError(
+        f"{base_url} answered, but not as an OpenAI-compatible API ({got}). Is it the "
+        f"address of the model server's API? It often ends in /v1.{said}",
+        kind="server_error",
+        status_code=status_code,
+        retryable=False,
+    )
+
+
+def _is_json(response: Any) -> bool:
+    try:
+        json.loads(response.text)
+    except ValueError:
+        return False
+    return True
+
+
+def _looks_like_html(text: str) -> bool:
+    head = text.lstrip()[:1024].casefold()
+    return head.startswith(("<!doctype html", "<html")) or "<html" in head or "<body" in head
+
+
+def _what_was_sent(exc: ValueError) -> str:
+    """What an unreadable 200 answer was, in a few words."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "got bytes that are not text"
+    if not isinstance(exc, json.JSONDecodeError):
+        return f"got JSON, but {exc}"  # e.g. "the answer has no 'choices' list"
+    if not exc.doc.strip():
+        return "got nothing"
+    if _looks_like_html(exc.doc):
+        return "got an HTML page"
+    return "got text, not JSON"

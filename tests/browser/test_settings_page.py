@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, Response, expect
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
 
+from storyloom.testing.loopback import serve_in_thread
 from storyloom.testing.replay_server import ReplayLLMServer
 from tests.browser.conftest import tid
 
@@ -204,3 +209,26 @@ def test_every_area_has_a_page(server: Any, page: Page) -> None:
     # A deep link is served by the SPA fallback.
     page.goto(server.url + "settings")
     expect(page.locator(tid("settings-user_llm-save"))).to_be_visible()
+
+
+def test_an_address_that_is_not_an_llm_gets_a_plain_answer(server: Any, page: Page) -> None:
+    """A web page's address in the base URL: the check says the address answered, but not
+    as an OpenAI-compatible API, instead of a JSON parser's complaint."""
+
+    async def web_page(request: Request) -> HTMLResponse:
+        return HTMLResponse("<!DOCTYPE html><html><body><h1>My router</h1></body></html>")
+
+    app = Starlette(routes=[Route("/{path:path}", web_page, methods=["GET", "POST"])])
+    page.set_viewport_size({"width": 1440, "height": 900})
+    with serve_in_thread(app) as url:
+        open_settings(page, server)
+        page.fill(tid("settings-user_llm-base_url"), url)
+        page.fill(tid("settings-user_llm-model"), "test-model")
+        page.click(tid("settings-user_llm-test"))
+        result = page.locator(tid("settings-user_llm-result"))
+        expect(result).to_have_attribute("data-ok", "false")
+    expect(result).to_contain_text(
+        f"{url} answered, but not as an OpenAI-compatible API (got an HTML page)."
+    )
+    expect(result).not_to_contain_text("Expecting value")
+    expect(result).to_be_in_viewport()

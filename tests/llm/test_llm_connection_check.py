@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
 from storyloom.core.settings import ChatEndpoint, EmbeddingEndpoint
 from storyloom.llm.connection_check import check_chat_endpoint, check_embedding_endpoint
+from storyloom.testing.loopback import serve_in_thread
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 
 
@@ -167,3 +174,43 @@ async def test_embedding_check_reports_not_configured() -> None:
     report = await check_embedding_endpoint(EmbeddingEndpoint(provider="openai"))
     assert not report.ok
     assert report.kind == "not_configured"
+
+
+# -- an address that is not an LLM -------------------------------------------------------
+
+
+def answering_every_path(status: int, body: str, media_type: str) -> Starlette:
+    """A server that is not a model server: every GET and POST gets the same answer."""
+
+    async def answer(request: Request) -> Response:
+        return Response(body, status_code=status, media_type=media_type)
+
+    return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
+
+
+WEB_PAGE = "<!DOCTYPE html><html><head><title>Router</title></head><body>Hi</body></html>"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "media_type", "got"),
+    [
+        (200, WEB_PAGE, "text/html", "got an HTML page"),
+        (200, "", "text/plain", "got nothing"),
+        (404, "404 page not found", "text/plain", "got status 404"),
+        (404, WEB_PAGE, "text/html", "got status 404"),
+        (501, WEB_PAGE, "text/html", "got status 501"),
+        (200, "hello from a web app", "text/plain", "got text, not JSON"),
+    ],
+)
+async def test_chat_check_says_an_address_answered_but_not_as_an_llm(
+    make_endpoint: Any, status: int, body: str, media_type: str, got: str
+) -> None:
+    with serve_in_thread(answering_every_path(status, body, media_type)) as url:
+        report = await check_chat_endpoint(make_endpoint(f"{url}/v1"))
+    assert not report.ok
+    assert report.kind == "server_error"
+    assert report.message.startswith(
+        f"{url}/v1 answered, but not as an OpenAI-compatible API ({got})."
+    )
+    assert "Expecting value" not in report.message
+    assert "<html" not in report.message.casefold()
