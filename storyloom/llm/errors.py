@@ -512,8 +512,12 @@ def not_an_openai_api(
 
 
 def _is_json(response: Any) -> bool:
+    """Whether a status answer's body is JSON; an unread body counts as JSON, so an
+    answer nobody could read keeps the mapping its status gives."""
     try:
         json.loads(response.text)
+    except (httpx2.ResponseNotRead, httpx.ResponseNotRead):
+        return True
     except ValueError:
         return False
     return True
