@@ -78,12 +78,12 @@ def _consents(request: Request) -> AgentConsents:
     return consents
 
 
-def avatar_url(character_id: str, avatar: str | None, stamp: float | int = 0) -> str | None:
+def avatar_url(character_id: str, avatar: str | None, stamp: float | int = 0) -> str:
     """Where the page loads a character's avatar (``v`` changes when the file does, so a
-    new upload is not hidden by the browser's cache)."""
-    if not avatar:
-        return None
-    return f"/api/characters/{character_id}/avatar?v={int(stamp)}"
+    new upload is not hidden by the browser's cache). A character without a picture has
+    one too: the route answers its generated face."""
+    version = int(stamp) if avatar else 0
+    return f"/api/characters/{character_id}/avatar?v={version}"
 
 
 class CharacterItem(CharacterListing):
@@ -333,7 +333,10 @@ def duplicate_character(request: Request, character_id: str) -> CreatedCharacter
 
 @router.get("/{character_id}/avatar", responses=_ERRORS)
 def character_avatar(request: Request, character_id: str) -> Response:
-    return avatar_response(_library(request).avatar_path(character_id), f"character {character_id}")
+    """The character's picture; one without a picture answers its generated face."""
+    library = _library(request)
+    name = library.character(character_id).name
+    return avatar_response(library.avatar_path(character_id), f"character {character_id}", name)
 
 
 @router.post("/{character_id}/avatar", response_model=CharacterDocument, responses=_ERRORS)

@@ -52,6 +52,7 @@ from storyloom.llm.tokenizers import counter_for
 from storyloom.server.api_errors import error_responses, field_errors, upload_errors
 from storyloom.server.chat_views import ChatView, MessageView, chat_view_json, single_view
 from storyloom.server.file_transfer import download, import_upload, read_named_upload
+from storyloom.server.generated_avatar import initials_response
 from storyloom.server.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 from storyloom.server.state import ServerState, server_state
 from storyloom.sillytavern.character import CharacterDefinition
@@ -722,7 +723,7 @@ def character_avatar(request: Request, character_id: str) -> Response:
     presets = _presets(request)
     preset = presets.character(character_id)
     if not preset.avatar:
-        raise NotFound(f"character {character_id} has no avatar")
+        return initials_response(preset.name)  # no picture: its generated face
     path = presets.folder("characters") / Path(preset.avatar).name
     if not path.is_file():
         raise NotFound(f"the avatar of character {character_id} is missing ({path.name})")

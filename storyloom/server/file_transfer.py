@@ -22,6 +22,7 @@ from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, N
 from storyloom.core.image_kind import image_type
 from storyloom.project.knowledge_service import ImportOutcome, KnowledgeService
 from storyloom.server.api_errors import UploadTooLarge, upload_errors
+from storyloom.server.generated_avatar import initials_response
 from storyloom.server.limits import MAX_FILENAME_BYTES, MAX_UPLOAD_BYTES, RequestLimits, size_text
 from storyloom.sillytavern.untrusted_json import (
     JsonSyntaxError,
@@ -110,12 +111,13 @@ async def read_image_upload(request: Request, file: UploadFile) -> tuple[bytes, 
     return data, media_type
 
 
-def avatar_response(path: Path | None, owner: str) -> Response:
-    """The avatar file at ``path`` (None: ``owner`` has none) as the image it is. Only an
-    image goes out, with its own type: the owner's file names any file of its folder.
-    The browser asks again each time, as an upload keeps the file's name."""
+def avatar_response(path: Path | None, owner: str, name: str) -> Response:
+    """The avatar file at ``path`` as the image it is; None (``owner`` has none): a face
+    generated from ``name``. Only an image goes out, with its own type: the owner's file
+    names any file of its folder. The browser asks again each time, as an upload keeps
+    the file's name."""
     if path is None:
-        raise NotFound(f"{owner} has no avatar")
+        return initials_response(name)
     data = path.read_bytes()
     media_type = image_type(data)
     if media_type is None:

@@ -51,7 +51,10 @@ class MemberView(BaseModel):
     name: str
     muted: bool
     talkativeness: float
-    avatar_url: str | None = Field(description="The character preset's avatar, when it has one")
+    avatar_url: str | None = Field(
+        description="The character preset's avatar (a generated face when it has no "
+        "picture), when the member has a preset"
+    )
 
 
 class GroupView(BaseModel):
@@ -74,8 +77,9 @@ def group_view(chat: ChatService, conversation: Conversation) -> GroupView:
         avatar = None
         if chat.presets is not None and preset:
             try:
-                if chat.presets.avatar_path(preset) is not None:
-                    avatar = f"/api/presets/characters/{preset}/avatar"
+                chat.presets.character(preset)
+                # With or without a picture: the route answers a generated face then.
+                avatar = f"/api/presets/characters/{preset}/avatar"
             except StoryloomError:
                 avatar = None  # an imported member without a preset
         members.append(

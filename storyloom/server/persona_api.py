@@ -76,10 +76,10 @@ class PersonaSave(BaseModel):
 
 
 def _view(library: PersonaLibrary, persona: Persona, default_id: str | None) -> PersonaView:
-    url = None
+    # A persona without a picture has an address too: the route answers its generated face.
     avatar = library.avatar_path(persona.id) if persona.avatar else None
-    if avatar is not None:
-        url = f"/api/personas/{persona.id}/avatar?v={int(avatar.stat().st_mtime)}"
+    stamp = int(avatar.stat().st_mtime) if avatar is not None else 0
+    url = f"/api/personas/{persona.id}/avatar?v={stamp}"
     return PersonaView(
         id=persona.id,
         name=persona.name,
@@ -197,7 +197,10 @@ def clear_default(request: Request, persona_id: str) -> PersonaList:
 
 @router.get("/{persona_id}/avatar", responses=_ERRORS)
 def persona_avatar(request: Request, persona_id: str) -> Response:
-    return avatar_response(_library(request).avatar_path(persona_id), f"persona {persona_id}")
+    """The persona's picture; one without a picture answers its generated face."""
+    library = _library(request)
+    name = library.get(persona_id).name
+    return avatar_response(library.avatar_path(persona_id), f"persona {persona_id}", name)
 
 
 @router.post("/{persona_id}/avatar", response_model=PersonaView, responses=_ERRORS)

@@ -135,3 +135,32 @@ def test_a_three_character_group_with_natural_order_and_a_manual_turn(
         overflow = bar.evaluate("el => el.scrollWidth - el.clientWidth")
         assert overflow <= 0, f"the group bar scrolls sideways by {overflow}px at 390 px"
         page.screenshot(path=str(RESULTS_DIR / "group-chat-390.png"))
+
+
+def test_a_member_without_a_picture_has_a_face_beside_its_message(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    page.set_viewport_size({"width": 1440, "height": 900})
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on("requestfailed", lambda r: failed.append(f"failed {r.url}"))
+    with ReplayLLMServer(models=["test-model"]) as llm:
+        # None of the cards has a picture.
+        server = start_server(with_llm_and_characters(llm.url))
+        page.goto(server.url + "chat")
+        expect(page.locator(tid("ws-status"))).to_have_attribute("data-status", "connected")
+        page.click(tid("group-new"))
+        for cid in ("ann", "bo"):
+            page.check(f'{tid("group-new-character")}[data-character-id="{cid}"]')
+        page.click(tid("group-create"))
+        expect(page).to_have_url(re.compile(r"/chat/[0-9a-f]+$"))
+        expect(messages(page)).to_have_count(2)
+        for index, name in enumerate(("Ann", "Bo")):
+            face = messages(page).nth(index).locator(f"img{tid('chat-message-avatar')}")
+            expect(face).to_have_attribute("alt", name)
+            expect(face).to_be_visible()
+            page.wait_for_function(
+                "img => img.complete && img.naturalWidth > 0", arg=face.element_handle()
+            )
+        page.screenshot(path=str(RESULTS_DIR / "group-generated-faces-1440.png"))
+    assert [f for f in failed if "/avatar" in f] == []

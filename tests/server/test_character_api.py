@@ -83,7 +83,9 @@ def test_a_character_is_created_listed_edited_and_counted(api: httpx.Client) -> 
     assert created.status_code == 201, created.text
     character_id = created.json()["id"]
     listed = api.get("/api/characters").json()["characters"]
-    assert [(c["id"], c["name"], c["avatar_url"]) for c in listed] == [(character_id, "Iris", None)]
+    assert [(c["id"], c["name"], c["avatar_url"]) for c in listed] == [
+        (character_id, "Iris", f"/api/characters/{character_id}/avatar?v=0")
+    ]
     document = api.get(f"/api/characters/{character_id}").json()
     assert document["tokens"]["fields"]["description"] == 1
     saved = api.put(

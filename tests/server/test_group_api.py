@@ -94,7 +94,8 @@ async def test_who_speaks_next_streams_that_members_reply(
     view = (await api.get(f"/api/chats/{chat['id']}")).json()
     last = view["messages"][-1]
     assert (last["name"], last["content"]) == ("Bo", "Bo speaks now.")
-    assert last["extra"]["speaker"] == {"id": "bo", "name": "Bo"}
+    # The preset is recorded even without a picture: the page shows its generated face.
+    assert last["extra"]["speaker"] == {"id": "bo", "name": "Bo", "preset": "bo"}
     system = [m["content"] for m in llm.chat_requests[-1]["messages"] if m["role"] == "system"]
     assert any("BO-CARD" in text for text in system)
 

@@ -340,15 +340,15 @@ def speaker_view(conversation: Conversation, speaker: str) -> Conversation:
 
 def speaker_extra(conversation: Conversation) -> dict[str, Any]:
     """What a reply written in ``conversation`` records of its speaker ({} one-to-one):
-    ``id`` and ``name``, and ``preset`` when the character preset has an avatar."""
+    ``id`` and ``name``, and ``preset`` when the speaker comes from a character preset."""
     speaker = conversation.metadata.get(VIEW_KEY)
     if not isinstance(speaker, str):
         return {}
     character = conversation.character
     record: dict[str, Any] = {"id": speaker, "name": character.text("name")}
-    avatar = character.text("avatar")
-    if character.source_preset and avatar and avatar != "none":
-        # The page shows the speaker's face from the preset's avatar route.
+    if character.source_preset:
+        # The page shows the speaker's face from the preset's avatar route (a generated
+        # one when the preset has no picture).
         record["preset"] = character.source_preset
     return {SPEAKER_KEY: record}
 

@@ -21,8 +21,8 @@ function text(value: unknown): string {
   return typeof value === 'string' ? value.trim() : ''
 }
 
-/** A character's avatar route (it answers 404 while the character has none: show
- * the initial then, as AvatarImage does). */
+/** A character's avatar route (a character without a picture answers its generated
+ * face, the initials on its colour). */
 export function characterAvatarRoute(characterId: string): string {
   return `/api/characters/${encodeURIComponent(characterId)}/avatar`
 }

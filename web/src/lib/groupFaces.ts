@@ -1,6 +1,6 @@
 // The face of a group chat's message: each reply records its speaker (`extra.speaker`,
-// with the character preset when the card has an avatar), so a message shows its own
-// speaker's avatar rather than the conversation's first character's.
+// with the character preset it came from), so a message shows its own speaker's avatar
+// (a generated one when the preset has no picture) rather than the first character's.
 import type { ChatMessage } from '../api/chat'
 import { characterAvatarRoute } from './chatPeople'
 
