@@ -146,7 +146,7 @@ def test_an_agent_computes_with_the_code_interpreter_and_the_chat_shows_the_code
         assert colour != plain, (colour, plain)
         page.screenshot(path=str(RESULTS_DIR / "code-interpreter-open.png"))
 
-        # No script error (a character without an avatar is a 404 the browser logs: not ours).
+        # No script error.
         errors = [m for m in page.console_messages if m.startswith("pageerror")]  # type: ignore[attr-defined]
         assert not errors, errors
 
