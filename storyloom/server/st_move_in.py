@@ -483,6 +483,25 @@ class _Import:
             folder = Path(created.folder)
             self._remember(load_knowledge_base(folder), folder)
 
+    def _import_file(
+        self,
+        relative: str,
+        *,
+        existing: Sequence[KnowledgeBase],
+        display_name: str | None = None,
+    ) -> ImportSummary:
+        """A world or card file through the knowledge importer, its KBs indexed."""
+        summary = import_knowledge_file(
+            self.folder.absolute(relative),
+            project_dir=self.target.project_dir,
+            global_folder=self.target.global_folders[0],
+            database=self.target.database,
+            display_name=display_name,
+            existing=existing,
+        )
+        self._made(summary)
+        return summary
+
     def existing_for(self, books: Sequence[KnowledgeBase]) -> list[KnowledgeBase]:
         """The KBs here that ``books`` may duplicate (the same entries): what the
         importer compares them with, without hashing every KB here for each file."""
@@ -539,15 +558,11 @@ class _Import:
                     self.manifest.record(relative, digest, kb_id=same.kb_id)
                     self.counts.add("worlds", "unchanged")
                 else:
-                    summary = import_knowledge_file(
-                        self.folder.absolute(relative),
-                        project_dir=self.target.project_dir,
-                        global_folder=self.target.global_folders[0],
-                        database=self.target.database,
+                    summary = self._import_file(
+                        relative,
                         display_name=kb.kb_displayName or name,
                         existing=self.existing_for([kb]),
                     )
-                    self._made(summary)
                     if summary.created:
                         kb_id = summary.created[0].kb_id
                     else:
@@ -626,18 +641,14 @@ class _Import:
                     self.manifest.record(relative, digest, character_id=character_id)
                     self.counts.add("characters", "updated")
                 else:
-                    summary = import_knowledge_file(
-                        self.folder.absolute(relative),
-                        project_dir=self.target.project_dir,
-                        global_folder=self.target.global_folders[0],
-                        database=self.target.database,
+                    summary = self._import_file(
+                        relative,
                         existing=[
                             *self.existing_for(result.knowledge_bases),
                             *self._book_alias(result),
                         ],
                     )
                     assert summary.character_file is not None
-                    self._made(summary)
                     character_id = Path(summary.character_file).stem
                     preset = library.character(character_id)
                     kbs = list(dict.fromkeys([*preset.knowledge_bases, *extra_books]))

@@ -6,7 +6,7 @@ report; the CLI prints the same report and the web app's types are generated fro
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -29,23 +29,7 @@ StKind = Literal[
 ]
 """What a SillyTavern user folder holds, one kind per thing storyloom imports."""
 
-ST_KINDS: tuple[StKind, ...] = (
-    "characters",
-    "worlds",
-    "personas",
-    "chats",
-    "groups",
-    "group_chats",
-    "presets",
-    "instruct",
-    "context",
-    "regex",
-    "variables",
-    "quick_replies",
-    "backgrounds",
-    "sprites",
-    "themes",
-)
+ST_KINDS: tuple[StKind, ...] = get_args(StKind)
 """The kinds in the order an import takes them (books before the cards bound to them,
 characters and personas before the chats that speak with them)."""
 
