@@ -7,6 +7,7 @@ PIP    := $(BIN)/pip --disable-pip-version-check -q
 HOST   ?= 127.0.0.1
 PORT   ?= 8420
 CHROMIUM := /usr/bin/chromium
+CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 WEB_BUILT := storyloom/server/static/index.html
 LLAMA_TOKENIZER_JS := llama-tokenizer-js@1.2.2
 LLAMA_CACHE := .cache/llama-tokenizer-js
@@ -91,10 +92,11 @@ $(WEB_BUILT): web/node_modules/.installed $(WEB_SOURCES)
 web: $(WEB_BUILT)
 
 ## Debian's chromium for the browser tests (no browser download from anywhere else).
-chromium: $(CHROMIUM)
-$(CHROMIUM):
+## A Chinese font too: the 中文 screenshots must show the labels, not empty boxes.
+chromium: $(CHROMIUM) $(CJK_FONT)
+$(CHROMIUM) $(CJK_FONT):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-wqy-microhei
 
 lint: setup-dev
 	$(BIN)/ruff check storyloom tests bench
