@@ -165,6 +165,30 @@ def test_on_a_phone_the_message_box_stays_in_view_and_menus_fold(
         no_sideways_scroll(page)
 
 
+PAGES = ["chat", "characters", "knowledge", "workflows", "writing", "tools", "settings"]
+
+
+def test_on_a_phone_every_page_is_in_the_one_menu_and_fits_the_width(
+    start_server: Callable[..., RunningServer], page: Page
+) -> None:
+    server = start_server(conftest.home_with(None))
+    page.set_viewport_size(PHONE)
+    page.goto(server.url + "chat")
+    nav_menu = page.locator(tid("nav-menu"))
+    for language in ("en", "zh"):
+        page.locator(tid("lang-switch")).select_option(language)
+        for name in PAGES:
+            nav_menu.click()
+            page.click(tid(f"nav-{name}"))
+            expect(page.locator(tid(f"page-{name}"))).to_be_visible()
+            expect(nav_menu).to_have_attribute("aria-expanded", "false")
+            # The button names the page shown; the top bar stays one row.
+            expect(nav_menu).to_contain_text(page.locator(tid(f"nav-{name}")).inner_text())
+            top = page.locator("header.topbar").bounding_box()
+            assert top is not None and top["height"] <= 56, (name, top)
+            no_sideways_scroll(page)
+
+
 def test_on_a_phone_the_writing_page_does_not_scroll_sideways(
     start_server: Callable[..., RunningServer], page: Page
 ) -> None:
