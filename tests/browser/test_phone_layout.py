@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, ViewportSize, expect
 
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.browser import conftest
@@ -22,8 +22,8 @@ from tests.browser.conftest import RESULTS_DIR, RunningServer, messages, send, t
 
 pytestmark = pytest.mark.browser
 
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1440, "height": 900}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1440, "height": 900}
 CHARACTER_ID = "mira"
 MIRA = {
     "name": "Mira",
