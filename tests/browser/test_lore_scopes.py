@@ -101,9 +101,10 @@ def test_a_chat_has_only_its_cards_book_until_another_is_bound_to_it(
             ("Seraphina's Forest", "character")
         ]
 
-        # The chat's settings say which books are in it and why, and bind another.
-        page.click(tid("chat-side-settings"))
-        panel = page.locator(tid("chat-lore"))
+        # The chat's lore panel, one click from the chat, says which books are in it and
+        # why, and binds another.
+        page.click(tid("chat-side-lore"))
+        panel = page.locator(f'{tid("chat-side")}[data-tab="lore"] {tid("chat-lore")}')
         active = panel.locator(tid("chat-lore-kb"))
         expect(active).to_have_count(1)
         expect(active.first).to_have_attribute("data-scope", "character")
@@ -116,7 +117,8 @@ def test_a_chat_has_only_its_cards_book_until_another_is_bound_to_it(
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         panel.screenshot(path=str(RESULTS_DIR / "lore-chat-panel.png"))
 
-        # Saving the rest of the settings afterwards keeps the binding.
+        # Saving the chat's settings afterwards keeps the binding.
+        page.click(tid("chat-side-settings"))
         page.fill(tid("chat-settings-title"), "By the glade")
         page.click(tid("chat-settings-save"))
         expect(page.locator(tid("chat-settings-save"))).to_be_disabled()
@@ -129,6 +131,7 @@ def test_a_chat_has_only_its_cards_book_until_another_is_bound_to_it(
         assert QIN in sent and GLADE in sent
 
         # Removing it takes it out again.
+        page.click(tid("chat-side-lore"))
         bound.locator(tid("chat-lore-remove")).click()
         expect(active).to_have_count(1)
 

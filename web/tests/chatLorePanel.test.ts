@@ -102,7 +102,8 @@ describe('ChatLorePanel', () => {
       global: { plugins: [makeI18n('zh')], stubs: { RouterLink: { template: '<a><slot /></a>' } } },
     })
     await flushPromises()
-    expect(wrapper.text()).toContain('本聊天中的设定')
+    // The title is the side panel's heading ("本聊天中的设定"); the panel explains itself.
+    expect(wrapper.text()).toContain('下一次回复会扫描的知识库')
     expect(wrapper.find(q('chat-lore-kb')).text()).toContain('绑定到角色 Seraphina。')
   })
 })
