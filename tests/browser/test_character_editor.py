@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 LONG = "long"
 OTHER = "other"
 PARAGRAPH = "The lighthouse keeper counts the ships that never come back. " * 12
-LONG_CARD = {
+LONG_CARD: dict[str, Any] = {
     "name": "Maren",
     "description": "\n\n".join([PARAGRAPH] * 8),
     "personality": PARAGRAPH,
@@ -34,7 +34,10 @@ LONG_CARD = {
     "system_prompt": PARAGRAPH,
     "post_history_instructions": PARAGRAPH,
 }
-CARDS = {LONG: LONG_CARD, OTHER: {"name": "Tomas", "description": "A fisherman."}}
+CARDS: dict[str, dict[str, Any]] = {
+    LONG: LONG_CARD,
+    OTHER: {"name": "Tomas", "description": "A fisherman."},
+}
 
 
 def open_page(browser: Browser, width: int, height: int) -> Iterator[Page]:
@@ -156,6 +159,11 @@ def test_leaving_with_unsaved_changes_asks_first(
     expect(page).to_have_url(re.compile(rf"/characters/{OTHER}$"))
     expect(page.locator(tid("character-field-personality"))).to_have_value("Gruff but kind.")
     assert len(asked) == 1 and "Tomas" in asked[0]
+    # The page's other tab (personas), answered "stay".
+    page.once("dialog", answer(False))
+    page.click(tid("characters-tab-personas"))
+    expect(page.locator(tid("character-field-personality"))).to_have_value("Gruff but kind.")
+    assert len(asked) == 2
     # Another page, answered "stay", then "leave".
     page.once("dialog", answer(False))
     page.click(tid("nav-chat"))
@@ -164,7 +172,7 @@ def test_leaving_with_unsaved_changes_asks_first(
     page.once("dialog", answer(True))
     page.click(tid("nav-chat"))
     expect(page).to_have_url(re.compile(r"/chat"))
-    assert len(asked) == 3
+    assert len(asked) == 4
     assert server.api(f"/api/characters/{OTHER}")["character"]["personality"] == ""
 
     # Closing the tab with changes: the browser asks (its own question).
