@@ -129,6 +129,21 @@ describe('the chat pipeline in the drawer', () => {
     expect(saved.title).toBe('Seraphina')
   })
 
+  it('has no user name or persona text of its own: the persona picker says who the user is', async () => {
+    const w = await mountDrawer(conversation({ settings: settings({ user_name: 'Old name', persona: 'Old text' }) }))
+    expect(w.find(q('persona-picker')).exists()).toBe(true)
+    expect(w.find(q('chat-settings-user')).exists()).toBe(false)
+    expect(w.find(q('chat-settings-persona')).exists()).toBe(false)
+    expect(w.text()).not.toContain('Your name')
+    await w.find(q('chat-settings-note')).setValue('A new note')
+    await w.find('form').trigger('submit')
+    // A chat that had its own name and text (from before personas) keeps them as they were.
+    const saved = w.emitted('save')?.[0]?.[0] as { settings: ConversationSettings }
+    expect(saved.settings.authors_note).toBe('A new note')
+    expect(saved.settings.user_name).toBe('Old name')
+    expect(saved.settings.persona).toBe('Old text')
+  })
+
   it('keeps a pipeline the project no longer has, marked', async () => {
     const w = await mountDrawer(conversation({ settings: settings({ pipeline: 'gone' }) }))
     expect(options(w).at(-1)).toEqual(['gone', 'gone (not found)'])
@@ -144,8 +159,8 @@ describe('the chat pipeline in the drawer', () => {
       }
       return { status: 404, body: {} }
     }
-    const w = await mountDrawer(conversation({ settings: settings({ persona: 'A tired knight' }) }))
-    await w.find(q('chat-settings-persona')).setValue('edited, not saved yet')
+    const w = await mountDrawer(conversation({ settings: settings({ authors_note: 'A tired knight' }) }))
+    await w.find(q('chat-settings-note')).setValue('edited, not saved yet')
     const input = w.find(q('chat-settings-preset-file'))
     expect(input.attributes('accept')).toBe('.json,application/json')
     const file = new File(['{"prompts": []}'], 'Default.json', { type: 'application/json' })
@@ -158,10 +173,10 @@ describe('the chat pipeline in the drawer', () => {
     expect((post.body as Record<string, unknown>).file).toBeInstanceOf(File)
     expect(options(w).map(([id]) => id)).toContain('st-default')
     expect((w.find(q('chat-settings-pipeline')).element as HTMLSelectElement).value).toBe('st-default')
-    // Only the pipeline is saved; the persona edit waits for the Save button.
+    // Only the pipeline is saved; the author's note edit waits for the Save button.
     const saved = w.emitted('save')?.[0]?.[0] as { settings: ConversationSettings }
     expect(saved.settings.pipeline).toBe('st-default')
-    expect(saved.settings.persona).toBe('A tired knight')
+    expect(saved.settings.authors_note).toBe('A tired knight')
     expect(w.find(q('chat-settings-preset-note')).text()).toContain('st-default')
   })
 

@@ -1,14 +1,14 @@
 // A conversation's settings as the settings drawer edits them, without Vue: the form made
 // from a conversation, and the settings a form saves. Settings the form does not show
-// (keyframe_every, summaries, keys a newer server added) are kept as they were.
+// (keyframe_every, summaries, keys a newer server added) are kept as they were. The chat's
+// own `user_name` and `persona` are among those: the persona picker is where the user
+// says who they are (the persona's name and description take their place in a turn).
 import { type Conversation, type ConversationSettings, DEFAULT_PIPELINE, type RagScope } from '../api/chat'
 
 export type ScopeMode = RagScope['mode']
 
 export interface SettingsForm {
   title: string
-  user_name: string
-  persona: string
   authors_note: string
   authors_note_depth: number
   allow_regex_scripts: boolean
@@ -35,8 +35,6 @@ export function formFromConversation(c: Conversation): SettingsForm {
   const s = c.settings
   return {
     title: c.title,
-    user_name: s.user_name ?? '',
-    persona: s.persona ?? '',
     authors_note: s.authors_note ?? '',
     authors_note_depth: s.authors_note_depth ?? 4,
     allow_regex_scripts: Boolean(s.allow_regex_scripts),
