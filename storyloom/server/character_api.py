@@ -37,6 +37,7 @@ from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
 from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.knowledge.card_knowledge import CHARACTER_DEFINITION, character_tag
+from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_import import ImportResult, import_sillytavern_bytes
 from storyloom.project.knowledge_import import card_book_in
@@ -304,10 +305,12 @@ def create_character(request: Request, body: NewCharacter) -> CreatedCharacter:
     return CreatedCharacter(id=character_id, version=library.character_version(character_id))
 
 
-def _update_from_upload(request: Request, character_id: str, result: ImportResult) -> None:
+def _update_from_upload(
+    request: Request, character_id: str, result: ImportResult
+) -> list[LoadedKB]:
     """The uploaded card as a new version of ``character_id``. Its book is the KB here
     that is the same book, else stored as a new KB, which replaces the book the old card
-    brought (the one tagged with the character's name)."""
+    brought (the one tagged with the character's name); the KBs made (to embed)."""
     card = result.character
     assert card is not None  # only a card reaches here
     library = _library(request)
@@ -316,12 +319,12 @@ def _update_from_upload(request: Request, character_id: str, result: ImportResul
     book = result.character_book
     card_books: list[str] = []
     unbound: list[str] = []
+    made: list[LoadedKB] = []
     if book is not None:
         same = card_book_in(result, service.snapshot().knowledge.catalog.knowledge_bases())
         if same is None:
-            created = service.create(book, "local")
-            service.embed_later([created])
-            same = created.kb
+            made.append(service.create(book, "local"))
+            same = made[-1].kb
         card_books = [same.kb_id]
         tag = character_tag(old.name)
         unbound = [
@@ -337,6 +340,7 @@ def _update_from_upload(request: Request, character_id: str, result: ImportResul
         unbound=unbound,
         tags=list(dict.fromkeys([*card.tags, *old.tags])),
     )
+    return made
 
 
 @router.post(
@@ -369,7 +373,8 @@ async def import_card(
     if match is not None and on_conflict == "ask":
         raise CardExists(match)
     if match is not None and on_conflict == "update":
-        await asyncio.to_thread(_update_from_upload, request, match.character_id, result)
+        made = await asyncio.to_thread(_update_from_upload, request, match.character_id, result)
+        server_state(request).knowledge.embed_later(made)
         character_id, outcome = match.character_id, "updated"
         warnings = list(result.warnings)
     else:
