@@ -130,7 +130,9 @@ def test_updating_with_a_changed_book_replaces_the_cards_old_book(api: httpx.Cli
     (bound,) = updated["books"]
     assert bound != first["books"][0]
     document = api.get(f"/api/knowledge/bases/{bound}").json()
-    assert [e["content"]["value"] for e in document["knowledge_base"]["entries"]] == ["The glade burns."]
+    assert [e["content"]["value"] for e in document["knowledge_base"]["entries"]] == [
+        "The glade burns."
+    ]
 
 
 def test_an_upload_that_is_no_card_is_refused_naming_the_file(api: httpx.Client) -> None:
