@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from storyloom.core.errors import FieldProblem, FileFormatError
-from storyloom.knowledge.card_knowledge import card_knowledge_base, character_tag
+from storyloom.knowledge.card_knowledge import character_tag
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_world_info import (
     LOREBOOK_V3_SPEC,
@@ -51,8 +51,9 @@ MAX_IMPORT_BYTES = 256 * 1024 * 1024
 class ImportResult:
     """What a SillyTavern file holds, ready for the caller to store.
 
-    For a card, ``knowledge_bases`` is the "<name> · character" KB and then, when the card
-    embeds one, its book's KB; ``avatar_png`` is the card image without its card chunks.
+    For a card, ``knowledge_bases`` is its embedded book's KB when it has one, else empty
+    (the card's own fields stay in ``character``: a card without lore makes no KB);
+    ``avatar_png`` is the card image without its card chunks.
     ``assets`` are the other files of a CHARX archive, or the asset chunks of a PNG card,
     by the path :func:`~storyloom.sillytavern.character_card.asset_file` gives their uri.
     """
@@ -69,9 +70,9 @@ class ImportResult:
     @property
     def character_book(self) -> KnowledgeBase | None:
         """The KB of the card's embedded book, if the card had one."""
-        if self.character is None or len(self.knowledge_bases) < 2:
+        if self.character is None or not self.knowledge_bases:
             return None
-        return self.knowledge_bases[1]
+        return self.knowledge_bases[0]
 
 
 def import_sillytavern(path: Path) -> ImportResult:
@@ -198,7 +199,7 @@ def _card_result(
             "the card names a connection for its chats; it was left out (pick one for "
             "this character on the character page)"
         )
-    bases = [card_knowledge_base(preset)]
+    bases: list[KnowledgeBase] = []
     book = parsed.character_book
     if book is not None:
         book_kb, book_warnings = character_book_to_kb(book, path, name=f"{preset.name}'s Lorebook")

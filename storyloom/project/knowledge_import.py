@@ -17,7 +17,10 @@ Duplicates: a book whose entries are exactly those of a KB already here (compare
 :func:`entries_fingerprint`) is not stored again unless the caller asks for both
 (``on_duplicate="keep_both"``); the summary lists it either way. A card's own book is
 bound to its character (``knowledge_bases`` of the character file), the existing copy
-when its book was already here, so importing a card twice does not import its book twice.
+when its book was already here: the same entries, the world its ``extensions.world``
+names, or the same lore (:func:`~storyloom.knowledge.same_book.card_book_here`: a world
+file and the card's copy of it are one book). Importing a card twice, or a card beside
+the world it came with, does not store its book twice. A card without a book makes no KB.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ from storyloom.knowledge.knowledge_base import (
     save_knowledge_base,
 )
 from storyloom.knowledge.package import PACKAGE_SUFFIX, import_package
+from storyloom.knowledge.same_book import LoreIndex, card_book_here
 from storyloom.knowledge.st_export import export_chat_jsonl
-from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.knowledge.st_import import ImportResult, import_sillytavern
 from storyloom.project.import_staging import StagedImport
 from storyloom.project.project_file import folder_slug, load_project
 from storyloom.project.project_knowledge import (
@@ -177,10 +181,13 @@ def import_knowledge_file(
     known = {entries_fingerprint(kb): kb for kb in reversed(existing) if kb.entries}
     book = result.character_book
     book_id = book.kb_id if book is not None else None
+    book_here = card_book_in(result, existing)
     for number, kb in enumerate(result.knowledge_bases):
         if display_name and len(result.knowledge_bases) == 1:
             kb.kb_displayName = display_name
         same = known.get(entries_fingerprint(kb)) if kb.entries else None
+        if same is None and kb is book:
+            same = book_here
         if same is not None:
             kept: Literal["existing", "both"] = (
                 "both" if on_duplicate == "keep_both" else "existing"
@@ -245,6 +252,20 @@ def import_knowledge_file(
         summary.conversation_id = chat_importer(result.chat, "")
         summary.chat_messages = len(result.chat.messages)
     return summary
+
+
+def card_book_in(result: ImportResult, existing: Sequence[KnowledgeBase]) -> KnowledgeBase | None:
+    """The KB of ``existing`` that a card's embedded book is (the world its
+    ``extensions.world`` names, by the world's name, else the same lore): the card is
+    linked to it instead of storing a copy."""
+    if result.character_book is None or not existing:
+        return None
+    worlds: dict[str, KnowledgeBase] = {}
+    for kb in existing:
+        worlds.setdefault(kb.kb_displayName, kb)
+    return card_book_here(
+        result.character, result.character_book, world_named=worlds.get, lore=LoreIndex(existing)
+    )
 
 
 def _created(kb: KnowledgeBase, folder: Path) -> CreatedKnowledgeBase:

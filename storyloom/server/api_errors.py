@@ -7,7 +7,8 @@ Routes raise; they do not catch. The handlers installed here turn each kind of
 error                  status  envelope
 =====================  ======  ============================================================
 ``NotFound``           404     message
-``Conflict``           409     message, and ``version`` (top level) when it has one
+``Conflict``           409     message, and ``version`` (top level) when it has one;
+                              ``CardExists``: ``conflict`` (the character a card is)
 ``UploadTooLarge``     413     message (an upload over the server's size limit)
 ``InvalidInput``       422     message and ``problems``: ``{field, reason}`` each
 ``WorkflowInvalid``    422     message, ``problems``, and every graph problem in full
@@ -31,10 +32,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import Scope, Send
 
+from storyloom.chat.personalab.card_reimport import CardExists, CardSameness
 from storyloom.core.errors import (
     Conflict,
     FieldProblem,
@@ -72,6 +74,23 @@ class ConflictBody(ErrorBody):
     """409 of a stale write: ``version`` is the conversation's version now."""
 
     version: int
+
+
+class CardConflict(BaseModel):
+    """The character here that an uploaded card is."""
+
+    sameness: CardSameness = Field(
+        description="identical: the very same card; changed: a card of the same name "
+        "that differs (it can update the character)"
+    )
+    character_id: str
+    name: str
+
+
+class CardConflictBody(ErrorBody):
+    """409 of a card import whose card is a character here already: nothing was written."""
+
+    conflict: CardConflict
 
 
 class WorkflowInvalidBody(ErrorBody):
@@ -131,6 +150,12 @@ def storyloom_error_response(exc: StoryloomError) -> JSONResponse:
         problems = [FieldProblem(problem_field(p), p.message) for p in exc.problems]
         message = f"workflow {exc.workflow_id!r} cannot run: {len(exc.problems)} problem(s)"
         body = WorkflowInvalidBody(error=_detail(message, problems), problems=exc.problems)
+    elif isinstance(exc, CardExists):
+        match = exc.match
+        conflict = CardConflict(
+            sameness=match.sameness, character_id=match.character_id, name=match.name
+        )
+        body = CardConflictBody(error=_detail(str(exc), []), conflict=conflict)
     elif isinstance(exc, Conflict) and exc.version is not None:
         body = ConflictBody(error=_detail(str(exc), []), version=exc.version)
     elif isinstance(exc, InvalidInput):

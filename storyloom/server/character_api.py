@@ -2,8 +2,14 @@
 
 List with avatars, tags and favourites; open one to edit every card field, with token
 counts; create, duplicate, delete; upload an avatar; export as a PNG card, card JSON or
-CHARX. Importing a card goes through ``/api/knowledge/import`` (the card's book becomes a
-knowledge base there).
+CHARX; import a card (``POST /import``: its book becomes a knowledge base, or is linked
+to the one here that is the same book).
+
+A card that is a character here already (the very same card, or a card of the same name
+changed) is not imported again silently: the import answers 409 with the character it is
+(:class:`~storyloom.chat.personalab.card_reimport.CardExists`) and writes nothing, and
+the user's choice comes back as ``on_conflict``: ``update`` (the card becomes a new
+version of that character) or ``keep_both`` (a second character, ``<name>_2``).
 
 Every character document carries ``version`` (a hash of its file). A save sends the
 version it opened; when the file changed since (another tab saved), the save is refused
@@ -16,20 +22,39 @@ import asyncio
 import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Query, Request, Response, UploadFile
+from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.agent_consent import AgentConsents, CharacterAgent
 from storyloom.chat.personalab.card_export import card_charx, card_json, card_png
+from storyloom.chat.personalab.card_reimport import (
+    CardExists,
+    character_of_card,
+    update_from_card,
+)
 from storyloom.chat.personalab.library import CharacterListing, PresetLibrary
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
 from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.knowledge.card_knowledge import CHARACTER_DEFINITION, character_tag
+from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.knowledge.st_import import ImportResult, import_sillytavern_bytes
+from storyloom.project.knowledge_import import card_book_in
 from storyloom.project.project_file import folder_slug
-from storyloom.server.api_errors import error_responses, field_errors
-from storyloom.server.file_transfer import avatar_response, download, read_image_upload
+from storyloom.server.api_errors import (
+    CardConflictBody,
+    error_responses,
+    field_errors,
+    upload_errors,
+)
+from storyloom.server.file_transfer import (
+    avatar_response,
+    download,
+    import_upload,
+    read_image_upload,
+    read_named_upload,
+)
 from storyloom.server.state import server_state
 from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.tools.agent_profile import check_agent_id
@@ -145,6 +170,20 @@ class AgentAnswer(BaseModel):
         description="The agent profile the character answers with (the card's suggestion "
         "or another); None: no agent, and the page stops asking"
     )
+
+
+OnConflict = Literal["ask", "update", "keep_both"]
+
+
+class CardImport(BaseModel):
+    outcome: Literal["added", "updated"] = Field(
+        description="added: a new character; updated: a new version of the one here"
+    )
+    id: str
+    name: str
+    version: str
+    books: list[str] = Field(description="The books bound to the character now (kb_ids)")
+    warnings: list[str]
 
 
 class TokenRequest(BaseModel):
@@ -264,6 +303,94 @@ def create_character(request: Request, body: NewCharacter) -> CreatedCharacter:
     preset = _definition({**body.character, "avatar": None, "source_card": None})
     character_id = library.create_character(preset)
     return CreatedCharacter(id=character_id, version=library.character_version(character_id))
+
+
+def _update_from_upload(
+    request: Request, character_id: str, result: ImportResult
+) -> list[LoadedKB]:
+    """The uploaded card as a new version of ``character_id``. Its book is the KB here
+    that is the same book, else stored as a new KB, which replaces the book the old card
+    brought (the one tagged with the character's name); the KBs made (to embed)."""
+    card = result.character
+    assert card is not None  # only a card reaches here
+    library = _library(request)
+    service = server_state(request).knowledge
+    old = library.character(character_id)
+    book = result.character_book
+    card_books: list[str] = []
+    unbound: list[str] = []
+    made: list[LoadedKB] = []
+    if book is not None:
+        same = card_book_in(result, service.snapshot().knowledge.catalog.knowledge_bases())
+        if same is None:
+            made.append(service.create(book, "local"))
+            same = made[-1].kb
+        card_books = [same.kb_id]
+        tag = character_tag(old.name)
+        unbound = [
+            b.kb_id
+            for b in service.snapshot().knowledge.catalog.bases
+            if tag in b.kb.tags and b.kb_id != same.kb_id
+        ]
+    update_from_card(
+        library,
+        character_id,
+        card,
+        card_books=card_books,
+        unbound=unbound,
+        tags=list(dict.fromkeys([*card.tags, *old.tags])),
+    )
+    return made
+
+
+@router.post(
+    "/import",
+    status_code=201,
+    response_model=CardImport,
+    responses={**_ERRORS, 409: {"model": CardConflictBody}},
+)
+async def import_card(
+    request: Request,
+    file: Annotated[UploadFile, File(description="A card: PNG, JSON or CHARX")],
+    on_conflict: Annotated[
+        OnConflict,
+        Form(
+            description="When the card is a character here already: ask (409, nothing "
+            "written), update (a new version of it) or keep_both (a second character)"
+        ),
+    ] = "ask",
+) -> CardImport:
+    """Import a SillyTavern card (see the module's docstring for a card already here)."""
+    filename, data = await read_named_upload(request, file)
+    with upload_errors(filename):
+        result = await asyncio.to_thread(import_sillytavern_bytes, data, filename)
+    card = result.character
+    if card is None:
+        reason = "not a character card (a world book or a chat goes in on the Knowledge page)"
+        raise InvalidInput.of(filename, [FieldProblem("file", reason)])
+    library = _library(request)
+    match = await asyncio.to_thread(character_of_card, library, card)
+    if match is not None and on_conflict == "ask":
+        raise CardExists(match)
+    if match is not None and on_conflict == "update":
+        made = await asyncio.to_thread(_update_from_upload, request, match.character_id, result)
+        server_state(request).knowledge.embed_later(made)
+        character_id, outcome = match.character_id, "updated"
+        warnings = list(result.warnings)
+    else:
+        imported = await import_upload(server_state(request).knowledge, data, filename)
+        assert imported.character_file is not None  # the file is a card
+        character_id, outcome = imported.character_file.stem, "added"
+        warnings = imported.warnings
+    preset = library.character(character_id)
+    return CardImport(
+        outcome=outcome,
+        id=character_id,
+        name=preset.name,
+        version=library.character_version(character_id),
+        books=_bound_books(request, preset),
+        warnings=warnings,
+    )
 
 
 @router.post("/tokens", response_model=TokenAnswer)

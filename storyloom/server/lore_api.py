@@ -1,7 +1,9 @@
 """Which lore goes into which chat: the project's global list and a chat's own books.
 
 ``/api/lore/project`` holds the project's global list (books on in every chat) and the
-insertion strategy; ``/api/chats/{id}/lore`` says which knowledge bases a chat's next
+insertion strategy; ``/api/lore/books`` is what every "Bind a book…" list offers (each
+book once, no card's own book: :func:`~storyloom.knowledge.same_book.bindable_books`);
+``/api/chats/{id}/lore`` says which knowledge bases a chat's next
 turn scans and why (:mod:`storyloom.chat.service.lore_scope`), and sets the books bound
 to that chat.
 """
@@ -18,6 +20,8 @@ from storyloom.chat.service.lore_scope import LoreScopeName, ScopedKB
 from storyloom.chat.service.mnemosyne import turn_lore_scope
 from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.knowledge.activation_settings import InsertionStrategy
+from storyloom.knowledge.catalog import LoadedKB
+from storyloom.knowledge.same_book import bindable_books
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.server.api_errors import error_responses
 from storyloom.server.state import ServerState, server_state
@@ -91,6 +95,36 @@ class BindableKnowledgeBase(BaseModel):
     global_lore: bool
 
 
+class BookList(BaseModel):
+    books: list[BindableKnowledgeBase] = Field(
+        description="Each distinct book once (a world, not a card's copy of it); no card's "
+        "own book (it is shown under its character) and no '· character' definition KB"
+    )
+
+
+def _bindable(service: KnowledgeService) -> list[BindableKnowledgeBase]:
+    snap = service.snapshot().knowledge
+    global_ids = set(snap.project.globalKnowledgeBases)
+    books: list[LoadedKB] = service.cached(
+        "bindable_books", lambda: bindable_books(snap.catalog.bases)
+    )
+    return [
+        BindableKnowledgeBase(
+            kb_id=b.kb_id,
+            name=b.kb.display_name,
+            enabled=b.kb.enabled,
+            global_lore=b.kb_id in global_ids,
+        )
+        for b in books
+    ]
+
+
+@router.get("/api/lore/books", response_model=BookList)
+async def list_books(request: Request) -> BookList:
+    """What a "Bind a book…" list offers (a chat's, a character's, a persona's)."""
+    return BookList(books=await asyncio.to_thread(_bindable, server_state(request).knowledge))
+
+
 class ChatLore(BaseModel):
     conversation_id: str
     version: int = Field(description="The conversation's version")
@@ -101,7 +135,9 @@ class ChatLore(BaseModel):
     disabled: list[ScopedKnowledgeBase] = Field(
         description="KBs bound to the chat through a scope but switched off"
     )
-    available: list[BindableKnowledgeBase] = Field(description="Every KB that may be bound")
+    available: list[BindableKnowledgeBase] = Field(
+        description="What may be bound (as /api/lore/books lists it)"
+    )
     insertion_strategy: InsertionStrategy
     problems: list[str] = Field(description="Bindings that name no KB")
 
@@ -124,22 +160,13 @@ def _chat_lore(state: ServerState, conversation_id: str) -> ChatLore:
     knowledge = state.knowledge
     scope = turn_lore_scope(knowledge, conversation, None, state.chat.presets)
     snap = knowledge.snapshot().knowledge
-    global_ids = set(snap.project.globalKnowledgeBases)
     return ChatLore(
         conversation_id=conversation.id,
         version=conversation.version,
         chat_knowledge_bases=list(conversation.settings.knowledge_bases),
         active=[_scoped(s) for s in scope.active],
         disabled=[_scoped(s) for s in scope.disabled],
-        available=[
-            BindableKnowledgeBase(
-                kb_id=b.kb_id,
-                name=b.kb.display_name,
-                enabled=b.kb.enabled,
-                global_lore=b.kb_id in global_ids,
-            )
-            for b in snap.catalog.bases
-        ],
+        available=_bindable(knowledge),
         insertion_strategy=snap.project.activationSettings.insertion_strategy,
         problems=list(scope.problems),
     )

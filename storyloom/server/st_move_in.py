@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
+from storyloom.chat.personalab.card_reimport import card_digest, cards_here, update_from_card
 from storyloom.chat.personalab.chat_backgrounds import (
     ChatBackgrounds,
     background_from_chat_metadata,
@@ -60,6 +61,7 @@ from storyloom.knowledge.knowledge_base import (
     load_knowledge_base,
     save_knowledge_base,
 )
+from storyloom.knowledge.same_book import LoreIndex, card_book_here, text_digest
 from storyloom.knowledge.st_import import ImportResult, import_sillytavern
 from storyloom.knowledge.timed_effects import TimedEffect, TimedEffectsState
 from storyloom.llm.instruct import TemplateLibrary
@@ -187,29 +189,6 @@ class Manifest:
         if self._unsaved:
             atomic_write_json(self.path, {"source": self.source, "items": self.items})
             self._unsaved = 0
-
-
-def lore_fingerprint(kb: KnowledgeBase) -> str:
-    """A hash of a KB's entries as lore: every field but the times they were written and
-    SillyTavern's raw copy of the entry (``extensions.sillytavern``), whose shape differs
-    between a world file and a card's book made from it."""
-    entries = []
-    for entry in kb.entries:
-        data = entry.model_dump(mode="json", by_alias=True)
-        extensions = data.get("extensions")
-        if isinstance(extensions, dict):
-            extensions.pop("sillytavern", None)
-        meta = data.get("management_metadata")
-        if isinstance(meta, dict):
-            meta.pop("created_at", None)
-            meta.pop("updated_at", None)
-        entries.append(data)
-    return _text_digest(entries)
-
-
-def _text_digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # -- reading (nothing written) ----------------------------------------------------------
@@ -341,11 +320,11 @@ def _item_digests(read: _Read, kind: StKind) -> dict[str, str]:
     """Each item of ``kind`` in the folder, by manifest key, with its content hash."""
     match kind:
         case "personas":
-            return {k: _text_digest(v) for k, v in _persona_items(read.settings).items()}
+            return {k: text_digest(v) for k, v in _persona_items(read.settings).items()}
         case "variables":
-            return {k: _text_digest(v) for k, v in _variable_items(read.settings).items()}
+            return {k: text_digest(v) for k, v in _variable_items(read.settings).items()}
         case "regex":
-            return {k: _text_digest(v) for k, v in _regex_items(read.settings).items()}
+            return {k: text_digest(v) for k, v in _regex_items(read.settings).items()}
         case (
             "characters"
             | "worlds"
@@ -432,7 +411,7 @@ class _Import:
     _kb_folders: dict[str, Path] | None = None
     """The KBs here (None: not read yet), by kb_id, and by their entries and lore."""
     _by_entries: dict[str, list[KnowledgeBase]] | None = None
-    _by_lore: dict[str, KnowledgeBase] | None = None
+    _by_lore: LoreIndex | None = None
     _cards_here: dict[str, str] | None = None
     _chats_here: dict[str, tuple[str, str]] | None = None
     """Conversations here before this run, by :func:`_header_key`."""
@@ -459,7 +438,7 @@ class _Import:
         if self._kb_folders is not None:
             return
         knowledge = open_project_knowledge(self.target.project_dir, self.target.global_folders)
-        self._kb_folders, self._by_entries, self._by_lore = {}, {}, {}
+        self._kb_folders, self._by_entries, self._by_lore = {}, {}, LoreIndex()
         for loaded in knowledge.catalog.bases:
             self._remember(loaded.kb, loaded.folder)
 
@@ -469,7 +448,7 @@ class _Import:
         self._kb_folders[kb.kb_id] = folder
         if kb.entries:
             self._by_entries.setdefault(entries_fingerprint(kb), []).append(kb)
-            self._by_lore.setdefault(lore_fingerprint(kb), kb)
+        self._by_lore.add(kb)
 
     def kb_folders(self) -> dict[str, Path]:
         """Where each KB here is (read once; the KBs this import makes are added)."""
@@ -632,11 +611,14 @@ class _Import:
                     self.counts.add("characters", "unchanged")
                 elif exists:
                     assert isinstance(character_id, str)
-                    old = library.character(character_id)
-                    books = self._card_book(result)
-                    kbs = list(dict.fromkeys([*books, *old.knowledge_bases, *extra_books]))
-                    new = card.model_copy(update={"knowledge_bases": kbs, "tags": tags})
-                    library.update_character(character_id, new, expected_version=None)
+                    update_from_card(
+                        library,
+                        character_id,
+                        card,
+                        card_books=self._card_book(result),
+                        also_bound=extra_books,
+                        tags=tags,
+                    )
                     self.character_ids[avatar] = character_id
                     self.manifest.record(relative, digest, character_id=character_id)
                     self.counts.add("characters", "updated")
@@ -664,40 +646,32 @@ class _Import:
     def _same_character(self, library: PresetLibrary, card: CharacterDefinition) -> str | None:
         """A character here imported from the very same card (its kept card JSON equal)."""
         if self._cards_here is None:
-            self._cards_here = {}
-            for listing in library.characters():
-                if listing.error is None:
-                    kept = library.character(listing.id).source_card
-                    if kept is not None:
-                        self._cards_here.setdefault(_text_digest(kept), listing.id)
-        if card.source_card is None:
-            return None
-        return self._cards_here.get(_text_digest(card.source_card))
+            self._cards_here = cards_here(library)
+        digest = card_digest(card)
+        return self._cards_here.get(digest) if digest is not None else None
 
     def _same_lore(self, result: ImportResult) -> KnowledgeBase | None:
-        """The KB here that is the card's own book: the world its ``extensions.world``
-        names, else the KB with the same lore (a world file the card was made from, or
-        the card's book imported before)."""
-        book = result.character_book
-        if book is None:
-            return None
-        world = result.character.extensions.get("world") if result.character else None
-        if isinstance(world, str) and world in self.world_ids:
-            # SillyTavern binds a card to its world by name: the world file is what it
-            # reads, the embedded book only the copy the card carries for sharing (the
-            # two often differ in a default, as Seraphina's Eldoria does).
-            folder = self.kb_folders().get(self.world_ids[world])
-            if folder is not None:
-                return load_knowledge_base(folder)
-        return self._lore_here(book)
+        """The KB here that is the card's own book (:func:`card_book_here`: the world
+        its ``extensions.world`` names, else the KB with the same lore)."""
+        self._index()
+        assert self._by_lore is not None
+        return card_book_here(
+            result.character,
+            result.character_book,
+            world_named=self._world_named,
+            lore=self._by_lore,
+        )
+
+    def _world_named(self, name: str) -> KnowledgeBase | None:
+        """The world file ``name`` of this folder, as the KB it made here."""
+        folder = self.kb_folders().get(self.world_ids.get(name, ""))
+        return load_knowledge_base(folder) if folder is not None else None
 
     def _lore_here(self, book: KnowledgeBase) -> KnowledgeBase | None:
         """The KB here whose entries are ``book``'s lore, when there is one."""
-        if not book.entries:
-            return None
         self._index()
         assert self._by_lore is not None
-        return self._by_lore.get(lore_fingerprint(book))
+        return self._by_lore.find(book)
 
     def _book_alias(self, result: ImportResult) -> list[KnowledgeBase]:
         """The card's book under the id of the KB here with the same lore: the importer
@@ -726,7 +700,7 @@ class _Import:
         for done, key in self.each("personas", list(items)):
             with self.item(key):
                 item = items[key]
-                digest = _text_digest(item)
+                digest = text_digest(item)
                 made = self.manifest.made(key)
                 persona_id = made.get("persona_id")
                 avatar = item["avatar"]
@@ -837,7 +811,7 @@ class _Import:
         before = store.load()
         after = dict(before)
         for done, (key, value) in enumerate(items.items(), 1):
-            digest = _text_digest(value)
+            digest = text_digest(value)
             name = key.removeprefix("settings.json#variable/")
             if self.manifest.digest(key) == digest:
                 self.counts.add("variables", "unchanged")
@@ -848,8 +822,8 @@ class _Import:
         if after != before:
             store.save_changes(before, after)
         for key, value in items.items():
-            if self.manifest.digest(key) != _text_digest(value):
-                self.manifest.record(key, _text_digest(value))
+            if self.manifest.digest(key) != text_digest(value):
+                self.manifest.record(key, text_digest(value))
 
     # -- chats ------------------------------------------------------------------------
 
@@ -1191,7 +1165,7 @@ class _Import:
         changed = False
         for done, (key, raw) in enumerate(items.items(), 1):
             with self.item(key):
-                digest = _text_digest(raw)
+                digest = text_digest(raw)
                 known = self.manifest.digest(key)
                 script = read_scripts(raw)[0]
                 if known == digest and script.id in at:

@@ -119,9 +119,13 @@ def editor_values(page: Page) -> dict[str, str]:
     return values
 
 
-def import_card(page: Page, path: Path) -> None:
+def import_card(page: Page, path: Path, *, keep_both: bool = False) -> None:
+    """Import a card; ``keep_both``: it is a character here already, and the dialog that
+    asks is answered "keep both"."""
     before = page.url
     page.set_input_files(tid("character-import-file"), str(path))
+    if keep_both:
+        page.click(tid("card-conflict-keep-both"))
     expect(page.locator(tid("characters-notice"))).to_be_visible()
     expect(page).not_to_have_url(before)
 
@@ -154,7 +158,7 @@ def test_edit_a_character_export_as_charx_and_png_and_import_both_unchanged(
 
     for fmt, path in files.items():
         page.click(tid("nav-characters"))
-        import_card(page, path)
+        import_card(page, path, keep_both=True)
         again = editor_values(page)
         assert again == edited, fmt
         # The re-imported card shows its avatar, not the initial.

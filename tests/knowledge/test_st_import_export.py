@@ -125,7 +125,6 @@ def test_card_book_is_a_second_knowledge_base_and_exports_back(tmp_path: Path) -
     )
     result = import_sillytavern(write(tmp_path, "aria.json", json.dumps(card)))
     assert [kb.kb_displayName for kb in result.knowledge_bases] == [
-        "Aria · character",
         "Harbour book",
     ]
     assert result.character is not None

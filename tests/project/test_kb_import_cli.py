@@ -69,6 +69,12 @@ def test_each_kind_of_file_imports_into_a_project_and_reports_what_it_made(
         assert not (root / "imports").exists()
         made = conversations_in(tmp_path / "home", load_project(root).id)
         assert made == [(report["conversation_id"], report["chat_messages"])]
+    elif report["character"] is not None:
+        # A card makes a knowledge base only of its book; one without lore makes none.
+        assert report["character_file"], report
+        card = json.loads(sample.read_bytes()) if sample.suffix == ".json" else None
+        if card is not None:
+            assert bool(report["created"]) == bool(card["data"].get("character_book")), report
     else:
         assert report["created"], report
 

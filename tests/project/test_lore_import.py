@@ -124,11 +124,8 @@ def test_a_cards_book_is_bound_to_its_character_and_not_imported_twice(tmp_path:
     )
     path = write(tmp_path, "main_Seraphina_v2.json", card)
     first = import_knowledge_file(path, project_dir=root, global_folder=tmp_path / "g")
-    assert [c.display_name for c in first.created] == [
-        "Seraphina · character",
-        "Seraphina's Forest",
-    ]
-    book_id = first.created[1].kb_id
+    assert [c.display_name for c in first.created] == ["Seraphina's Forest"]
+    book_id = first.created[0].kb_id
     character = json.loads(Path(first.character_file or "").read_text(encoding="utf-8"))
     assert character["name"] == "Seraphina"
     assert character["knowledge_bases"] == [book_id]
@@ -137,7 +134,7 @@ def test_a_cards_book_is_bound_to_its_character_and_not_imported_twice(tmp_path:
     )
     # Nothing new in the knowledge bases; the second character is bound to the same book.
     assert second.created == []
-    assert [d.existing_kb_id for d in second.duplicates] == [first.created[0].kb_id, book_id]
+    assert [d.existing_kb_id for d in second.duplicates] == [book_id]
     again = json.loads(Path(second.character_file or "").read_text(encoding="utf-8"))
     assert again["knowledge_bases"] == [book_id]
 

@@ -35,7 +35,7 @@ def setup(client: httpx.Client) -> tuple[str, str, str]:
     """Import the card and the book; start a chat with the card. (chat, card book, book)"""
     card = upload(client, "seraphina.json", CARD)
     assert card.status_code == 201, card.text
-    card_book = card.json()["created"][1]["kb_id"]
+    card_book = card.json()["created"][0]["kb_id"]
     book = upload(client, "qin.json", BOOK)
     assert book.status_code == 201, book.text
     character_id = Path(card.json()["character_file"]).stem
@@ -51,7 +51,8 @@ def test_a_chat_with_a_card_has_its_book_and_binding_another_adds_it(client: htt
         (card_book, "character", "Seraphina's Forest")
     ]
     assert lore["active"][0]["reason"] == "bound to the character Seraphina"
-    assert {b["kb_id"] for b in lore["available"]} >= {card_book, book}
+    # The card's own book is shown under its character, not offered to bind again.
+    assert {b["kb_id"] for b in lore["available"]} == {book}
     put = client.put(f"/api/chats/{chat}/lore", json={"knowledge_bases": [book]})
     assert put.status_code == 200, put.text
     assert [(a["kb_id"], a["scope"]) for a in put.json()["active"]] == [

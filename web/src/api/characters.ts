@@ -3,7 +3,7 @@
 //
 // Saves send the `version` the editor opened; the server answers 409 when another tab
 // saved first (`isConflict()` from ./chat tells the editor to reload).
-import { type Fetch, postForm, requestJson } from './client'
+import { ApiError, type Fetch, errorFromBody, postForm, requestJson } from './client'
 import type { components } from './schema'
 
 type Schemas = components['schemas']
@@ -14,6 +14,12 @@ export type CreatedCharacter = Schemas['CreatedCharacter']
 export type PersonaView = Schemas['PersonaView']
 export type PersonaList = Schemas['PersonaList']
 export type PersonaImportReport = Schemas['PersonaImportReport']
+export type CardImport = Schemas['CardImport']
+export type CardConflict = Schemas['CardConflict']
+/** What to do with a card that is a character here already: ask (the server answers
+ * with the conflict and writes nothing), update it (a new version), or keep both. */
+export type OnCardConflict = 'ask' | 'update' | 'keep_both'
+export type CardImportAnswer = { imported: CardImport } | { conflict: CardConflict }
 export type CardFormat = 'png' | 'json' | 'charx'
 /** The image types an avatar upload accepts (the server checks the bytes). */
 export const AVATAR_TYPES = 'image/png,image/jpeg,image/gif,image/webp'
@@ -93,6 +99,36 @@ export function deleteCharacter(id: string, fetchImpl?: Fetch): Promise<unknown>
 
 export function uploadCharacterAvatar(id: string, file: File, fetchImpl?: Fetch): Promise<CharacterDocument> {
   return postForm<CharacterDocument>(`${CHARACTERS}/${enc(id)}/avatar`, { file }, fetchImpl)
+}
+
+/** Import a SillyTavern card (PNG, JSON, CHARX). A card that is a character here already
+ * answers its conflict (a 409 whose body names the character) unless `onConflict` says
+ * what to do; every other failure is an ApiError. */
+export async function importCharacterCard(
+  file: File,
+  onConflict: OnCardConflict = 'ask',
+  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+): Promise<CardImportAnswer> {
+  const form = new FormData()
+  form.append('file', file)
+  form.append('on_conflict', onConflict)
+  let res: Response
+  try {
+    res = await fetchImpl(`${CHARACTERS}/import`, { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  const text = await res.text().catch(() => '')
+  let data: unknown = text
+  try {
+    data = text ? JSON.parse(text) : null
+  } catch {
+    // not JSON: keep the text for the error message
+  }
+  if (res.ok) return { imported: data as CardImport }
+  const conflict = res.status === 409 && typeof data === 'object' && data !== null ? (data as Partial<Schemas['CardConflictBody']>).conflict : undefined
+  if (conflict) return { conflict }
+  throw errorFromBody(res.status, res.statusText, data)
 }
 
 /** Tokens of texts being edited, counted as the prompt budget counts them. */

@@ -15,6 +15,7 @@ export type LoreScope = ScopedKnowledgeBase['scope']
 export type ReferrerList = Schemas['ReferrerList']
 export type Referrer = Schemas['ReferrerOut']
 export type DuplicateOut = Schemas['DuplicateOut']
+export type BindableBook = Schemas['BindableKnowledgeBase']
 
 export const INSERTION_STRATEGIES: readonly InsertionStrategy[] = ['evenly', 'character_first', 'global_first']
 
@@ -35,6 +36,12 @@ export async function setGlobalLore(kbId: string, on: boolean, fetchImpl?: Fetch
   const ids = current.global_knowledge_bases.filter((id) => id !== kbId)
   if (on) ids.push(kbId)
   return putLoreSettings({ ...current, global_knowledge_bases: ids }, fetchImpl)
+}
+
+/** What every "Bind a book…" list offers: each book once, no card's own book. */
+export async function listBindableBooks(fetchImpl?: Fetch): Promise<BindableBook[]> {
+  const data = await requestJson<Partial<Schemas['BookList']> | null>('GET', '/api/lore/books', undefined, fetchImpl)
+  return Array.isArray(data?.books) ? data.books : []
 }
 
 export function getChatLore(conversationId: string, fetchImpl?: Fetch): Promise<ChatLore> {

@@ -1,0 +1,73 @@
+"""Importing a card twice on the Characters page, at 1440×900: the second import opens a
+dialog instead of silently making ``Seraphina_2``; cancel leaves one tile, keep both makes
+two. (Before issue 27 the second import wrote a second character and showed no dialog.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from storyloom.testing.st_documents import card_book_entry, card_document
+from tests.browser import conftest
+from tests.browser.conftest import tid
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def wide_page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(locale="en-US", viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(30_000)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def choose_card(page: Page, path: Path) -> None:
+    page.set_input_files(tid("character-import-file"), str(path))
+
+
+def test_importing_a_card_twice_asks_cancel_keeps_one_keep_both_makes_two(
+    start_server: Callable[..., Any], wide_page: Page, tmp_path: Path
+) -> None:
+    page = wide_page
+    card = card_document(
+        "Seraphina", book=[card_book_entry(0, ["glade"], "The glade is Seraphina's home.")]
+    )
+    path = tmp_path / "Seraphina.json"
+    path.write_text(json.dumps(card), encoding="utf-8")
+    server = start_server(conftest.home_with())
+    page.goto(server.url + "characters")
+    tiles = page.locator(tid("character-item"))
+    expect(tiles).to_have_count(0)
+
+    choose_card(page, path)
+    expect(page.locator(tid("characters-notice"))).to_contain_text("Seraphina")
+    expect(tiles).to_have_count(1)
+    # The card's book is shown under its character, not offered as a stray book.
+    expect(page.locator(tid("character-card-book"))).to_have_count(1)
+
+    choose_card(page, path)
+    dialog = page.locator(tid("card-conflict"))
+    expect(dialog).to_be_visible()
+    expect(dialog).to_have_attribute("data-sameness", "identical")
+    expect(dialog).to_contain_text("Seraphina is already in your library")
+    page.click(tid("card-conflict-cancel"))
+    expect(dialog).to_have_count(0)
+    expect(tiles).to_have_count(1)
+
+    choose_card(page, path)
+    expect(dialog).to_be_visible()
+    page.click(tid("card-conflict-keep-both"))
+    expect(dialog).to_have_count(0)
+    expect(tiles).to_have_count(2)
+    expect(page.locator(tid("characters-notice"))).to_contain_text("Seraphina")
+    width = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert width is True

@@ -1,0 +1,74 @@
+// Importing a card that is a character here already: the API call answers the conflict
+// (not an error) and the dialog offers what fits it: open for the very same card, update
+// for a changed one, keep both and cancel for either.
+import { mount } from '@vue/test-utils'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { importCharacterCard } from '../src/api/characters'
+import { ApiError } from '../src/api/client'
+import CardConflictDialog from '../src/components/characters/CardConflictDialog.vue'
+import { makeI18n } from '../src/i18n'
+
+const q = (id: string) => `[data-testid="${id}"]`
+
+function answering(status: number, body: unknown) {
+  const sent: FormData[] = []
+  const fetchImpl = vi.fn(async (_url: RequestInfo | URL, init?: RequestInit) => {
+    sent.push(init?.body as FormData)
+    return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } })
+  })
+  return { fetchImpl: fetchImpl as unknown as typeof fetch, sent }
+}
+
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+describe('importCharacterCard', () => {
+  const file = new File(['{}'], 'aria.json')
+
+  it('answers the conflict of a card that is here already, asking by default', async () => {
+    const conflict = { sameness: 'identical', character_id: 'Aria', name: 'Aria' }
+    const { fetchImpl, sent } = answering(409, { error: { message: 'already', problems: [] }, conflict })
+    expect(await importCharacterCard(file, undefined, fetchImpl)).toEqual({ conflict })
+    expect(sent[0]!.get('on_conflict')).toBe('ask')
+  })
+
+  it('sends the choice and answers what was imported', async () => {
+    const card = { outcome: 'updated', id: 'Aria', name: 'Aria', version: 'v2', books: [], warnings: [] }
+    const { fetchImpl, sent } = answering(201, card)
+    expect(await importCharacterCard(file, 'update', fetchImpl)).toEqual({ imported: card })
+    expect(sent[0]!.get('on_conflict')).toBe('update')
+  })
+
+  it('throws any other failure with the server message', async () => {
+    const { fetchImpl } = answering(422, { error: { message: 'aria.json: not a character card', problems: [] } })
+    await expect(importCharacterCard(file, 'ask', fetchImpl)).rejects.toEqual(new ApiError(422, 'aria.json: not a character card'))
+  })
+})
+
+describe('the card conflict dialog', () => {
+  function mountDialog(sameness: 'identical' | 'changed', locale: 'en' | 'zh' = 'en') {
+    return mount(CardConflictDialog, {
+      props: { conflict: { sameness, character_id: 'sera', name: 'Seraphina' }, fileName: 'Seraphina.png', busy: false },
+      global: { plugins: [makeI18n(locale)] },
+    })
+  }
+
+  it('offers open, keep both and cancel for the very same card', async () => {
+    const w = mountDialog('identical')
+    expect(w.text()).toContain('Seraphina is already in your library')
+    expect(w.find(q('card-conflict-update')).exists()).toBe(false)
+    await w.find(q('card-conflict-open')).trigger('click')
+    await w.find(q('card-conflict-keep-both')).trigger('click')
+    await w.find(q('card-conflict-cancel')).trigger('click')
+    expect(Object.keys(w.emitted())).toEqual(expect.arrayContaining(['open', 'keepBoth', 'cancel']))
+  })
+
+  it('offers update for a changed card, in Chinese too', async () => {
+    const w = mountDialog('changed', 'zh')
+    expect(w.find(q('card-conflict-open')).exists()).toBe(false)
+    expect(w.find(q('card-conflict-update')).text()).toBe('更新')
+    await w.find(q('card-conflict-update')).trigger('click')
+    expect(w.emitted('update')).toHaveLength(1)
+  })
+})
