@@ -74,6 +74,12 @@ def settings_for(llm: ReplayLLMServer, agent: ReplayLLMServer | None = None) -> 
     }
     if agent is not None:
         data["agent_llm"] = {"base_url": agent.url, "model": "agent-model", "max_retries": 0}
+    else:
+        # No agent model would mean the user's model plans and checks too: here the
+        # writing agent's connection has no address (as one whose local model does not
+        # run), so Role A and Role C work offline and the user model only drafts.
+        data["connections"] = {"offline": {}}
+        data["writing"] = {"agent_connection": "offline"}
     return Settings.model_validate(data)
 
 
