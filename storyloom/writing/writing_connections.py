@@ -41,13 +41,10 @@ class WritingModelView(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     source: WritingModelSource
-    connection: str | None = Field(description="The connection's name (source connection)")
     model: str = Field(description="The model's name as its endpoint knows it ('' unknown)")
-    ready: bool = Field(description="It has an address (and a model): its steps run on it")
-    problem: str | None = Field(
-        default=None,
-        description="Why it cannot answer: its local model does not run, or "
-        "the connection chosen is gone",
+    ready: bool = Field(
+        description="It has an address (and a model): its steps run on it; false also when "
+        "its local model does not run or the connection chosen is gone"
     )
 
 
@@ -60,14 +57,6 @@ def writing_model(role: str, settings: Settings) -> WritingModelView:
         source = "user"
     try:
         endpoint = writing_endpoint(role, settings)
-    except ConnectionNotFound as exc:
-        return WritingModelView(
-            source=source, connection=chosen, model="", ready=False, problem=str(exc)
-        )
-    return WritingModelView(
-        source=source,
-        connection=chosen or None,
-        model=endpoint.model,
-        ready=endpoint.configured,
-        problem=endpoint.local_problem,
-    )
+    except ConnectionNotFound:
+        return WritingModelView(source=source, model="", ready=False)
+    return WritingModelView(source=source, model=endpoint.model, ready=endpoint.configured)

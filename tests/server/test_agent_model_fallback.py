@@ -95,10 +95,4 @@ def test_the_writing_studio_says_it_plans_and_curates_on_the_chat_model(
     api: httpx.Client,
 ) -> None:
     model = ok(api.get("/api/writing/agent-model"))
-    assert model == {
-        "source": "user",
-        "connection": None,
-        "model": "chat-model",
-        "ready": True,
-        "problem": None,
-    }
+    assert model == {"source": "user", "model": "chat-model", "ready": True}
