@@ -20,7 +20,7 @@ from playwright.sync_api import Page, ViewportSize, expect
 
 from storyloom.project.project_file import init_project
 from storyloom.testing.replay_server import ReplayLLMServer
-from tests.browser.conftest import RunningServer, home_with, tid
+from tests.browser.conftest import RESULTS_DIR, RunningServer, home_with, tid
 
 pytestmark = pytest.mark.browser
 
@@ -88,10 +88,13 @@ def test_with_no_model_the_writing_page_says_memory_is_skipped_and_reads_markdow
     expect(paragraphs.nth(1).locator("br")).to_have_count(2)
     expect(paragraphs.nth(1)).to_have_text("The sign on the gate read:NO BOATSAFTER DARK")
     no_sideways_scroll(page)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(RESULTS_DIR / "writing-no-model-1440.png"), full_page=True)
     page.set_viewport_size(PHONE)
     expect(hint).to_be_visible()
     expect(paragraphs).to_have_count(2)
     no_sideways_scroll(page)
+    page.screenshot(path=str(RESULTS_DIR / "writing-no-model-390.png"), full_page=True)
     page.set_viewport_size(WIDE)
 
     # Provenance names the chapter by its title; the address is the tooltip.
