@@ -550,7 +550,19 @@ class Settings(BaseModel):
             if found is None:
                 raise ConnectionNotFound(connection, chosen_in, sorted(self.connections))
             return found
-        return self.agent_llm if role in ("agent", "agent_llm") else self.user_llm
+        return self.agent_model() if role in ("agent", "agent_llm") else self.user_llm
+
+    @property
+    def agent_uses_user_model(self) -> bool:
+        """No agent model is set up (no address, no local model): the user's model
+        answers the agent role, so a day-one user who set up one model has both."""
+        return not self.agent_llm.base_url and self.agent_llm.local_model is None
+
+    def agent_model(self) -> ChatEndpoint:
+        """The endpoint that answers the agent role (planning, checks, curation, agent
+        profiles, memory): the agent model, else the user's model. Every caller that
+        means "the agent model" asks here, so the fallback is the same everywhere."""
+        return self.user_llm if self.agent_uses_user_model else self.agent_llm
 
     def with_chat_endpoints(self, change: Callable[[str, ChatEndpoint], ChatEndpoint]) -> Settings:
         """These settings with ``change(key, endpoint)`` applied to every chat endpoint:
@@ -577,6 +589,7 @@ class Settings(BaseModel):
             server=self.server,
             user_llm=_redacted(ChatEndpointView, self.user_llm),
             agent_llm=_redacted(ChatEndpointView, self.agent_llm),
+            agent_uses_user_model=self.agent_uses_user_model,
             embedding=_redacted(EmbeddingEndpointView, self.embedding),
             knowledge=self.knowledge,
             plugins=self.plugins,
@@ -653,6 +666,10 @@ class SettingsView(BaseModel):
     server: ServerSettings
     user_llm: ChatEndpointView
     agent_llm: ChatEndpointView
+    agent_uses_user_model: bool = Field(
+        description="No agent model is set up: the user's model (user_llm) answers the "
+        "agent role (agent profiles, writing's planning and memory, chat memory)"
+    )
     embedding: EmbeddingEndpointView
     knowledge: KnowledgeSettings
     plugins: PluginSettings

@@ -75,7 +75,7 @@ def health_report(state: ServerState) -> HealthReport:
         database_schema=state.database.schema_version(),
         models=ModelsStatus(
             user_llm=_chat_status(s.user_llm),
-            agent_llm=_chat_status(s.agent_llm),
+            agent_llm=_chat_status(s.agent_model()),
             embedding=EmbeddingModelStatus(
                 configured=s.embedding.configured,
                 provider=s.embedding.provider,

@@ -37,6 +37,7 @@ from storyloom.writing.views import (
     ImportedChapters,
     ImportPreviewView,
     IntentionalBody,
+    LabelsBody,
     MergeBody,
     NewBook,
     NewChapter,
@@ -51,10 +52,12 @@ from storyloom.writing.views import (
     RetryAccepted,
     SearchHitView,
     SearchRequest,
+    SourceLabel,
     ThreadView,
     Tree,
 )
 from storyloom.writing.warnings import ConsistencyWarning
+from storyloom.writing.writing_connections import WritingModelView
 
 router = APIRouter(prefix="/api/writing", tags=["writing"])
 
@@ -285,7 +288,22 @@ def rebuild(request: Request, book_id: BookId, body: RebuildBody) -> RebuiltCont
     return RebuiltContext(text=_studio(request).rebuild(book_id, body.sources))
 
 
+@router.post("/books/{book_id}/context/labels", response_model=list[SourceLabel], responses=_ERRORS)
+def labels(request: Request, book_id: BookId, body: LabelsBody) -> list[SourceLabel]:
+    """What each context address names (a chapter's title, an entity's name), in order:
+    the Provenance tab shows these instead of ``viking://`` addresses."""
+    return _studio(request).source_labels(book_id, body.uris)
+
+
 # -- curation -------------------------------------------------------------------------------
+
+
+@router.get("/agent-model", response_model=WritingModelView)
+def agent_model(request: Request) -> WritingModelView:
+    """Which model plans, checks and curates: a writing connection, the agent model, or
+    the user's model when no agent model is set up; ``ready`` false: memory steps are
+    skipped (the offline reader still reads the prose)."""
+    return _studio(request).agent_model()
 
 
 @router.get("/books/{book_id}/outputs", response_model=list[OutputView], responses=_ERRORS)

@@ -617,14 +617,11 @@ class Curator:
         step: str,
         result: Any,
         skipped: str | None = None,
-        *,
-        note: str | None = None,
     ) -> None:
-        """Mark ``step`` finished: done (with ``note``, what it could not do), or skipped
-        for the reason ``skipped``; either is kept in the error column, which says why a
-        step did not do its whole job."""
+        """Mark ``step`` finished: done, or skipped for the reason ``skipped`` (kept in
+        the error column, which says why a step did not do its whole job)."""
         state: StepState = "done" if skipped is None else "skipped"
-        self._set_state(tx, out.id, step, state, error=skipped or note, result=result)
+        self._set_state(tx, out.id, step, state, error=skipped, result=result)
 
     async def _run(self, out: _Output, step: str) -> _Outcome:
         """Run one step: done or skipped, and why."""
@@ -632,7 +629,8 @@ class Curator:
             skipped = await self._summarize(out)
             return _Outcome("done") if skipped is None else _Outcome("skipped", skipped)
         if step == "extract":
-            return _Outcome("done", await self._extract(out))
+            skipped = await self._extract(out)
+            return _Outcome("done") if skipped is None else _Outcome("skipped", skipped)
         if step == "profiles":
             profiles = await asyncio.to_thread(self._profiles, out)
             self._emit(ProfileUpdated(book_id=out.book_id, profiles=profiles))
@@ -654,7 +652,10 @@ class Curator:
         problem = endpoint.local_problem if endpoint is not None else None
         if problem is not None:
             return f"the agent model does not run ({problem}). Fix it under Settings → Agent LLM"
-        return "no agent model is set up. Set one under Settings → Agent LLM"
+        return (
+            "no model is set up (neither an agent model nor your chat model). Set one under "
+            "Settings"
+        )
 
     # -- summarize -----------------------------------------------------------------------
 
@@ -703,10 +704,10 @@ class Curator:
     # -- extract -------------------------------------------------------------------------
 
     async def _extract(self, out: _Output) -> str | None:
-        """The chapter's extraction; a note of what it could not read when there is no
-        agent model."""
+        """The chapter's extraction; without a model the step is skipped (the offline
+        reader's facts are still kept), for the reason returned."""
         endpoint = self._agent()
-        note: str | None = None
+        skipped: str | None = None
         if endpoint is not None:
 
             async def resolved(answer: AgentExtraction) -> Extraction:
@@ -726,14 +727,14 @@ class Curator:
             extraction = _merge_extractions(agent, prose)
         else:
             extraction = await asyncio.to_thread(self._prose, out)
-            note = f"{self._no_agent()}. Facts were {OFFLINE_READER_NOTE}"
+            skipped = f"{self._no_agent()}. Facts were {OFFLINE_READER_NOTE}"
 
         def write() -> None:
             with self.store.database.write_transaction() as tx:
-                self._done(tx, out, "extract", extraction.to_json(), note=note)
+                self._done(tx, out, "extract", extraction.to_json(), skipped)
 
         await asyncio.to_thread(write)
-        return note
+        return skipped
 
     def _extract_prompt(self, out: _Output) -> str:
         entities = self.store.entities(out.book_id)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from storyloom.core.errors import FieldProblem, InvalidInput
+from storyloom.writing.prose_paragraphs import prose_paragraphs
 
 ExportFormat = Literal["markdown", "docx", "epub"]
 
@@ -37,12 +38,12 @@ _FIXED_MODIFIED = datetime(2000, 1, 1, tzinfo=UTC)
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 # XML 1.0 forbids these; Word and EPUB readers would reject the whole file for one of them.
 _NOT_XML = regex.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\p{Cs}]")
-_BLANK_LINE = regex.compile(r"\n(?:[ \t]*\n)+")
 _FILE_NAME_UNSAFE = regex.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]+')
 
 
 class ExportChapter(BaseModel):
-    """A chapter as exported: its title and its text (paragraphs split by blank lines)."""
+    """A chapter as exported: its title and its Markdown text (paragraphs split by blank
+    lines, soft wraps joined: see :mod:`storyloom.writing.prose_paragraphs`)."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
@@ -84,8 +85,12 @@ def export_docx(book: ExportBook) -> bytes:
     document.add_heading(_xml_safe(_one_line(book.title)), 0)
     for number, chapter in enumerate(book.chapters, start=1):
         document.add_heading(_xml_safe(_chapter_title(chapter, number)), 1)
-        for paragraph in _paragraphs(chapter.text):
-            document.add_paragraph(_xml_safe(paragraph))
+        for lines in prose_paragraphs(chapter.text):
+            paragraph = document.add_paragraph()
+            for index, line in enumerate(lines):
+                run = paragraph.add_run(_xml_safe(line))
+                if index < len(lines) - 1:
+                    run.add_break()
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
@@ -106,7 +111,8 @@ def export_epub(book: ExportBook) -> bytes:
         name = f"chapter-{number:04d}"
         item = epub.EpubHtml(uid=name, title=title, file_name=f"{name}.xhtml", lang=language)
         paragraphs = "".join(
-            f"<p>{_escape(paragraph)}</p>" for paragraph in _paragraphs(chapter.text)
+            f"<p>{'<br/>'.join(_escape(line) for line in lines)}</p>"
+            for lines in prose_paragraphs(chapter.text)
         )
         item.content = f"<h1>{_escape(title)}</h1>{paragraphs}"
         ebook.add_item(item)
@@ -167,17 +173,12 @@ def _strip_blank_lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def _paragraphs(text: str) -> list[str]:
-    body = _strip_blank_lines(_unix_newlines(text))
-    return [p for p in _BLANK_LINE.split(body) if p.strip()] if body else []
-
-
 def _xml_safe(text: str) -> str:
     return _NOT_XML.sub("", text)
 
 
 def _escape(text: str) -> str:
-    return html.escape(_xml_safe(text), quote=False).replace("\n", "<br/>")
+    return html.escape(_xml_safe(text), quote=False)
 
 
 def _fixed_zip_times(data: bytes) -> bytes:

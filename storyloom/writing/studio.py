@@ -70,13 +70,14 @@ from storyloom.writing.views import (
     SceneNode,
     SearchHitView,
     SearchRequest,
+    SourceLabel,
     SourceRef,
     ThreadView,
     Tree,
 )
 from storyloom.writing.warnings import ConsistencyWarning
 from storyloom.writing.word_count import count_words
-from storyloom.writing.writing_connections import writing_endpoint
+from storyloom.writing.writing_connections import WritingModelView, writing_endpoint, writing_model
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +175,11 @@ class WritingStudio:
         model), set up or not: an unconfigured one still says why (a local model that does
         not run), which curation tells the author."""
         return writing_endpoint("agent", self._settings())
+
+    def agent_model(self) -> WritingModelView:
+        """Which model plans, checks and curates (the page says so, or that there is
+        none and memory is read offline)."""
+        return writing_model("agent", self._settings())
 
     def _embeddings(self) -> EmbeddingProvider | None:
         if self._knowledge is None:
@@ -618,6 +624,7 @@ class WritingStudio:
                 budget_tokens=body.budget_tokens,
             ),
         )
+        labels = self.source_labels(book_id, [p.uri for p in assembled.pieces])
         return ContextView(
             text=assembled.text,
             tokens=assembled.tokens,
@@ -627,15 +634,42 @@ class WritingStudio:
                 ContextPieceView(
                     uri=p.uri,
                     path=p.path,
+                    label=label,
                     level=p.level,
                     version=p.version,
                     reason=p.reason,
                     tokens=p.tokens,
                     text=p.text,
                 )
-                for p in assembled.pieces
+                for p, label in zip(assembled.pieces, labels, strict=True)
             ],
         )
+
+    def source_labels(self, book_id: str, uris: Sequence[str]) -> list[SourceLabel]:
+        """Each address as a person reads it: the chapter's number and title, the
+        entity's name (as the book names it now; one gone since keeps its path)."""
+        self.store.book(book_id)
+        known = {r.path: r for r in self.store.resources(book_id)}
+        labels: list[SourceLabel] = []
+        for index, uri in enumerate(uris):
+            address, fragment, _ = uri.partition("#")
+            owner, path = parse_uri(address)
+            if owner != book_id:
+                raise invalid(f"uris[{index}]", f"{uri!r} is not in book {book_id}")
+            found = known.get(path)
+            if found is None:
+                labels.append(SourceLabel(uri=uri, kind=None, title=path, passage=bool(fragment)))
+                continue
+            labels.append(
+                SourceLabel(
+                    uri=uri,
+                    kind=found.kind,
+                    title=found.title,
+                    chapter=found.ordinal if found.kind == "chapter" else None,
+                    passage=bool(fragment),
+                )
+            )
+        return labels
 
     def rebuild(self, book_id: str, sources: Sequence[SourceRef]) -> str:
         self.store.book(book_id)

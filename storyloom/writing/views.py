@@ -13,7 +13,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from storyloom.writing.book_store import LEVELS, FactAction, FactCategory, FactSource, Level
+from storyloom.writing.book_store import (
+    LEVELS,
+    FactAction,
+    FactCategory,
+    FactSource,
+    Level,
+    ResourceKind,
+)
 from storyloom.writing.curation import StepState
 
 SceneType = Literal["any", "dialogue", "action", "emotional", "exposition"]
@@ -339,9 +346,27 @@ class ContextBody(_Body):
     budget_tokens: int = Field(default=25_000, ge=1, le=MAX_BUDGET_TOKENS)
 
 
+class SourceLabel(_View):
+    """What a context piece's address names, as a person reads it: a chapter's number and
+    title, an entity's or a document's name (the address stays the piece's identity)."""
+
+    uri: str
+    kind: ResourceKind | None = Field(description="None: the book no longer has it")
+    title: str = Field(description="The chapter's title, the entity's name; the path if gone")
+    chapter: int | None = Field(
+        default=None, description="The chapter's number, for a chapter or a passage of one"
+    )
+    passage: bool = Field(default=False, description="A span of the chapter's text (#p=…)")
+
+
+class LabelsBody(_Body):
+    uris: list[str] = Field(max_length=10_000)
+
+
 class ContextPieceView(_View):
     uri: str
     path: str
+    label: SourceLabel
     level: Level
     version: int
     reason: str

@@ -190,10 +190,12 @@ async def test_the_model_list_comes_from_the_endpoint_and_an_unlisted_model_pass
     assert "'unlisted'" in report["warning"]
 
 
-async def test_update_memory_without_an_agent_model_names_the_setting(
+async def test_update_memory_without_an_agent_model_runs_on_the_chat_model(
     api: httpx.AsyncClient, llm: ReplayLLMServer
 ) -> None:
     cid = await chat_with_three_turns(api, llm)
+    llm.script(Reply(text="Maren now trusts the traveller."))
     answer = await api.post(f"/api/chats/{cid}/memory")
-    assert answer.status_code >= 400
-    assert "agent model" in answer.text and "Agent LLM" in answer.text
+    assert answer.status_code == 200, answer.text
+    assert "Maren now trusts the traveller." in answer.text
+    assert llm.chat_requests[-1]["model"] == "test-model"

@@ -1,8 +1,10 @@
 """``/api/writing`` of a real server: books, import, the tree, resources as of a chapter,
-the graph, search, context and its rebuild, warnings, plot threads, export and bad input.
+the graph, search, context, its rebuild and its labels, warnings, plot threads, export and
+bad input.
 
-Without an agent model the curation is the offline one (extractive summaries, the
-offline prose reader), so these tests need no scripted replies.
+With no model at all the curation is the offline one (extractive summaries, the offline
+prose reader), so these tests need no scripted replies; the one with a chat model only
+scripts its answers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import httpx
 import pytest
 
 from storyloom.store.database import Database
+from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.writing.book_store import BookStore, Fact
 from storyloom.writing.manuscript_io import parse_manuscript
 
@@ -74,7 +77,7 @@ def imported_book(api: httpx.Client) -> str:
 
 def curated(api: httpx.Client, book_id: str, count: int) -> list[dict[str, Any]]:
     """The book's outputs once ``count`` of them have every step finished (or one failed).
-    Without an agent model, summarize finishes as "skipped"."""
+    Without a model, summarize and extract finish as "skipped"."""
     deadline = time.monotonic() + CURATION_DEADLINE_S
     while True:
         outputs: list[dict[str, Any]] = ok(api.get(f"/books/{book_id}/outputs"))
@@ -90,14 +93,17 @@ def store_of(home: Path) -> BookStore:
     return BookStore(Database.in_home(home))
 
 
-def test_without_an_agent_model_curation_says_what_it_skipped_and_what_it_read_offline(
+def test_without_any_model_the_memory_steps_are_skipped_and_say_what_was_read_offline(
     api: httpx.Client,
 ) -> None:
+    assert ok(api.get("/agent-model")) | {"ready": False, "source": "user"} == ok(
+        api.get("/agent-model")
+    )
     book_id = imported_book(api)
     output = curated(api, book_id, 3)[0]
     assert output["steps"] == {
         "summarize": "skipped",
-        "extract": "done",
+        "extract": "skipped",
         "profiles": "done",
         "index": "done",
         "check": "done",
@@ -105,10 +111,51 @@ def test_without_an_agent_model_curation_says_what_it_skipped_and_what_it_read_o
     assert output["error"] is None
     for step in ("summarize", "extract"):
         reason = output["reasons"][step]
-        assert reason.startswith("no agent model is set up. Set one under Settings → Agent LLM")
+        assert reason.startswith("no model is set up (neither an agent model nor your chat model)")
     note = output["reasons"]["extract"]
     assert "offline prose reader" in note
     assert "not facts only implied" in note
+
+
+def test_with_only_a_chat_model_the_memory_steps_run_on_it(
+    tmp_path: Path, start_server: Callable[..., Any]
+) -> None:
+    home = tmp_path / "chat-only"
+    home.mkdir()
+    with ReplayLLMServer(models=["chat-model"]) as llm:
+        user = {"base_url": llm.url, "model": "chat-model", "max_retries": 0}
+        (home / "settings.json").write_text(json.dumps({"user_llm": user}))
+        live = start_server(home)
+        with httpx.Client(base_url=live.url + API, timeout=30) as client:
+            assert ok(client.get("/agent-model"))["source"] == "user"
+            book_id = new_book(client)
+            summary = {"l0": "Mara walks the wall.", "l1": "Mara walks the harbour wall."}
+            facts = {
+                "facts": [
+                    {
+                        "subject": "Mara",
+                        "attribute": "hair",
+                        "value": "black",
+                        "category": "characterization",
+                        "evidence": "Her black hair was tied back against the wind.",
+                    }
+                ],
+                "entities": [{"path": "/entities/characters/mara", "title": "Mara"}],
+            }
+            llm.script(Reply(text=json.dumps(summary)), Reply(text=json.dumps(facts)))
+            text = MANUSCRIPT.split("## Chapter 1: The Harbour\n")[1].split("## Chapter 2")[0]
+            ok(
+                client.post(
+                    f"/books/{book_id}/import",
+                    json={"chapters": [{"title": "The Harbour", "text": text}]},
+                )
+            )
+            output = curated(client, book_id, 1)[0]
+            path = {"path": "/manuscript/arc-01/chapter-001"}
+            chapter = ok(client.get(f"/books/{book_id}/resource", params=path))
+        assert set(output["steps"].values()) == {"done"}, output
+        assert [r["model"] for r in llm.chat_requests] == ["chat-model", "chat-model"]
+    assert chapter["levels"]["L0"]["text"] == "Mara walks the wall."
 
 
 def test_a_book_is_created_listed_and_deleted(api: httpx.Client) -> None:
@@ -255,6 +302,64 @@ def test_the_context_of_a_chapter_is_rebuilt_byte_for_byte_from_its_sources(
     rebuilt = ok(api.post(f"/books/{book_id}/context/rebuild", json={"sources": sources}))
     assert rebuilt["text"] == context["text"]
     assert all("chapter-004" not in p["path"] for p in context["pieces"])
+
+
+def test_provenance_names_chapters_by_title_and_entities_by_name(api: httpx.Client) -> None:
+    book_id = imported_book(api)
+    curated(api, book_id, 3)
+    mara = ok(
+        api.post(f"/books/{book_id}/entities", json={"kind": "character", "title": "Mara"}), 201
+    )
+    body = {"chapter": 4, "prompt": "Mara sails with Oren", "budgetTokens": 2000}
+    context = ok(api.post(f"/books/{book_id}/context", json=body))
+    titles = {
+        c["path"]: (c["ordinal"], c["title"])
+        for arc in ok(api.get(f"/books/{book_id}/tree"))["manuscript"]
+        for c in arc["chapters"]
+    }
+    chapters = [p for p in context["pieces"] if p["path"].split("#")[0] in titles]
+    assert chapters
+    for piece in chapters:
+        label = piece["label"]
+        assert label["uri"] == piece["uri"]
+        assert (label["kind"], (label["chapter"], label["title"])) == (
+            "chapter",
+            titles[piece["path"].split("#")[0]],
+        )
+        assert label["passage"] == ("#p=" in piece["uri"])
+    assert "Chapter 1: The Harbour" in {p["label"]["title"] for p in chapters}
+
+    # A run's sources carry addresses only: the labels route names them, in order.
+    harbour = next(p["uri"] for p in chapters if p["label"]["chapter"] == 1)
+    gone = harbour.replace("chapter-001", "chapter-099")
+    uris = [mara["uri"], f"{harbour.split('#')[0]}#p=0-20", gone]
+    labels = ok(api.post(f"/books/{book_id}/context/labels", json={"uris": uris}))
+    assert [(x["kind"], x["title"], x["chapter"], x["passage"]) for x in labels] == [
+        ("character", "Mara", None, False),
+        ("chapter", "Chapter 1: The Harbour", 1, True),
+        (None, "/manuscript/arc-01/chapter-099", None, False),
+    ]
+    other = new_book(api, "Another")
+    refused = api.post(f"/books/{other}/context/labels", json={"uris": [harbour]})
+    assert refused.status_code == 422
+    assert "uris[0]" in refused.text
+
+
+def test_an_exported_epub_joins_soft_wrapped_lines_and_keeps_hard_breaks(
+    api: httpx.Client,
+) -> None:
+    book_id = new_book(api)
+    text = (
+        "Mara walked the harbour wall\nat dawn, her hair\ntied back.\n\n"
+        "The sign read:  \nNO BOATS\\\nAFTER DARK"
+    )
+    ok(api.post(f"/books/{book_id}/import", json={"chapters": [{"title": "Dawn", "text": text}]}))
+    response = api.get(f"/books/{book_id}/export", params={"format": "epub"})
+    assert response.status_code == 200, response.text
+    with zipfile.ZipFile(io.BytesIO(response.content)) as epub:
+        page = epub.read("EPUB/chapter-0001.xhtml").decode("utf-8")
+    assert "<p>Mara walked the harbour wall at dawn, her hair tied back.</p>" in page
+    assert "<p>The sign read:<br/>NO BOATS<br/>AFTER DARK</p>" in page
 
 
 def test_a_rebuild_from_another_books_uri_is_refused(api: httpx.Client) -> None:

@@ -24,8 +24,8 @@ CHAPTER_TEXT = "Mara kept the lighthouse lamp burning through the night."
 
 @pytest.fixture
 def server(tmp_path: Path, llm: ReplayLLMServer, start_server: Callable[..., Any]) -> Any:
-    """A server whose chat model is the scripted one; the agent model is set only where a
-    test needs it (curation then runs offline)."""
+    """A server whose chat model is the scripted one and no agent model: the chat model
+    plans and curates too."""
     home = tmp_path / "home"
     home.mkdir()
     settings = {"user_llm": {"base_url": llm.url, "model": "test-model", "max_retries": 0}}
@@ -105,6 +105,9 @@ async def test_a_kept_output_is_stored_at_once_then_curated_with_progress_and_pr
     book_id = await new_book(server)
     async with connect(server) as ws, connect(server) as other:
         run_id = await finished_run(ws, llm)
+        # No agent model: the chat model summarises and extracts.
+        summary = {"l0": "Mara keeps the lamp lit.", "l1": "Mara tends the lighthouse."}
+        llm.script(Reply(text=json.dumps(summary)), Reply(text=json.dumps({"facts": []})))
         persist = {
             "type": "output:persist",
             "runId": run_id,
@@ -122,8 +125,10 @@ async def test_a_kept_output_is_stored_at_once_then_curated_with_progress_and_pr
             events = await receive_until(socket, of_type("profile:updated"))
             progress = [e for e in events if e["type"] == "curation:progress"]
             assert progress and all(e["outputId"] == persisted["outputId"] for e in progress)
-            assert not [e for e in progress if e["state"] == "failed"], progress
+            assert not [e for e in progress if e["state"] in ("failed", "skipped")], progress
             assert events[-1]["bookId"] == book_id
+        curation = [r for r in llm.chat_requests if "Chapter 1" in json.dumps(r["messages"])]
+        assert len(curation) == 2 and {r["model"] for r in curation} == {"test-model"}
 
         await send(ws, persist)
         again = await receive_until(ws, of_type("output:persisted", "status"))

@@ -63,7 +63,7 @@ def new_book(store: BookStore, chapters: int) -> str:
 
 
 # Without an agent model, summarize and extract do what they can and say what is missing.
-OFFLINE_STEPS = {**dict.fromkeys(STEPS, "done"), "summarize": "skipped"}
+OFFLINE_STEPS = {**dict.fromkeys(STEPS, "done"), "summarize": "skipped", "extract": "skipped"}
 
 
 def offline(store: BookStore, events: list[CurationEvent] | None = None) -> Curator:

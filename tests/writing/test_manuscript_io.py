@@ -232,7 +232,20 @@ def test_docx_export_reads_back_as_the_same_chapters() -> None:
 
     assert preview.format == "docx"
     assert preview.title == "The Long Rain"
-    assert titles_and_texts(preview) == expected(CHAPTERS)
+    # A single newline is a soft wrap (CommonMark): Word gets one paragraph, one line.
+    soft = [c.model_copy(update={"text": c.text.replace(",\nand", ", and")}) for c in CHAPTERS]
+    assert titles_and_texts(preview) == expected(soft)
+
+
+def test_docx_export_keeps_a_hard_line_break() -> None:
+    chapter = ExportChapter(
+        title="Chapter 1: Sign", text="The sign read:  \nNO BOATS\\\nAFTER DARK"
+    )
+    preview = parse_manuscript(export_docx(make_book([chapter])), "sign.docx")
+
+    assert titles_and_texts(preview) == [
+        ("Chapter 1: Sign", "The sign read:\nNO BOATS\nAFTER DARK")
+    ]
 
 
 def test_docx_export_carries_title_author_and_language() -> None:

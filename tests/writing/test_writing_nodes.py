@@ -74,6 +74,12 @@ def settings_for(llm: ReplayLLMServer, agent: ReplayLLMServer | None = None) -> 
     }
     if agent is not None:
         data["agent_llm"] = {"base_url": agent.url, "model": "agent-model", "max_retries": 0}
+    else:
+        # No agent model would mean the user's model plans and checks too: here the
+        # writing agent's connection has no address (as one whose local model does not
+        # run), so Role A and Role C work offline and the user model only drafts.
+        data["connections"] = {"offline": {}}
+        data["writing"] = {"agent_connection": "offline"}
     return Settings.model_validate(data)
 
 
@@ -295,6 +301,30 @@ async def test_the_agent_names_the_scenes_entities_for_role_a(
     assert "The book's entities so far" in user_message(agent.chat_requests[0])
     reasons = [s.reason for s in completed(events).context_sources]
     assert any(r == "Lin Feng is in the scene (intent analysis)" for r in reasons), reasons
+
+
+async def test_with_no_agent_model_the_user_model_plans_and_checks_the_draft(
+    db: Database, store: BookStore, llm: ReplayLLMServer
+) -> None:
+    # A day-one user: one model. It names the scene's entities, writes, then reads claims.
+    llm.script(
+        INTENT,
+        "Feng stood in the rain.",
+        '{"claims": [{"subject": "Lin Feng", "attribute": "hair", "value": "white", '
+        '"category": "characterization", "evidence": "x"}]}',
+    )
+    settings = Settings.model_validate(
+        {"user_llm": {"base_url": llm.url, "model": "user-model", "max_retries": 0}}
+    )
+    runner = WorkflowRunner(REGISTRY, WorkflowServices(settings=lambda: settings, database=db))
+    result, _ = await run_answering(
+        runner, draft(max_retries=0), [HumanDecision(decision="approve")]
+    )
+    assert result.status == "completed", result.errors
+    assert [r["model"] for r in llm.chat_requests] == ["user-model"] * 3
+    assert "The book's entities so far" in user_message(llm.chat_requests[0])
+    assert "Feng stood in the rain." in user_message(llm.chat_requests[2])
+    assert result.outputs["node"]["evaluation"]["decision"] == "flag-human"
 
 
 async def test_an_unusable_agent_answer_falls_back_to_the_offline_reader(

@@ -51,6 +51,7 @@ export function settingsView(over: Partial<SettingsView> = {}): SettingsView {
     server: { host: '127.0.0.1', port: 8420 },
     user_llm: chatView(),
     agent_llm: chatView({ base_url: '', model: '' }),
+    agent_uses_user_model: true,
     embedding: embeddingView(),
     knowledge: { global_folders: [], reference_depth_limit: 5 },
     writing: {},

@@ -941,18 +941,28 @@ class ChatService:
         return self.presets
 
     def _agent_model(self, action: str) -> ChatEndpoint:
-        """The agent model, or an error that says which setting ``action`` needs."""
-        endpoint = self.services.require_settings().agent_llm
+        """The agent model (the user's when no agent model is set up), or an error that
+        says which setting ``action`` needs."""
+        settings = self.services.require_settings()
+        endpoint = settings.agent_model()
         if not endpoint.configured:
             missing = " and ".join(
                 name
                 for name, value in (("base URL", endpoint.base_url), ("model", endpoint.model))
                 if not value
             )
+            which, where = (
+                (
+                    "your chat model (user_llm), which answers when no agent model is set up,",
+                    "User LLM",
+                )
+                if settings.agent_uses_user_model
+                else ("the agent model (agent_llm),", "Agent LLM")
+            )
             raise LLMError(
-                f"{action} uses the agent model (agent_llm), which is not set up: its "
+                f"{action} uses {which} which is not set up: its "
                 f"{missing} {'are' if ' and ' in missing else 'is'} empty. Fill them in under "
-                "Settings → Agent LLM.",
+                f"Settings → {where}.",
                 kind="not_configured",
             )
         return endpoint

@@ -82,9 +82,15 @@ export interface BookGraph {
   edges: GraphEdge[]
 }
 
+// Generated from the server's models: what a context address names (a chapter's number
+// and title, an entity's name), and which model plans, checks and curates.
+export type SourceLabel = components['schemas']['SourceLabel']
+export type WritingModelView = components['schemas']['WritingModelView']
+
 export interface ContextPieceView {
   uri: string
   path: string
+  label: SourceLabel
   level: Level
   version: number
   reason: string
@@ -199,6 +205,14 @@ export function rebuildContext(
   fetchImpl?: Fetch,
 ): Promise<{ text: string }> {
   return requestJson<{ text: string }>('POST', `${book(bookId)}/context/rebuild`, { sources }, fetchImpl)
+}
+
+export function contextLabels(bookId: string, uris: string[], fetchImpl?: Fetch): Promise<SourceLabel[]> {
+  return requestJson<SourceLabel[]>('POST', `${book(bookId)}/context/labels`, { uris }, fetchImpl)
+}
+
+export function getAgentModel(fetchImpl?: Fetch): Promise<WritingModelView> {
+  return requestJson<WritingModelView>('GET', `${BASE}/agent-model`, undefined, fetchImpl)
 }
 
 export function listOutputs(bookId: string, fetchImpl?: Fetch): Promise<OutputStatus[]> {
