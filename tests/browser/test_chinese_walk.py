@@ -206,14 +206,27 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
     expect(inspector.locator(tid("chat-prompt-block")).first).to_be_visible()
     expect(inspector.locator(tid("chat-lore")).first).to_be_visible()
     open_all_details(page, tid("chat-prompt-panel"))
+    # The server's labels, said in 中文 (issue 27 item 6's "Preset: Main Prompt",
+    # "Message 1 (Aria)", "always active (constant)").
+    sources = inspector.locator(tid("chat-prompt-source"))
+    expect(sources.first).to_have_text("预设：主提示词")
+    expect(sources.filter(has_text=re.compile(r"^第 \d+ 条消息（艾莉亚）$")).first).to_be_visible()
+    expect(inspector.locator(tid("chat-lore")).filter(has_text="常驻（始终激活）")).to_be_visible()
     check("chat › prompt inspector")
-    for tab in ("tree", "state", "settings", "manager"):
+    # The prompt manager lists the pipeline's prompts, the tree the messages.
+    panels = {
+        "tree": f"{tid('chat-side')} li",
+        "state": f"{tid('chat-state-panel')} h3",
+        "settings": tid("chat-settings-title"),
+        "manager": f"{tid('chat-prompt-manager')} .pm-name",
+    }
+    for tab, shown in panels.items():
         side(page, tab)
-        expect(page.locator(f"{tid('chat-side')} .chat-hint, {tid('chat-side')} li").first).to_be_visible()
+        expect(page.locator(shown).first).to_be_visible()
         check(f"chat › {tab}")
 
     page.goto(server.url + "characters")
-    expect(page.locator(tid("page-characters"))).to_be_visible()
+    expect(page.locator(tid("character-item")).filter(has_text="艾莉亚")).to_be_visible()
     check("characters")
     page.goto(server.url + f"characters/{CHARACTER_ID}")
     expect(page.locator(tid("character-field-name"))).to_have_value("艾莉亚")
@@ -231,11 +244,13 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
     check("knowledge › world book")
 
     page.goto(server.url + "workflows")
-    expect(page.locator(tid("page-workflows"))).to_be_visible()
+    expect(page.locator(tid("wf-palette-item")).first).to_be_attached()
     check("workflows")
     for tab in ("tools", "plugins", "agents", "mcp"):
         page.goto(server.url + f"tools?tab={tab}")
         expect(page.locator(f"#tools-panel-{tab}")).to_be_visible()
+        if tab == "tools":
+            expect(page.locator('[data-testid^="tool-row-"]').first).to_be_visible()
         check(f"tools › {tab}")
     page.goto(server.url + "settings")
     expect(page.locator(tid("page-settings"))).to_be_visible()
