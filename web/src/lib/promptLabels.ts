@@ -28,7 +28,7 @@ export interface StructuredSource {
 export interface StructuredReason {
   rule?: string
   detail?: string
-  term?: string
+  term?: string | null
   values?: Record<string, unknown> | null
 }
 
