@@ -61,7 +61,9 @@ def describe(
             quoted = ", ".join(f'"{key}"' for key in hits)
             logic = "all keys" if need_all else "a key"
             detail = f"key group {group_id} ({logic}) matched: {quoted}"
-            reasons.append(Reason("key_group", detail, "activated"))
+            term = "key_group_all" if need_all else "key_group_any"
+            values = {"group": group_id, "keys": hits}
+            reasons.append(Reason("key_group", detail, "activated", term, values))
         elif kind == "secondary":
             reasons.append(_secondary_reason(e, item[1]))
     return reasons
@@ -77,10 +79,15 @@ def _secondary_reason(e: CompiledEntry, hits: tuple[bool, ...]) -> Reason:
     logic = e.logic
     if logic is SecondaryLogic.AND_ANY:
         detail = f"and secondary key {quote(found[:1])} matched (AND ANY)"
+        keys = found[:1]
     elif logic is SecondaryLogic.NOT_ALL:
         detail = f"and secondary key {quote(missing[:1])} did not match (NOT ALL)"
+        keys = missing[:1]
     elif logic is SecondaryLogic.NOT_ANY:
         detail = f"and none of the secondary keys {quote(missing)} matched (NOT ANY)"
+        keys = missing
     else:
         detail = f"and all secondary keys {quote(found)} matched (AND ALL)"
-    return Reason(_LOGIC_RULE[logic], detail, "activated")
+        keys = found
+    rule = _LOGIC_RULE[logic]
+    return Reason(rule, detail, "activated", rule, {"keys": keys})

@@ -16,7 +16,8 @@ from storyloom.knowledge.timed_effects import EntryKey, TimedEffectsState
 Outcome = Literal["activated", "kept", "dropped"]
 
 
-ReasonValue = str | int | float
+ReasonValue = str | int | float | list[str]
+"""A value of a reason's pattern; a list (of keys) is said as the page's language lists."""
 
 
 @dataclass(frozen=True, slots=True)

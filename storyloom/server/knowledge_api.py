@@ -462,7 +462,7 @@ class ReasonOut(BaseModel):
     term: str | None = Field(
         default=None, description="The detail's pattern, for the page's language"
     )
-    values: dict[str, str | int | float] = Field(
+    values: dict[str, str | int | float | list[str]] = Field(
         default_factory=dict, description="The pattern's values: keys, places, numbers"
     )
 

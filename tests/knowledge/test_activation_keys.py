@@ -319,3 +319,18 @@ def test_a_reason_carries_its_pattern_and_values_for_the_page_language() -> None
         "term": "constant",
         "values": {},
     }
+
+
+def test_secondary_keys_and_key_groups_send_their_keys_as_a_list() -> None:
+    storm = entry(
+        "storm",
+        keywords=["wind"],
+        secondary_keywords=["rain", "hail"],
+        secondary_logic=SecondaryLogic.AND_ALL,
+    )
+    result = scan([storm], ["wind, rain and hail"])
+    reasons = result.activated[0].reasons
+    assert [(r.term, dict(r.values).get("keys")) for r in reasons][1] == (
+        "secondary_and_all",
+        ["rain", "hail"],
+    )

@@ -51,6 +51,9 @@ describe('prompt labels', () => {
     const needs = { rule: 'budget', detail: 'needs 4161 tokens; …', term: 'budget_needs', values: { tokens: 4161, used: 12000, budget: 16000 } }
     expect(reasonText(needs, zh)).toBe('需要 4,161 词元；16,000 词元的预算已用 12,000')
     expect(reasonText({ rule: 'vector', detail: 'similar enough' }, zh)).toBe('similar enough')
+    const secondary = { rule: 'secondary_and_all', detail: 'x', term: 'secondary_and_all', values: { keys: ['风', '雨', '雷'] } }
+    expect(reasonText(secondary, zh)).toBe('且次要关键词 “风”、“雨”和“雷” 全部匹配（与全部）')
+    expect(reasonText(secondary, en)).toBe('and all secondary keys "风", "雨", and "雷" matched (AND ALL)')
     expect(cutText({ reason: 'x', term: 'over_budget', values: { budget: 8192, priority: 10 } }, zh)).toBe('超出 8,192 词元的预算；剩余中优先级最低（10）')
     expect(cutText({ reason: 'as sent' }, zh)).toBe('as sent')
   })

@@ -182,9 +182,10 @@ export interface LoreReason {
   rule?: string
   detail?: string
   outcome?: string
-  /** The detail's pattern and values, for the page's language (Reason.term). */
+  /** The detail's pattern and values, for the page's language (Reason.term); a list is
+   * of keys. */
   term?: string
-  values?: Record<string, string | number> | null
+  values?: Record<string, string | number | string[]> | null
   [extra: string]: unknown
 }
 

@@ -43,11 +43,16 @@ export function formatNumber(n: number, tag: string): string {
   return new Intl.NumberFormat(tag, { maximumFractionDigits: 3 }).format(n)
 }
 
-/** Values ready for a message: numbers formatted, everything else as text. */
-function shown(values: Record<string, unknown> | null | undefined, tag: string): Record<string, string> {
+/** Values ready for a message: numbers formatted, a list (of keys) quoted and joined as
+ * the page's language lists, everything else as text. */
+function shown(values: Record<string, unknown> | null | undefined, v: Pick<LabelVocabulary, 't' | 'tag'>): Record<string, string> {
   const out: Record<string, string> = {}
   for (const [key, value] of Object.entries(values ?? {})) {
-    out[key] = typeof value === 'number' ? formatNumber(value, tag) : String(value ?? '')
+    if (typeof value === 'number') out[key] = formatNumber(value, v.tag)
+    else if (Array.isArray(value)) {
+      const quoted = value.map((item) => v.t('chat.prompt.quoted', { text: String(item) }))
+      out[key] = new Intl.ListFormat(v.tag, { type: 'conjunction' }).format(quoted)
+    } else out[key] = String(value ?? '')
   }
   return out
 }
@@ -64,7 +69,7 @@ function roleSpeaker(v: LabelVocabulary, role: string): string {
 /** Where a block came from, in the page's language. */
 export function sourceText(source: StructuredSource, v: LabelVocabulary): string {
   const what = source.what ?? ''
-  const values = shown(source.values, v.tag)
+  const values = shown(source.values, v)
   const fallback = source.label ?? ''
   const key = `chat.prompt.source.${what}`
   switch (what) {
@@ -107,7 +112,7 @@ function placeText(values: Record<string, string>, v: LabelVocabulary): string {
 export function reasonText(reason: StructuredReason, v: LabelVocabulary): string {
   const fallback = reason.detail ?? ''
   if (!reason.term) return fallback
-  const values = shown(reason.values, v.tag)
+  const values = shown(reason.values, v)
   const key = `chat.prompt.reason.${reason.term}`
   if (reason.term === 'key' || reason.term === 'regex') {
     return known(v, key, { ...values, at: placeText(values, v) }, fallback)
@@ -124,7 +129,7 @@ export function ruleText(rule: string | undefined, v: LabelVocabulary): string {
 /** Why the budget (or the context window) cut a block. */
 export function cutText(cut: StructuredCut, v: LabelVocabulary): string {
   if (!cut.term) return cut.reason
-  return known(v, `chat.prompt.cutReason.${cut.term}`, shown(cut.values, v.tag), cut.reason)
+  return known(v, `chat.prompt.cutReason.${cut.term}`, shown(cut.values, v), cut.reason)
 }
 
 /** SillyTavern's name of a built-in prompt (the English catalogue's, which is its own). */
