@@ -213,6 +213,7 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
     expect(sources.filter(has_text=re.compile(r"^第 \d+ 条消息（艾莉亚）$")).first).to_be_visible()
     expect(inspector.locator(tid("chat-lore")).filter(has_text="常驻（始终激活）")).to_be_visible()
     check("chat › prompt inspector")
+    page.locator(tid("chat-side")).screenshot(path=str(RESULTS_DIR / f"zh-inspector-{size}.png"))
     # The prompt manager lists the pipeline's prompts, the tree the messages.
     panels = {
         "tree": f"{tid('chat-side')} li",
