@@ -99,6 +99,7 @@ from storyloom.knowledge.activation_result import (
     DroppedEntries,
     DroppedEntry,
     Reason,
+    ReasonValue,
 )
 from storyloom.knowledge.activation_settings import MAX_SCAN_DEPTH, ActivationSettings
 from storyloom.knowledge.caiu import CAIU
@@ -505,7 +506,11 @@ class _Run:
                 if overflowed and not e.critical:
                     if not cut_tail:
                         used_up = f"the budget of {budget} tokens was already used up"
-                        cut_tail.append(Reason("budget", used_up, "dropped"))
+                        cut_tail.append(
+                            Reason(
+                                "budget", used_up, "dropped", "budget_used_up", {"budget": budget}
+                            )
+                        )
                     dropped[rank] = (matched[rank], where(e), cut_tail)
                     if critical_left > 0:
                         continue
@@ -523,24 +528,37 @@ class _Run:
                     if roll >= e.probability:
                         failed.add(rank)
                         detail = f"rolled {roll:.3f}, needed below {e.probability:g}"
+                        rolled = {"roll": round(roll, 3), "chance": e.probability}
                         dropped[rank] = (
                             matched[rank],
                             where(e),
-                            [Reason("probability", detail, "dropped")],
+                            [
+                                Reason(
+                                    "probability", detail, "dropped", "probability_failed", rolled
+                                )
+                            ],
                         )
                         continue
                     detail = f"rolled {roll:.3f}, below {e.probability:g}"
-                    kept.append(Reason("probability", detail, "kept"))
+                    rolled = {"roll": round(roll, 3), "chance": e.probability}
+                    kept.append(Reason("probability", detail, "kept", "probability_passed", rolled))
                 text = self.text(e)
                 tokens = engine.count_tokens(text)
                 step_tokens += tokens
                 if e.critical:
-                    kept.append(Reason("budget", "critical: outside the token budget", "kept"))
+                    critical = "critical: outside the token budget"
+                    kept.append(Reason("budget", critical, "kept", "budget_critical"))
                 elif charged + step_tokens >= budget:
                     overflowed = True
                     counted = charged + step_tokens - tokens
                     detail = f"needs {tokens} tokens; {counted} of the budget of {budget} are used"
-                    dropped[rank] = (matched[rank], where(e), [Reason("budget", detail, "dropped")])
+                    need: dict[str, ReasonValue] = {
+                        "tokens": tokens,
+                        "used": counted,
+                        "budget": budget,
+                    }
+                    cut = Reason("budget", detail, "dropped", "budget_needs", need)
+                    dropped[rank] = (matched[rank], where(e), [cut])
                     continue
                 elif (
                     e.kb.token_budget is not None
@@ -552,7 +570,13 @@ class _Run:
                         f"needs {tokens} tokens; {book_used.get(e.kb_id, 0)} of its book's"
                         f" budget of {e.kb.token_budget} are used"
                     )
-                    dropped[rank] = (matched[rank], where(e), [Reason("budget", detail, "dropped")])
+                    need = {
+                        "tokens": tokens,
+                        "used": book_used.get(e.kb_id, 0),
+                        "budget": e.kb.token_budget,
+                    }
+                    cut = Reason("budget", detail, "dropped", "budget_book_needs", need)
+                    dropped[rank] = (matched[rank], where(e), [cut])
                     continue
                 else:
                     used += tokens

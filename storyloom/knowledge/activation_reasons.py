@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from storyloom.knowledge.activation_result import Reason
+from storyloom.knowledge.activation_result import Reason, ReasonValue
 from storyloom.knowledge.caiu import SecondaryLogic
 from storyloom.knowledge.compiled_entry import CompiledEntry
-from storyloom.knowledge.scan_buffer import ScanBuffer
+from storyloom.knowledge.scan_buffer import ScanBuffer, place_words
 from storyloom.knowledge.timed_effects import EntryKey, TimedEffect
 
 _LOGIC_RULE = {
@@ -36,20 +36,23 @@ def describe(
     for item in match:
         kind = item[0]
         if kind == "constant":
-            reasons.append(Reason("constant", "always active (constant)", "activated"))
+            reasons.append(Reason("constant", "always active (constant)", "activated", "constant"))
         elif kind == "sticky":
             effect = sticky[e.key]
             detail = f"sticky since the chat had {effect.start} messages, until {effect.end}"
-            reasons.append(Reason("sticky", detail, "activated"))
+            values: dict[str, ReasonValue] = {"start": effect.start, "end": effect.end}
+            reasons.append(Reason("sticky", detail, "activated", "sticky", values))
         elif kind == "semantic":
             detail = f"semantic similarity {item[1]:.3f} reached the threshold {e.threshold:g}"
-            reasons.append(Reason("semantic", detail, "activated"))
+            values = {"score": round(float(item[1]), 3), "threshold": e.threshold}
+            reasons.append(Reason("semantic", detail, "activated", "semantic", values))
         elif kind == "key":
             code, key = e.primary[item[1]], e.primary_text[item[1]]
             rule = "regex_key" if code < 0 else "primary_key"
             label = "regex" if code < 0 else "key"
-            detail = f'{label} "{key}" matched {scan.locate(code, e, where)}'
-            reasons.append(Reason(rule, detail, "activated"))
+            at = scan.locate(code, e, where)
+            detail = f'{label} "{key}" matched {place_words(at)}'
+            reasons.append(Reason(rule, detail, "activated", label, {"key": key, **at}))
         elif kind == "key_group":
             need_all, codes, texts, group_id = e.groups[item[1]]
             hits = [
@@ -58,7 +61,9 @@ def describe(
             quoted = ", ".join(f'"{key}"' for key in hits)
             logic = "all keys" if need_all else "a key"
             detail = f"key group {group_id} ({logic}) matched: {quoted}"
-            reasons.append(Reason("key_group", detail, "activated"))
+            term = "key_group_all" if need_all else "key_group_any"
+            values = {"group": group_id, "keys": hits}
+            reasons.append(Reason("key_group", detail, "activated", term, values))
         elif kind == "secondary":
             reasons.append(_secondary_reason(e, item[1]))
     return reasons
@@ -74,10 +79,15 @@ def _secondary_reason(e: CompiledEntry, hits: tuple[bool, ...]) -> Reason:
     logic = e.logic
     if logic is SecondaryLogic.AND_ANY:
         detail = f"and secondary key {quote(found[:1])} matched (AND ANY)"
+        keys = found[:1]
     elif logic is SecondaryLogic.NOT_ALL:
         detail = f"and secondary key {quote(missing[:1])} did not match (NOT ALL)"
+        keys = missing[:1]
     elif logic is SecondaryLogic.NOT_ANY:
         detail = f"and none of the secondary keys {quote(missing)} matched (NOT ANY)"
+        keys = missing
     else:
         detail = f"and all secondary keys {quote(found)} matched (AND ALL)"
-    return Reason(_LOGIC_RULE[logic], detail, "activated")
+        keys = found
+    rule = _LOGIC_RULE[logic]
+    return Reason(rule, detail, "activated", rule, {"keys": keys})

@@ -6,7 +6,7 @@ words for a person.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
@@ -16,13 +16,33 @@ from storyloom.knowledge.timed_effects import EntryKey, TimedEffectsState
 Outcome = Literal["activated", "kept", "dropped"]
 
 
+ReasonValue = str | int | float | list[str]
+"""A value of a reason's pattern; a list (of keys) is said as the page's language lists."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reason:
-    """One step of an explanation: a stable rule name and words for a person."""
+    """One step of an explanation: a stable rule name and words for a person; where the
+    words follow a pattern, its name (``term``) and values, for a page to say them in
+    its own language."""
 
     rule: str
     detail: str
     outcome: Outcome
+    term: str = ""
+    values: Mapping[str, ReasonValue] = field(default_factory=dict, hash=False, compare=False)
+
+    def as_record(self) -> dict[str, object]:
+        """The reason as a lore record keeps it (``term`` and ``values`` only when set)."""
+        record: dict[str, object] = {
+            "rule": self.rule,
+            "detail": self.detail,
+            "outcome": self.outcome,
+        }
+        if self.term:
+            record["term"] = self.term
+            record["values"] = dict(self.values)
+        return record
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,13 +16,18 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from storyloom.knowledge.activation_request import SCAN_SOURCES, ActivationRequest
+from storyloom.knowledge.activation_result import ReasonValue
 from storyloom.knowledge.activation_settings import MAX_SCAN_DEPTH
 from storyloom.knowledge.caiu import ScanSource, SecondaryLogic
 from storyloom.knowledge.compiled_entry import CompiledEntry
 from storyloom.knowledge.keyword_matcher import KeywordMatcher, folds_oddly
 
 _SOURCE_ATTR = {source: attr for source, attr, _ in SCAN_SOURCES}
-_SOURCE_LABEL = {source: label for source, _, label in SCAN_SOURCES}
+_SOURCE_LABEL: dict[str, str] = {source: label for source, _, label in SCAN_SOURCES}
+Place = dict[str, ReasonValue]
+"""Where a part of the scan text comes from: ``{"place": "message", "number": 12,
+"speaker": "Alice"}``, ``{"place": "source", "source": "scenario"}``, ``{"place": "extra"}``,
+``{"place": "entry", "entry": name}``, ``{"place": "recursion"}``; see :func:`place_words`."""
 _SNIPPET = 30
 # SillyTavern's WorldInfoBuffer: every part of the scan text starts with \x01.
 _MATCHER = "\x01"
@@ -163,18 +168,18 @@ class ScanBuffer:
         self.fold_odd = True
         self.regex_found = {k: v for k, v in self.regex_found.items() if v}
 
-    def joined_parts(self, e: CompiledEntry, depth: int, chunks: int) -> list[tuple[str, str]]:
+    def joined_parts(self, e: CompiledEntry, depth: int, chunks: int) -> list[tuple[Place, str]]:
         """The parts of the text SillyTavern's ``WorldInfoBuffer.get`` gives ``e``, in its
-        order, as (label, text): the newest ``depth`` messages, the character fields
+        order, as (place, text): the newest ``depth`` messages, the character fields
         ``e`` also scans, the extra texts, then ``chunks`` recursion steps."""
         depth = min(depth, len(self.texts))
-        parts = [(self.message_label(i), self.texts[i]) for i in range(depth)]
+        parts = [(self.message_place(i), self.texts[i]) for i in range(depth)]
         for source in e.also_scan:
             text = self.source_texts.get(source)
             if text:
-                parts.append((f"the {_SOURCE_LABEL[source]}", text))
-        parts.extend(("the extra scanned text", t) for t in self.request.extra_scan_texts if t)
-        parts.extend(("the text of entries activated before", c[0]) for c in self.chunks[:chunks])
+                parts.append(({"place": "source", "source": source}, text))
+        parts.extend(({"place": "extra"}, t) for t in self.request.extra_scan_texts if t)
+        parts.extend(({"place": "recursion"}, c[0]) for c in self.chunks[:chunks])
         return parts
 
     def joined_text(self, e: CompiledEntry, depth: int, chunks: int) -> str:
@@ -299,57 +304,80 @@ class ScanBuffer:
             return recursion and self.recursion_first.get(code, chunks) < chunks
         return True
 
-    def locate(self, code: int, e: CompiledEntry, where: tuple[int, bool, int]) -> str:
-        """Where a key matched, as '"…the red dragon…" in message 12 (Alice)'."""
+    def locate(self, code: int, e: CompiledEntry, where: tuple[int, bool, int]) -> Place:
+        """Where a key matched: its place and the words around it (``snippet``), e.g.
+        ``{"place": "message", "number": 12, "speaker": "Alice", "snippet": "…red dragon…"}``;
+        ``{"place": "scanned"}`` when the words are not found again."""
         depth, recursion, chunks = where
         if code < 0:
             return self._locate_regex(~code, e, depth, chunks if recursion else 0)
         first = self.chat_first.get(code)
-        places: list[tuple[str, str]] = []
+        places: list[tuple[Place, str]] = []
         if first is not None and first < depth:
-            places.append((self.message_label(first), self.texts[first]))
-        places.extend(("the extra scanned text", t) for t in self.request.extra_scan_texts)
+            places.append((self.message_place(first), self.texts[first]))
+        places.extend(({"place": "extra"}, t) for t in self.request.extra_scan_texts)
         for source in e.also_scan:
             if source in self.source_texts:
-                places.append((f"the {_SOURCE_LABEL[source]}", self.source_texts[source]))
+                places.append(({"place": "source", "source": source}, self.source_texts[source]))
         if recursion:
             chunk = self.recursion_first.get(code, -1)
             if 0 <= chunk < chunks:
                 for rank, text in self.chunks[chunk][1]:
-                    places.append((f"the text of entry {self.entries[rank].name}", text))
-        for label, text in places:
+                    places.append(({"place": "entry", "entry": self.entries[rank].name}, text))
+        for place, text in places:
             span = self.matcher.find(code, text)
             if span is not None and not self.matcher.slots[code].case_sensitive:
                 lowered = text.lower()
                 text = lowered if len(lowered) != len(text) else text
             if span is not None:
-                return f'"{_snippet(text, *span)}" in {label}'
-        return "in the scanned text"
+                return {**place, "snippet": _snippet(text, *span)}
+        return {"place": "scanned"}
 
-    def _locate_regex(self, regex_id: int, e: CompiledEntry, depth: int, chunks: int) -> str:
+    def _locate_regex(self, regex_id: int, e: CompiledEntry, depth: int, chunks: int) -> Place:
         """Where a regex matched the joined text: the part its match starts in."""
         parts = self.joined_parts(e, depth, chunks)
         text = _MATCHER + _JOINER.join(t for _, t in parts)
         span = self.matcher.regex_search(regex_id, text)
         if span is None:
-            return "in the scanned text"
+            return {"place": "scanned"}
         offset = len(_MATCHER)
-        for label, part in parts:
+        for place, part in parts:
             end = offset + len(part)
             if span[0] < end + len(_JOINER):
                 start = max(span[0] - offset, 0)
                 stop = min(span[1] - offset, len(part))
-                across = " (and the parts after it)" if span[1] > end else ""
-                return f'"{_snippet(part, start, max(stop, start))}" in {label}{across}'
+                located: Place = {**place, "snippet": _snippet(part, start, max(stop, start))}
+                if span[1] > end:
+                    located["across"] = 1
+                return located
             offset = end + len(_JOINER)
-        return "in the scanned text"
+        return {"place": "scanned"}
 
-    def message_label(self, index: int) -> str:
+    def message_place(self, index: int) -> Place:
         message = self.messages[len(self.messages) - 1 - index]
         number = message.number
         if number is None:
             number = self.chat_length - 1 - index
-        return f"message {number} ({message.name})" if message.name else f"message {number}"
+        return {"place": "message", "number": number, "speaker": message.name or ""}
+
+
+def place_words(at: Place) -> str:
+    """Where a key matched, in English: '"…the red dragon…" in message 12 (Alice)'."""
+    match at["place"]:
+        case "message":
+            where = f"message {at['number']}" + (f" ({at['speaker']})" if at["speaker"] else "")
+        case "source":
+            where = f"the {_SOURCE_LABEL.get(str(at['source']), str(at['source']))}"
+        case "extra":
+            where = "the extra scanned text"
+        case "entry":
+            where = f"the text of entry {at['entry']}"
+        case "recursion":
+            where = "the text of entries activated before"
+        case _:
+            return "in the scanned text"
+    across = " (and the parts after it)" if at.get("across") else ""
+    return f'"{at["snippet"]}" in {where}{across}'
 
 
 def _snippet(text: str, start: int, end: int) -> str:

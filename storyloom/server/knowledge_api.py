@@ -457,8 +457,14 @@ class ActivationTestRequest(BaseModel):
 
 class ReasonOut(BaseModel):
     rule: str
-    detail: str
+    detail: str = Field(description="In English words")
     outcome: str
+    term: str | None = Field(
+        default=None, description="The detail's pattern, for the page's language"
+    )
+    values: dict[str, str | int | float | list[str]] = Field(
+        default_factory=dict, description="The pattern's values: keys, places, numbers"
+    )
 
 
 class ActivatedOut(BaseModel):
@@ -599,7 +605,16 @@ def _kb_name(snap: Snapshot, kb_id: str) -> str:
 
 
 def _reasons(reasons: Sequence[Reason]) -> list[ReasonOut]:
-    return [ReasonOut(rule=r.rule, detail=r.detail, outcome=r.outcome) for r in reasons]
+    return [
+        ReasonOut(
+            rule=r.rule,
+            detail=r.detail,
+            outcome=r.outcome,
+            term=r.term or None,
+            values=dict(r.values),
+        )
+        for r in reasons
+    ]
 
 
 @router.post("/activation/test", response_model=ActivationTestResponse, responses=_ERRORS)

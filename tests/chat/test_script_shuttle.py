@@ -172,6 +172,8 @@ def test_a_block_added_by_a_script_is_custom_and_names_the_script_as_its_source(
         "id": "t.lua",
         "field": None,
         "label": "Script: t.lua",
+        "what": "script",
+        "values": {"name": "t.lua"},
     }
     assert (tail.role, tail.priority, tail.enabled, tail.depth) == ("user", 50, True, None)
     assert out.scripts[0].added == ["weather", "tail"]
@@ -190,6 +192,8 @@ def test_a_removed_block_is_listed_as_cut_by_the_script() -> None:
         "kind": BlockKind.LORE,
         "tokens": 5,
         "reason": "removed by script t.lua",
+        "term": "removed_by_script",
+        "values": {"name": "t.lua"},
     }
     assert out.scripts[0].removed == ["lore:a"]
 

@@ -142,6 +142,38 @@ def test_every_block_names_its_source_for_a_person() -> None:
     assert block(skein, "authorsNote").source.label == "Author's note"
 
 
+def test_every_block_source_says_its_label_as_structure_for_the_page_language() -> None:
+    skein = build_skein(
+        snapshot(
+            settings={"persona": "A bard.", "user_name": "Ann", "authors_note": "Short."},
+            lore=[lore("a", "before_character", kb_name="Eldoria")],
+            summaries=["They met."],
+            rag=[RagHit(id="r1", content="A memory.", score=0.8, source="c0")],
+        ),
+        SkeinOptions(
+            prompts=[PresetPrompt(identifier="nsfw", name="My rules", content="Be bold.")]
+        ),
+    )
+    for item in skein.blocks:
+        assert item.source.what is not None, item.id
+    sources = {b.id: (b.source.what, b.source.values) for b in skein.blocks}
+    # SillyTavern's own name of a built-in prompt is no name the user gave: none is sent.
+    assert sources["main"] == ("preset_prompt", {"prompt": "main", "name": ""})
+    assert sources["nsfw"] == ("preset_prompt", {"prompt": "nsfw", "name": "My rules"})
+    assert block(skein, "nsfw").source.label == "Preset: My rules"
+    assert sources["msg:m1"] == ("message", {"number": 1, "role": "user", "speaker": ""})
+    assert sources["lore:kb/a"] == (
+        "lore",
+        {"book": "Eldoria", "title": "a", "placement": "before_character"},
+    )
+    assert sources["personaDescription"] == ("persona", {"name": "Ann"})
+    assert sources["example:2"] == ("card_example", {"n": 2, "total": 2})
+    assert sources["charDescription"] == ("card_description", {})
+    assert sources["rag:r1"] == ("rag", {"source": "c0", "score": 0.8})
+    assert sources["summary:1"] == ("summary", {"n": 1})
+    assert sources["authorsNote"] == ("authors_note", {})
+
+
 def test_a_lore_block_names_its_book_by_name_and_by_id_only_when_it_has_none() -> None:
     named = lore("a", "before_character", kb_id="kb_7f3a", kb_name="Eldoria")
     skein = build_skein(snapshot(lore=[named, lore("b", "after_character")]))

@@ -283,3 +283,54 @@ def test_extra_scan_texts_are_scanned_like_the_chat() -> None:
     result = scan([entry("note", keywords=["storm"])], ["hello"], extra_scan_texts=["A storm."])
     assert active(result) == {"note"}
     assert "extra scanned text" in result.activated[0].reasons[0].detail
+
+
+def test_a_reason_carries_its_pattern_and_values_for_the_page_language() -> None:
+    character = CharacterContext(name="Seraphina", description="A guardian of the glade.")
+    entries = [
+        entry("dragon", keywords=["dragon"]),
+        entry("rune", keywords=["/ru+ne/"]),
+        entry("glade", keywords=["glade"], also_scan=["character_description"]),
+        entry("rules", constant=True),
+    ]
+    result = scan(entries, ["A red dragon lands.", "A ruune glows."], character=character)
+    reasons = {item.entry_id: item.reasons[0] for item in result.activated}
+    dragon = reasons["dragon"]
+    assert (dragon.term, dict(dragon.values)) == (
+        "key",
+        {
+            "key": "dragon",
+            "place": "message",
+            "number": 0,
+            "speaker": "User",
+            "snippet": "User: A red dragon lands.",
+        },
+    )
+    assert (reasons["rune"].term, reasons["rune"].values["place"]) == ("regex", "message")
+    assert reasons["rune"].values["number"] == 1
+    glade = reasons["glade"]
+    assert (glade.values["place"], glade.values["source"]) == ("source", "character_description")
+    assert (reasons["rules"].term, dict(reasons["rules"].values)) == ("constant", {})
+    # The record a chat keeps has both: the words, and the pattern with its values.
+    assert reasons["rules"].as_record() == {
+        "rule": "constant",
+        "detail": "always active (constant)",
+        "outcome": "activated",
+        "term": "constant",
+        "values": {},
+    }
+
+
+def test_secondary_keys_and_key_groups_send_their_keys_as_a_list() -> None:
+    storm = entry(
+        "storm",
+        keywords=["wind"],
+        secondary_keywords=["rain", "hail"],
+        secondary_logic=SecondaryLogic.AND_ALL,
+    )
+    result = scan([storm], ["wind, rain and hail"])
+    reasons = result.activated[0].reasons
+    assert [(r.term, dict(r.values).get("keys")) for r in reasons][1] == (
+        "secondary_and_all",
+        ["rain", "hail"],
+    )

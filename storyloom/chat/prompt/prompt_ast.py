@@ -144,6 +144,8 @@ def run_prompt_ast(
                         kind=block.kind,
                         tokens=0,
                         reason=f"condition {block.condition!r} is false",
+                        term="condition_false",
+                        values={"condition": block.condition or ""},
                     )
                 )
                 continue

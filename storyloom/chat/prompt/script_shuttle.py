@@ -302,7 +302,7 @@ def apply_script_result(
                 SkeinBlock(
                     id=block_id,
                     kind=BlockKind.CUSTOM,
-                    source=BlockSource(kind="script", id=name, label=f"Script: {name}"),
+                    source=BlockSource.of("script", "script", id=name, name=name),
                     **values,
                 )
             )
@@ -347,6 +347,8 @@ def apply_script_result(
                 kind=block.kind,
                 tokens=block.tokens or 0,
                 reason=f"removed by script {name}",
+                term="removed_by_script",
+                values={"name": name},
             )
             for block in removed
         ),

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from storyloom.chat.prompt.source_label import SourceValue, SourceWhat, english_label
 from storyloom.chat.store.snapshot import LoreRecord
 
 
@@ -37,28 +38,59 @@ class BlockKind(StrEnum):
 BlockRole = Literal["system", "user", "assistant"]
 
 
+SourceKind = Literal[
+    "character",
+    "persona",
+    "preset",
+    "lore",
+    "message",
+    "summary",
+    "rag",
+    "director",
+    "background",
+    "conversation",
+    "workflow",
+    "script",  # added by a chat:Script node; ``id`` is the script's name
+]
+
+
 class BlockSource(BaseModel):
     """Where a block came from, for the prompt inspector."""
 
     model_config = ConfigDict(extra="allow")
 
-    kind: Literal[
-        "character",
-        "persona",
-        "preset",
-        "lore",
-        "message",
-        "summary",
-        "rag",
-        "director",
-        "background",
-        "conversation",
-        "workflow",
-        "script",  # added by a chat:Script node; ``id`` is the script's name
-    ]
+    kind: SourceKind
     id: str | None = Field(default=None, description="Message id, 'kb_id/entry_id', preset id")
     field: str | None = Field(default=None, description="Card or preset field, prompt id")
     label: str = Field(default="", description="Words for a person: 'Card: description'")
+    what: SourceWhat | None = Field(
+        default=None,
+        description="The label's kind, for the web app to say it in the page's language "
+        "(None: a block a custom pipeline or script made; its label is all there is)",
+    )
+    values: dict[str, SourceValue] = Field(
+        default_factory=dict, description="The label's values: names, numbers, ids"
+    )
+
+    @classmethod
+    def of(
+        cls,
+        kind: SourceKind,
+        what: SourceWhat,
+        *,
+        id: str | None = None,
+        field: str | None = None,
+        **values: SourceValue,
+    ) -> BlockSource:
+        """A source whose English label is made from its kind of label and values."""
+        return cls(
+            kind=kind,
+            id=id,
+            field=field,
+            label=english_label(what, values),
+            what=what,
+            values=values,
+        )
 
 
 class SkeinBlock(BaseModel):
@@ -94,7 +126,13 @@ class CutBlock(BaseModel):
     id: str
     kind: BlockKind
     tokens: int = Field(description="Tokens removed")
-    reason: str
+    reason: str = Field(description="Why, in English words")
+    term: (
+        Literal["over_budget", "beyond_context", "removed_by_script", "condition_false"] | None
+    ) = Field(default=None, description="Why, for the web app to say in the page's language")
+    values: dict[str, SourceValue] = Field(
+        default_factory=dict, description="The reason's numbers: budget, priority, count"
+    )
 
 
 class ScriptRun(BaseModel):

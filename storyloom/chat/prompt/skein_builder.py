@@ -43,6 +43,7 @@ from storyloom.chat.prompt.skein import (
     Skein,
     SkeinBlock,
 )
+from storyloom.chat.prompt.source_label import PROMPT_NAMES, SourceWhat
 from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage, LoreHit
 from storyloom.knowledge.caiu import Placement
 
@@ -121,21 +122,6 @@ DEFAULT_IMPERSONATION_PROMPT = (
     "system. Don't describe actions of {{char}}.]"
 )
 
-_PROMPT_NAMES = {
-    "main": "Main Prompt",
-    "nsfw": "Auxiliary Prompt",
-    "jailbreak": "Post-History Instructions",
-    "enhanceDefinitions": "Enhance Definitions",
-    "worldInfoBefore": "World Info (before)",
-    "worldInfoAfter": "World Info (after)",
-    "personaDescription": "Persona Description",
-    "charDescription": "Char Description",
-    "charPersonality": "Char Personality",
-    "scenario": "Scenario",
-    "dialogueExamples": "Chat Examples",
-    "chatHistory": "Chat History",
-}
-
 DEFAULT_PROMPTS: tuple[PresetPrompt, ...] = (
     PresetPrompt(
         identifier="main", name="Main Prompt", system_prompt=True, content=DEFAULT_MAIN_PROMPT
@@ -149,7 +135,7 @@ DEFAULT_PROMPTS: tuple[PresetPrompt, ...] = (
         content=DEFAULT_ENHANCE_DEFINITIONS,
     ),
     *(
-        PresetPrompt(identifier=marker, name=_PROMPT_NAMES[marker], system_prompt=True, marker=True)
+        PresetPrompt(identifier=marker, name=PROMPT_NAMES[marker], system_prompt=True, marker=True)
         for marker in MARKERS
     ),
 )
@@ -317,18 +303,17 @@ def _lore_block(hit: LoreHit, group: str | None, group_format: str | None) -> Sk
         kind=BlockKind.LORE,
         role="system",
         content=hit.content,
-        source=BlockSource(
-            kind="lore",
+        source=BlockSource.of(
+            "lore",
+            "lore",
             id=f"{hit.kb_id}/{hit.entry_id}",
             field=hit.placement,
             # The inspector names a book by its name, never its id (an old snapshot's hit
             # has no name: its id is all there is).
-            label=(
-                f"Lore: {hit.kb_name or hit.kb_id} / {hit.title or hit.entry_id}"
-                f" ({hit.placement.replace('_', ' ')})"
-            ),
-            kb_name=hit.kb_name or hit.kb_id,
-        ),
+            book=hit.kb_name or hit.kb_id,
+            title=hit.title or hit.entry_id,
+            placement=hit.placement,
+        ).model_copy(update={"kb_name": hit.kb_name or hit.kb_id}),
         priority=lore_priority(hit.priority),
         **extra,
     )
@@ -416,6 +401,8 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
                 tokens=0,
                 reason=f"{snapshot.history_omitted} older message(s) lie beyond the "
                 "model's context window",
+                term="beyond_context",
+                values={"count": snapshot.history_omitted},
             )
         )
     return Skein(
@@ -467,12 +454,15 @@ def _custom_block(prompt: PresetPrompt) -> SkeinBlock:
         kind=kind,
         role=prompt.role,
         content=prompt.content,
-        source=BlockSource(
-            kind="preset",
+        source=BlockSource.of(
+            "preset",
+            "preset_prompt",
             id=prompt.identifier,
             field="prompts",
-            label="Preset: "
-            + (prompt.name or _PROMPT_NAMES.get(prompt.identifier, prompt.identifier)),
+            prompt=prompt.identifier,
+            # SillyTavern's own name of a built-in prompt is no name the user gave: the
+            # web app says it in the page's language.
+            name="" if prompt.name == PROMPT_NAMES.get(prompt.identifier) else prompt.name,
         ),
         priority=FULL,
         condition=prompt.condition,
@@ -493,7 +483,7 @@ def _add_card(
         kind: BlockKind,
         text: str,
         field_name: str,
-        label: str,
+        what: SourceWhat,
         source: BlockSource | None = None,
     ) -> SkeinBlock:
         return SkeinBlock(
@@ -502,23 +492,22 @@ def _add_card(
             role="system",
             content=text,
             source=source
-            or BlockSource(
-                kind="character", id=character.source_preset, field=field_name, label=label
-            ),
+            or BlockSource.of("character", what, id=character.source_preset, field=field_name),
             priority=FULL,
         )
 
     # Main prompt and post-history instructions: the card's own replace the preset's
     # (SillyTavern's "prefer character card prompt"), {{original}} being the preset's.
-    for identifier, card_field, prefer, label in (
-        ("main", "system_prompt", options.prefer_character_prompt, "Card: system prompt"),
+    card_prompts: tuple[tuple[str, str, bool, SourceWhat], ...] = (
+        ("main", "system_prompt", options.prefer_character_prompt, "card_system_prompt"),
         (
             "jailbreak",
             "post_history_instructions",
             options.prefer_character_jailbreak,
-            "Card: post-history instructions",
+            "card_post_history",
         ),
-    ):
+    )
+    for identifier, card_field, prefer, what in card_prompts:
         prompt = prompts.get(identifier)
         if prompt is None:
             continue
@@ -528,8 +517,8 @@ def _add_card(
             block = block.model_copy(
                 update={
                     "content": override,
-                    "source": BlockSource(
-                        kind="character", id=character.source_preset, field=card_field, label=label
+                    "source": BlockSource.of(
+                        "character", what, id=character.source_preset, field=card_field
                     ),
                     "original": prompt.content,
                 }
@@ -546,7 +535,7 @@ def _add_card(
                 BlockKind.CHARACTER,
                 description,
                 "description",
-                "Card: description",
+                "card_description",
             ),
         )
     elif character.base_persona.strip():
@@ -557,7 +546,7 @@ def _add_card(
                 BlockKind.CHARACTER,
                 character.base_persona,
                 "base_persona",
-                "Character: base persona",
+                "character_base_persona",
             ),
         )
     if character.evolved_persona.strip():
@@ -568,7 +557,7 @@ def _add_card(
                 BlockKind.CHARACTER,
                 character.evolved_persona,
                 "evolved_persona",
-                "Character: evolved persona (updated memory)",
+                "character_evolved_persona",
             ),
         )
 
@@ -578,7 +567,7 @@ def _add_card(
         layout.add(
             "charPersonality",
             card_block(
-                "charPersonality", BlockKind.CHARACTER, text, "personality", "Card: personality"
+                "charPersonality", BlockKind.CHARACTER, text, "personality", "card_personality"
             ),
         )
 
@@ -587,18 +576,26 @@ def _add_card(
         text = _format(options.scenario_format, "scenario", scenario)
         layout.add(
             "scenario",
-            card_block("scenario", BlockKind.SCENARIO, text, "scenario", "Card: scenario"),
+            card_block("scenario", BlockKind.SCENARIO, text, "scenario", "card_scenario"),
         )
     background = snapshot.background
     if background is not None and background.world_setting.strip():
-        label = f"Background: {background.name or 'world setting'}"
-        source = BlockSource(
-            kind="background", id=background.source_preset, field="world_setting", label=label
+        source = BlockSource.of(
+            "background",
+            "background",
+            id=background.source_preset,
+            field="world_setting",
+            name=background.name,
         )
         layout.add(
             "scenario",
             card_block(
-                "worldSetting", BlockKind.SCENARIO, background.world_setting, "", "", source
+                "worldSetting",
+                BlockKind.SCENARIO,
+                background.world_setting,
+                "",
+                "background",
+                source,
             ),
         )
 
@@ -611,8 +608,8 @@ def _add_card(
                 kind=BlockKind.PERSONA,
                 role="system",
                 content=persona,
-                source=BlockSource(
-                    kind="persona", field="persona", label=f"Persona: {snapshot.settings.user_name}"
+                source=BlockSource.of(
+                    "persona", "persona", field="persona", name=snapshot.settings.user_name
                 ),
                 priority=FULL,
             ),
@@ -676,10 +673,12 @@ def _add_examples(
                 kind=BlockKind.EXAMPLES,
                 role="system",
                 content=dialogue,
-                source=BlockSource(
-                    kind="character",
+                source=BlockSource.of(
+                    "character",
+                    "card_example",
                     field="mes_example",
-                    label=f"Card: example dialogue {n + 1} of {len(dialogues)}",
+                    n=n + 1,
+                    total=len(dialogues),
                 ),
                 priority=priority,
                 header=options.new_example_chat_prompt,
@@ -692,13 +691,17 @@ def _add_examples(
         layout.add("dialogueExamples", *blocks)
 
 
-def _history_label(index: int, message: HistoryMessage) -> str:
-    who = (
-        message.name or {"user": "user", "assistant": "character", "system": "system"}[message.role]
-    )
+def _history_source(index: int, message: HistoryMessage) -> BlockSource:
     # Numbered as the chat (#n) and the lore reasons number it: its place in the whole chat.
     number = message.number if message.number is not None else index
-    return f"Message {number} ({who})"
+    return BlockSource.of(
+        "message",
+        "message",
+        id=message.id,
+        number=number,
+        role=message.role,
+        speaker=message.name,
+    )
 
 
 def _with_tool_results(message: HistoryMessage) -> str:
@@ -721,9 +724,7 @@ def _add_history(
                 kind=BlockKind.SYSTEM,
                 role="system",
                 content=options.new_chat_prompt,
-                source=BlockSource(
-                    kind="preset", field="new_chat_prompt", label="Preset: new chat prompt"
-                ),
+                source=BlockSource.of("preset", "preset_new_chat", field="new_chat_prompt"),
                 priority=FULL,
                 squash=False,
             )
@@ -738,9 +739,7 @@ def _add_history(
                 kind=BlockKind.HISTORY,
                 role=message.role,
                 content=_with_tool_results(message),
-                source=BlockSource(
-                    kind="message", id=message.id, label=_history_label(index, message)
-                ),
+                source=_history_source(index, message),
                 priority=FULL if keep else history_priority(distance),
                 message_id=message.id,
                 name=message.name or None,
@@ -753,8 +752,8 @@ def _add_history(
                 kind=BlockKind.SYSTEM,
                 role="system",
                 content=options.continue_nudge_prompt,
-                source=BlockSource(
-                    kind="preset", field="continue_nudge_prompt", label="Preset: continue nudge"
+                source=BlockSource.of(
+                    "preset", "preset_continue_nudge", field="continue_nudge_prompt"
                 ),
                 priority=FULL,
             )
@@ -766,10 +765,8 @@ def _add_history(
                 kind=BlockKind.SYSTEM,
                 role="system",
                 content=options.impersonation_prompt,
-                source=BlockSource(
-                    kind="preset",
-                    field="impersonation_prompt",
-                    label="Preset: impersonation prompt",
+                source=BlockSource.of(
+                    "preset", "preset_impersonation", field="impersonation_prompt"
                 ),
                 priority=FULL,
             )
@@ -795,9 +792,7 @@ def _add_in_chat_extensions(
                 kind=BlockKind.AUTHORS_NOTE,
                 role="system",
                 content=settings.authors_note,
-                source=BlockSource(
-                    kind="conversation", field="authors_note", label="Author's note"
-                ),
+                source=BlockSource.of("conversation", "authors_note", field="authors_note"),
                 priority=_AUTHORS_NOTE_PRIORITY,
                 depth=note_depth,
             )
@@ -821,11 +816,12 @@ def _add_in_chat_extensions(
                 kind=BlockKind.CHARACTER,
                 role=role,
                 content=text,
-                source=BlockSource(
-                    kind="character",
+                source=BlockSource.of(
+                    "character",
+                    "card_character_note",
                     id=member or snapshot.character.source_preset,
                     field="extensions.depth_prompt",
-                    label=f"Card: character note ({member})" if member else "Card: character note",
+                    member=member,
                 ),
                 priority=_DIRECTOR_PRIORITY,
                 depth=depth,
@@ -843,11 +839,12 @@ def _add_in_chat_extensions(
                     kind=BlockKind.DIRECTOR,
                     role="system",
                     content=guidance,
-                    source=BlockSource(
-                        kind="director",
+                    source=BlockSource.of(
+                        "director",
+                        "director",
                         id=snapshot.background.source_preset if snapshot.background else None,
                         field="story_outline",
-                        label=f"Director: outline point {plot.current_plot_index}",
+                        point=plot.current_plot_index,
                     ),
                     priority=_DIRECTOR_PRIORITY,
                     depth=options.director_depth,
@@ -855,10 +852,10 @@ def _add_in_chat_extensions(
             )
 
 
-_FORMAT_SOURCES: dict[str, tuple[Literal["conversation", "character"], str, str]] = {
-    "builtin": ("conversation", "settings.format_guide", "Format guide (built in)"),
-    "chat": ("conversation", "settings.format_guide_text", "Format guide (this chat's)"),
-    "card": ("character", "extensions.storyloom.format_guide", "Format guide (the card's)"),
+_FORMAT_SOURCES: dict[str, tuple[Literal["conversation", "character"], str, SourceWhat]] = {
+    "builtin": ("conversation", "settings.format_guide", "format_guide_builtin"),
+    "chat": ("conversation", "settings.format_guide_text", "format_guide_chat"),
+    "card": ("character", "extensions.storyloom.format_guide", "format_guide_card"),
 }
 
 
@@ -868,18 +865,18 @@ def _add_format_guide(layout: _Layout, snapshot: ContextSnapshot) -> None:
     guide = format_guide(snapshot)
     if guide is None:
         return
-    kind, field_name, label = _FORMAT_SOURCES[guide.origin]
+    kind, field_name, what = _FORMAT_SOURCES[guide.origin]
     layout.in_chat.append(
         SkeinBlock(
             id="formatGuide",
             kind=BlockKind.FORMAT,
             role="system",
             content=guide.text,
-            source=BlockSource(
-                kind=kind,
+            source=BlockSource.of(
+                kind,
+                what,
                 id=snapshot.character.source_preset if kind == "character" else None,
                 field=field_name,
-                label=label,
             ),
             priority=_DIRECTOR_PRIORITY,
             depth=FORMAT_GUIDE_DEPTH,
@@ -897,7 +894,7 @@ def _add_memories(layout: _Layout, snapshot: ContextSnapshot, options: SkeinOpti
                 kind=BlockKind.SUMMARY,
                 role="system",
                 content=summary,
-                source=BlockSource(kind="summary", label=f"Summary point {n + 1}"),
+                source=BlockSource.of("summary", "summary", n=n + 1),
                 priority=_SUMMARY_PRIORITY,
                 group="summary",
                 group_format=options.summary_format or "{0}",
@@ -912,11 +909,8 @@ def _add_memories(layout: _Layout, snapshot: ContextSnapshot, options: SkeinOpti
                 kind=BlockKind.RAG,
                 role="system",
                 content=hit.content,
-                source=BlockSource(
-                    kind="rag",
-                    id=hit.id,
-                    field=hit.source,
-                    label=f"Memory from {hit.source} (score {hit.score:.2f})",
+                source=BlockSource.of(
+                    "rag", "rag", id=hit.id, field=hit.source, source=hit.source, score=hit.score
                 ),
                 priority=max(_HISTORY_TOP + 1, _RAG_PRIORITY - rank),
                 group="rag",

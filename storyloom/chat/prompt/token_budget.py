@@ -91,6 +91,8 @@ def apply_budget(
                 kind=block.kind,
                 tokens=tokens,
                 reason=f"over the budget of {budget} tokens; lowest priority left ({priority})",
+                term="over_budget",
+                values={"budget": budget, "priority": priority},
             )
         )
         if block.kind is BlockKind.LORE and block.source.id:

@@ -162,7 +162,7 @@ def character_context(
 
 
 def _reasons(reasons: Sequence[Reason]) -> list[dict[str, Any]]:
-    return [{"rule": r.rule, "detail": r.detail, "outcome": r.outcome} for r in reasons]
+    return [r.as_record() for r in reasons]
 
 
 def lore_of(

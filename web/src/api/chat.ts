@@ -151,7 +151,11 @@ export interface BlockSource {
   kind: string
   id?: string | null
   field?: string | null
+  /** In English words; the web app says `what` + `values` in the page's language. */
   label?: string
+  /** The label's kind (storyloom/chat/prompt/source_label.py SourceWhat). */
+  what?: string | null
+  values?: Record<string, string | number> | null
   [extra: string]: unknown
 }
 
@@ -178,6 +182,10 @@ export interface LoreReason {
   rule?: string
   detail?: string
   outcome?: string
+  /** The detail's pattern and values, for the page's language (Reason.term); a list is
+   * of keys. */
+  term?: string
+  values?: Record<string, string | number | string[]> | null
   [extra: string]: unknown
 }
 
@@ -197,6 +205,8 @@ export interface CutBlock {
   kind: string
   tokens: number
   reason: string
+  term?: string | null
+  values?: Record<string, string | number> | null
 }
 
 export interface PromptMessage {

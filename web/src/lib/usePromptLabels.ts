@@ -1,0 +1,32 @@
+// The prompt inspector's labels (promptLabels.ts) bound to the page's language.
+import { useI18n } from 'vue-i18n'
+import { htmlLang, type Locale } from '../i18n'
+import {
+  cutText,
+  formatNumber,
+  promptName,
+  reasonText,
+  ruleText,
+  sourceText,
+  type LabelVocabulary,
+  type StructuredCut,
+  type StructuredReason,
+  type StructuredSource,
+} from './promptLabels'
+
+export function usePromptLabels() {
+  const { t, te, locale } = useI18n()
+  const vocabulary = (): LabelVocabulary => ({
+    t: (key, values) => t(key, values ?? {}),
+    te: (key) => te(key),
+    tag: htmlLang(locale.value as Locale),
+  })
+  return {
+    source: (s: StructuredSource) => sourceText(s, vocabulary()),
+    reason: (r: StructuredReason) => reasonText(r, vocabulary()),
+    rule: (rule: string | undefined) => ruleText(rule, vocabulary()),
+    cut: (c: StructuredCut) => cutText(c, vocabulary()),
+    number: (n: number) => formatNumber(n, vocabulary().tag),
+    promptName: (p: { identifier: string; name?: string | null }) => promptName(p, vocabulary()),
+  }
+}
