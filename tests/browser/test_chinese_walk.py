@@ -193,12 +193,21 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
 
     def check(where: str) -> None:
         problems.extend(f"[{size}] {where}: {p}" for p in english_on(page))
+        # The screenshots' other promise: nothing runs off the side of the window.
+        wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        if wide > 0:
+            problems.append(f"[{size}] {where}: scrolls sideways by {wide} px")
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     page.goto(server.url + f"chat/{ids['chat']}")
     expect(messages(page)).to_have_count(5)
     expect(page.locator("html")).to_have_attribute("lang", "zh-CN")
     check("chat")
+    composer = page.locator(tid("chat-input")).bounding_box()
+    assert composer is not None
+    height = page.evaluate("window.innerHeight")
+    if composer["y"] < 0 or composer["y"] + composer["height"] > height:
+        problems.append(f"[{size}] chat: the message box is out of view (y={composer['y']:.0f})")
     page.screenshot(path=str(RESULTS_DIR / f"zh-chat-{size}.png"))
 
     reply = messages(page).last
@@ -222,6 +231,7 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
         "state": f"{tid('chat-state-panel')} h3",
         "settings": tid("chat-settings-title"),
         "manager": f"{tid('chat-prompt-manager')} .pm-name",
+        "lore": f"{tid('chat-lore')} li",
     }
     for tab, shown in panels.items():
         side(page, tab)
