@@ -190,6 +190,11 @@ def test_a_groups_import_asks_about_a_member_card_here_before_writing(
     assert asked.status_code == 409, asked.text
     assert asked.json()["conflict"]["character_id"] == here["id"]
     assert conversations(api) == [] and characters(api) == [here] and bases(api) == books
+    # The very same card "used as it is": the member is the character here.
+    same = group_import(api, on_conflict="update")
+    assert same.status_code == 201, same.text
+    assert same.json()["members"]["Seraphina.png"] == here["id"]
+    assert [c["id"] for c in characters(api)] == [here["id"]] and bases(api) == books
     both = group_import(api, on_conflict="keep_both")
     assert both.status_code == 201, both.text
     assert len(characters(api)) == 2

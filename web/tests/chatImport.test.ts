@@ -5,6 +5,7 @@ import { flushPromises, mount, RouterLinkStub } from '@vue/test-utils'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { routerKey } from 'vue-router'
 import NewChatForm from '../src/components/chat/NewChatForm.vue'
+import NewGroupForm from '../src/components/chat/NewGroupForm.vue'
 import ImportPanel from '../src/components/knowledge/ImportPanel.vue'
 import { makeI18n } from '../src/i18n'
 
@@ -71,6 +72,29 @@ describe('the new-chat form', () => {
     expect((last.body as FormData).get('on_conflict')).toBe('update')
     expect(w.emitted('created')).toEqual([['c8']])
     expect(w.find(q('card-conflict')).exists()).toBe(false)
+  })
+})
+
+describe('the new-group form', () => {
+  it('asks about a member card here already; the very same card can be the one here', async () => {
+    const w = mount(NewGroupForm, { global: { plugins: [makeI18n('en')] } })
+    await flushPromises()
+    answer = { error: { message: 'already', problems: [] }, conflict: { ...conflict, sameness: 'identical' } }
+    status = 409
+    const files = [new File(['{"members":["Seraphina.png"]}'], '1.json'), new File([''], '1.jsonl'), new File(['PNG'], 'Seraphina.png')]
+    const input = w.find(q('group-import-files'))
+    Object.defineProperty(input.element, 'files', { value: files, configurable: true })
+    await input.trigger('change')
+    await flushPromises()
+    const dialog = w.find(q('card-conflict'))
+    expect(dialog.text()).toContain('Seraphina.png is the very card Seraphina was imported from')
+    expect(w.find(q('card-conflict-open')).text()).toBe('Use the one here')
+    answer = { conversation: { id: 'g1' }, messages: 1, siblings: 0, members: {}, warnings: [] }
+    await w.find(q('card-conflict-open')).trigger('click')
+    await flushPromises()
+    const imports = sent.filter((r) => r.url === '/api/groups/import').map((r) => (r.body as FormData).get('on_conflict'))
+    expect(imports).toEqual(['ask', 'update'])
+    expect(w.emitted('created')).toEqual([['g1']])
   })
 })
 
