@@ -73,24 +73,41 @@ def import_(
     keep_both: Annotated[
         bool,
         typer.Option(
-            "--keep-both", help="Store a book even when a KB here already has its entries."
+            "--keep-both",
+            help="Store a book even when a KB here already has its entries, and a card even "
+            "when it is a character here already (a second character).",
+        ),
+    ] = False,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update", help="A card that is a character here: make it a new version of it."
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     home: HomeOption = None,
 ) -> None:
     """Import a SillyTavern file or a knowledge package; print what was made. A book whose
-    entries a KB here already has is reported, not stored again (unless --keep-both)."""
+    entries a KB here already has is reported, not stored again (unless --keep-both). A
+    card that is a character here already writes nothing: the very same card is said to
+    be in the library; a changed one needs --update or --keep-both."""
+    from storyloom.chat.personalab.card_reimport import CardExists, CardReimport, OnConflict
+    from storyloom.chat.personalab.library import PresetLibrary
     from storyloom.core.settings import SettingsStore
     from storyloom.knowledge.global_library import GLOBAL_DIR, global_folders, scan_global_folders
     from storyloom.project.knowledge_import import import_knowledge_file
     from storyloom.project.project_knowledge import open_project_knowledge
     from storyloom.store.database import Database
 
+    if keep_both and update:
+        raise fail("--update and --keep-both are two answers; give one")
     data_dir = ensure_home(resolve_home(home))
     settings = SettingsStore(data_dir).load().effective
     project_dir = project_or_cwd(project)
     folders = global_folders(data_dir, settings.knowledge.global_folders)
+    # A card's character goes to the project, else beside the global books.
+    library = PresetLibrary(project_dir if project_dir is not None else data_dir)
+    on_conflict: OnConflict = "update" if update else "keep_both" if keep_both else "ask"
     try:
         if project_dir is not None:
             existing = open_project_knowledge(project_dir, folders).catalog.knowledge_bases()
@@ -110,7 +127,21 @@ def import_(
             chat_importer=_chat_importer(database, project, data_dir),
             existing=existing,
             on_duplicate="keep_both" if keep_both else "keep_existing",
+            card_home=CardReimport(library, on_conflict),
         )
+    except CardExists as exc:
+        match = exc.match
+        if match.sameness == "identical":
+            typer.echo(
+                f"{file}: already in your library as {match.name!r} ({match.character_id}); "
+                "nothing imported (--keep-both makes a second character)"
+            )
+            return
+        raise fail(
+            f"{file}: a changed card of {match.name!r} ({match.character_id}), which is in "
+            "your library already; nothing imported. Import it again with --update (a new "
+            "version of it) or --keep-both (a second character)"
+        ) from None
     except (StoryloomError, OSError) as exc:
         raise fail(exc) from None
     finally:
@@ -131,7 +162,8 @@ def import_(
             f"(kb_id {duplicate.existing_kb_id}): {kept}"
         )
     if summary.character:
-        typer.echo(f"  character {summary.character!r} -> {summary.character_file}")
+        made = "updated" if summary.character_updated else "->"
+        typer.echo(f"  character {summary.character!r} {made} {summary.character_file}")
     if summary.conversation_id:
         typer.echo(
             f"  chat of {summary.chat_messages} messages -> conversation {summary.conversation_id}"

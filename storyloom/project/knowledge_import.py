@@ -21,6 +21,11 @@ when its book was already here: the same entries, the world its ``extensions.wor
 names, or the same lore (:func:`~storyloom.knowledge.same_book.card_book_here`: a world
 file and the card's copy of it are one book). Importing a card twice, or a card beside
 the world it came with, does not store its book twice. A card without a book makes no KB.
+
+A card that is a character here already: the caller hands in a :class:`CardHome` (the chat
+layer's ``card_reimport`` decides, for every door that imports a card), which is asked
+before anything is written whether the card becomes a new character, a new version of
+one here, or stops the import (the user has not chosen yet).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import zipfile
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
 from storyloom.knowledge.activation import ActivationEngine
@@ -58,6 +63,7 @@ from storyloom.project.project_knowledge import (
     register_local_folder,
     register_local_folders,
 )
+from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.charx import ZIP_MEMBER_ERRORS
 from storyloom.sillytavern.chat_log import ChatLog
 from storyloom.sillytavern.untrusted_json import loads_untrusted
@@ -73,6 +79,27 @@ ChatImporter = Callable[[ChatLog, str], str]
 """Makes a parsed chat a conversation: (chat, title; "" names it from the chat) → the new
 conversation's id."""
 OnDuplicate = Literal["keep_existing", "keep_both"]
+
+
+class CardHome(Protocol):
+    """Where an imported card goes when a character here may already be that card."""
+
+    def place(self, card: CharacterDefinition) -> str | None:
+        """Before anything is written: the id of the character here that ``card`` becomes
+        a new version of, or None for a new character. Raising stops the import."""
+        ...
+
+    def update(
+        self,
+        character_id: str,
+        card: CharacterDefinition,
+        book_id: str | None,
+        existing: Sequence[KnowledgeBase],
+    ) -> None:
+        """Write ``card`` as the new version of ``character_id``, once its book is stored:
+        ``book_id`` is the card's book here (None: it has none); ``existing`` the KBs that
+        were here before the import."""
+        ...
 
 
 @dataclass
@@ -102,6 +129,8 @@ class ImportSummary:
     created: list[CreatedKnowledgeBase] = field(default_factory=list)
     character: str | None = None
     character_file: str | None = None
+    character_updated: bool = False
+    """The card became a new version of the character at ``character_file``."""
     chat_file: str | None = None
     chat_messages: int = 0
     conversation_id: str | None = None
@@ -159,6 +188,7 @@ def import_knowledge_file(
     chat_importer: ChatImporter | None = None,
     existing: Sequence[KnowledgeBase] = (),
     on_duplicate: OnDuplicate = "keep_existing",
+    card_home: CardHome | None = None,
 ) -> ImportSummary:
     """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a ``.ctkbz``).
 
@@ -166,12 +196,18 @@ def import_knowledge_file(
     then written aside and moved into place together (:mod:`import_staging`), and a
     failure leaves the project (or the global folder) as it was. ``existing``: the KBs
     already here, which a book of the file may duplicate (see the module's docstring).
+    ``card_home``: asked where a card goes (without one, a card is always a new character).
     """
     if path.suffix.lower() == PACKAGE_SUFFIX:
         return _import_package(path, project_dir, global_folder, database, available_model_ids)
     if project_dir is not None:
         load_project(project_dir)  # refuse before anything else when project.json is broken
     result = import_sillytavern(path)
+    updated_id = (
+        card_home.place(result.character)
+        if card_home is not None and result.character is not None
+        else None
+    )
     summary = ImportSummary(source=str(path), kind=result.kind, warnings=list(result.warnings))
     base_dir = project_dir or global_folder.parent
     staged = StagedImport(base_dir, path)
@@ -211,7 +247,11 @@ def import_knowledge_file(
         staged.add_folder(folder, _kb_files(kb, path, f"knowledge base {number + 1}"))
         local_folders.append((folder, kb.kb_displayName))
         summary.created.append(_created(kb, folder))
-    if result.character is not None:
+    if result.character is not None and updated_id is not None:
+        summary.character = result.character.name
+        summary.character_file = str(base_dir / PRESETS_DIR / f"{updated_id}.json")
+        summary.character_updated = True
+    elif result.character is not None:
         # The card's own book is bound to its character, as SillyTavern links it.
         result.character.knowledge_bases = [book_id] if book_id is not None else []
         base = base_dir / PRESETS_DIR
@@ -248,6 +288,8 @@ def import_knowledge_file(
             register_local_folders(project_dir, local_folders)
 
     staged.commit(register)
+    if card_home is not None and result.character is not None and updated_id is not None:
+        card_home.update(updated_id, result.character, book_id, existing)
     if result.chat is not None and chat_importer is not None:
         summary.conversation_id = chat_importer(result.chat, "")
         summary.chat_messages = len(result.chat.messages)

@@ -71,6 +71,7 @@ from storyloom.knowledge.variables import lookup_variable, placeholders
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokenizers import counter_for
 from storyloom.project.knowledge_import import (
+    CardHome,
     ChatImporter,
     DuplicateKnowledgeBase,
     OnDuplicate,
@@ -127,6 +128,7 @@ class ImportOutcome:
     created: list[LoadedKB]
     character: str | None = None
     character_file: Path | None = None
+    character_updated: bool = False
     conversation_id: str | None = None
     warnings: list[str] = field(default_factory=list)
     duplicates: list[DuplicateKnowledgeBase] = field(default_factory=list)
@@ -755,6 +757,7 @@ class KnowledgeService:
         *,
         chat_importer: ChatImporter | None = None,
         on_duplicate: OnDuplicate = "keep_existing",
+        card_home: CardHome | None = None,
     ) -> ImportOutcome:
         """Store an uploaded SillyTavern file or ``.ctkbz`` package as new KBs; a book
         whose entries a KB here already has is stored again only with ``keep_both``.
@@ -762,7 +765,9 @@ class KnowledgeService:
         ``upload`` sits alone in a temporary folder; it takes the uploaded file's name
         there, since the importers report problems by file name and read the suffix.
         A SillyTavern chat becomes a conversation through ``chat_importer``, which the
-        caller builds: the chat engine sits a layer above this one.
+        caller builds: the chat engine sits a layer above this one. ``card_home`` decides
+        where a card goes when it may be a character here already (see
+        :func:`import_knowledge_file`).
         """
         named = upload.with_name(filename if filename not in {"", ".", ".."} else "upload")
         upload.rename(named)
@@ -777,6 +782,7 @@ class KnowledgeService:
                 chat_importer=chat_importer,
                 existing=self.snapshot().knowledge.catalog.knowledge_bases(),
                 on_duplicate=on_duplicate,
+                card_home=card_home,
             )
             snap = self.reload()
         return ImportOutcome(
@@ -784,6 +790,7 @@ class KnowledgeService:
             [snap.require(created.kb_id) for created in summary.created],
             character=summary.character,
             character_file=Path(summary.character_file) if summary.character_file else None,
+            character_updated=summary.character_updated,
             conversation_id=summary.conversation_id,
             warnings=summary.warnings,
             duplicates=summary.duplicates,

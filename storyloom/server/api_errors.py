@@ -191,9 +191,12 @@ def field_errors(what: str, field: str) -> Iterator[None]:
 @contextmanager
 def upload_errors(filename: str, saved_as: Path | None = None) -> Iterator[None]:
     """Anything wrong with an uploaded file is a 422 that names the file as the user
-    knows it: the temporary copy it was saved as (``saved_as``) means nothing to them."""
+    knows it: the temporary copy it was saved as (``saved_as``) means nothing to them. A
+    card that is a character here already stays the 409 that asks the user."""
     try:
         yield
+    except CardExists:
+        raise
     except FileFormatError as exc:
         message = "; ".join(str(p) for p in exc.problems) or "unreadable"
         raise InvalidInput(f"{filename}: {message}", exc.problems) from None

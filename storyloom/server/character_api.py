@@ -27,20 +27,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.agent_consent import AgentConsents, CharacterAgent
 from storyloom.chat.personalab.card_export import card_charx, card_json, card_png
-from storyloom.chat.personalab.card_reimport import (
-    CardExists,
-    character_of_card,
-    update_from_card,
-)
+from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict
 from storyloom.chat.personalab.library import CharacterListing, PresetLibrary
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
 from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.knowledge.card_knowledge import CHARACTER_DEFINITION, character_tag
-from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.knowledge_base import KnowledgeBase
-from storyloom.knowledge.st_import import ImportResult, import_sillytavern_bytes
-from storyloom.project.knowledge_import import card_book_in
+from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.project.project_file import folder_slug
 from storyloom.server.api_errors import (
     CardConflictBody,
@@ -170,9 +164,6 @@ class AgentAnswer(BaseModel):
         description="The agent profile the character answers with (the card's suggestion "
         "or another); None: no agent, and the page stops asking"
     )
-
-
-OnConflict = Literal["ask", "update", "keep_both"]
 
 
 class CardImport(BaseModel):
@@ -305,44 +296,6 @@ def create_character(request: Request, body: NewCharacter) -> CreatedCharacter:
     return CreatedCharacter(id=character_id, version=library.character_version(character_id))
 
 
-def _update_from_upload(
-    request: Request, character_id: str, result: ImportResult
-) -> list[LoadedKB]:
-    """The uploaded card as a new version of ``character_id``. Its book is the KB here
-    that is the same book, else stored as a new KB, which replaces the book the old card
-    brought (the one tagged with the character's name); the KBs made (to embed)."""
-    card = result.character
-    assert card is not None  # only a card reaches here
-    library = _library(request)
-    service = server_state(request).knowledge
-    old = library.character(character_id)
-    book = result.character_book
-    card_books: list[str] = []
-    unbound: list[str] = []
-    made: list[LoadedKB] = []
-    if book is not None:
-        same = card_book_in(result, service.snapshot().knowledge.catalog.knowledge_bases())
-        if same is None:
-            made.append(service.create(book, "local"))
-            same = made[-1].kb
-        card_books = [same.kb_id]
-        tag = character_tag(old.name)
-        unbound = [
-            b.kb_id
-            for b in service.snapshot().knowledge.catalog.bases
-            if tag in b.kb.tags and b.kb_id != same.kb_id
-        ]
-    update_from_card(
-        library,
-        character_id,
-        card,
-        card_books=card_books,
-        unbound=unbound,
-        tags=list(dict.fromkeys([*card.tags, *old.tags])),
-    )
-    return made
-
-
 @router.post(
     "/import",
     status_code=201,
@@ -364,24 +317,18 @@ async def import_card(
     filename, data = await read_named_upload(request, file)
     with upload_errors(filename):
         result = await asyncio.to_thread(import_sillytavern_bytes, data, filename)
-    card = result.character
-    if card is None:
+    if result.character is None:
         reason = "not a character card (a world book or a chat goes in on the Knowledge page)"
         raise InvalidInput.of(filename, [FieldProblem("file", reason)])
     library = _library(request)
-    match = await asyncio.to_thread(character_of_card, library, card)
-    if match is not None and on_conflict == "ask":
-        raise CardExists(match)
-    if match is not None and on_conflict == "update":
-        made = await asyncio.to_thread(_update_from_upload, request, match.character_id, result)
-        server_state(request).knowledge.embed_later(made)
-        character_id, outcome = match.character_id, "updated"
-        warnings = list(result.warnings)
-    else:
-        imported = await import_upload(server_state(request).knowledge, data, filename)
-        assert imported.character_file is not None  # the file is a card
-        character_id, outcome = imported.character_file.stem, "added"
-        warnings = imported.warnings
+    knowledge = server_state(request).knowledge
+    imported = await import_upload(
+        knowledge, data, filename, card_home=CardReimport(library, on_conflict)
+    )
+    assert imported.character_file is not None  # the file is a card
+    character_id = imported.character_file.stem
+    outcome: Literal["added", "updated"] = "updated" if imported.character_updated else "added"
+    warnings = imported.warnings
     preset = library.character(character_id)
     return CardImport(
         outcome=outcome,

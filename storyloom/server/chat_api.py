@@ -17,9 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Query, Request, Response, UploadFile
+from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
+from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict
 from storyloom.chat.personalab.export import export_personalab
 from storyloom.chat.personalab.library import (
     BackgroundPreset,
@@ -49,7 +50,12 @@ from storyloom.core.image_kind import image_type
 from storyloom.core.settings import ConnectionNotFound
 from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.llm.tokenizers import counter_for
-from storyloom.server.api_errors import error_responses, field_errors, upload_errors
+from storyloom.server.api_errors import (
+    CardConflictBody,
+    error_responses,
+    field_errors,
+    upload_errors,
+)
 from storyloom.server.chat_views import ChatView, MessageView, chat_view_json, single_view
 from storyloom.server.file_transfer import download, import_upload, read_named_upload
 from storyloom.server.generated_avatar import initials_response
@@ -116,13 +122,27 @@ class ImportedChatView(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-@router.post("/import", status_code=201, response_model=ImportedChatView, responses=_ERRORS)
+@router.post(
+    "/import",
+    status_code=201,
+    response_model=ImportedChatView,
+    responses={**_ERRORS, 409: {"model": CardConflictBody}},
+)
 async def import_chat(
-    request: Request, file: Annotated[UploadFile, File(description="ST chat or card")]
+    request: Request,
+    file: Annotated[UploadFile, File(description="ST chat or card")],
+    on_conflict: Annotated[
+        OnConflict,
+        Form(
+            description="A card that is a character here already: ask (409, nothing "
+            "written), update (a new version of it) or keep_both (a second character)"
+        ),
+    ] = "ask",
 ) -> ImportedChatView:
     """A SillyTavern chat (``.jsonl``) becomes a conversation with its swipes as siblings;
     a character card (PNG, JSON, CHARX) becomes a character preset (its lorebook a
-    knowledge base of the project) and a new conversation with it."""
+    knowledge base of the project), or a new version of the one here, and a new
+    conversation with it."""
     state = server_state(request)
     filename, data = await read_named_upload(request, file)
     # Told apart by content, before anything is written: a world-info book sent here
@@ -159,7 +179,9 @@ async def import_chat(
             messages=imported.messages,
             siblings=imported.siblings,
         )
-    outcome = await import_upload(state.knowledge, data, filename)
+    library = state.chat.presets
+    card_home = CardReimport(library, on_conflict) if library is not None else None
+    outcome = await import_upload(state.knowledge, data, filename, card_home=card_home)
     if outcome.character_file is None:
         raise InvalidInput(
             f"{filename}: not a chat (.jsonl) or a character card; import it on the Knowledge page"

@@ -10,6 +10,7 @@ content) and cards imported into the project from an upload are read here too.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -20,6 +21,7 @@ from fastapi import Request, Response, UploadFile
 
 from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, NotFound
 from storyloom.core.image_kind import image_type
+from storyloom.project.knowledge_import import CardHome
 from storyloom.project.knowledge_service import ImportOutcome, KnowledgeService
 from storyloom.server.api_errors import UploadTooLarge, upload_errors
 from storyloom.server.generated_avatar import initials_response
@@ -125,15 +127,22 @@ def avatar_response(path: Path | None, owner: str, name: str) -> Response:
     return Response(data, media_type=media_type, headers={"cache-control": "no-cache"})
 
 
-async def import_upload(knowledge: KnowledgeService, data: bytes, filename: str) -> ImportOutcome:
+async def import_upload(
+    knowledge: KnowledgeService, data: bytes, filename: str, *, card_home: CardHome | None = None
+) -> ImportOutcome:
     """``data``, uploaded as ``filename``, imported into the project as the Knowledge page
-    imports a file (a card becomes a character preset, its book a KB); the new KBs are
-    embedded in the background. A problem names ``filename``."""
+    imports a file (a card becomes a character preset, or a new version of one here as
+    ``card_home`` decides; its book a KB); the new KBs are embedded in the background. A
+    problem names ``filename``."""
     with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
         path = Path(tmp) / "upload"
         path.write_bytes(data)
         with upload_errors(filename, saved_as=path.with_name(filename)):
-            outcome = await asyncio.to_thread(knowledge.import_file, path, filename, "local")
+            outcome = await asyncio.to_thread(
+                functools.partial(
+                    knowledge.import_file, path, filename, "local", card_home=card_home
+                )
+            )
     knowledge.embed_later(outcome.created)
     return outcome
 

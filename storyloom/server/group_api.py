@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Annotated
 
-from fastapi import APIRouter, File, Request, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
+from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict, card_target
 from storyloom.chat.personalab.library import character_snapshot, snapshot_by_name
 from storyloom.chat.service.conversations import ChatService
 from storyloom.chat.store.conversation import CharacterSnapshot, Conversation
@@ -27,11 +28,12 @@ from storyloom.chat.store.st_group_chat import import_st_group_chat, names_in_ch
 from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, StoryloomError
 from storyloom.knowledge.st_import import import_sillytavern_bytes
-from storyloom.server.api_errors import error_responses, upload_errors
+from storyloom.server.api_errors import CardConflictBody, error_responses, upload_errors
 from storyloom.server.chat_views import MessageView, single_view
 from storyloom.server.file_transfer import import_upload, read_named_upload
 from storyloom.server.limits import MAX_TITLE_CHARS
 from storyloom.server.state import server_state
+from storyloom.sillytavern.character import CharacterDefinition
 from storyloom.sillytavern.chat_log import ChatLog, parse_chat_jsonl
 from storyloom.sillytavern.group_file import GroupFile, parse_group_file
 
@@ -182,7 +184,10 @@ class ImportedGroupView(BaseModel):
 
 
 @router.post(
-    "/api/groups/import", status_code=201, response_model=ImportedGroupView, responses=_ERRORS
+    "/api/groups/import",
+    status_code=201,
+    response_model=ImportedGroupView,
+    responses={**_ERRORS, 409: {"model": CardConflictBody}},
 )
 async def import_group(
     request: Request,
@@ -192,10 +197,19 @@ async def import_group(
         list[UploadFile] | None,
         File(description="Member cards (PNG, JSON, CHARX), named as in the group"),
     ] = None,
+    on_conflict: Annotated[
+        OnConflict,
+        Form(
+            description="A member card that is a character here already: ask (409, nothing "
+            "written), update (a new version of it) or keep_both (a second character)"
+        ),
+    ] = "ask",
 ) -> ImportedGroupView:
     """A SillyTavern group chat: its group file, its chat and (optionally) the members'
     cards, each card named as the group names it (``Seraphina.png``) or carrying the
-    member's name. Every file is read and checked before anything is written."""
+    member's name. Every file is read and checked before anything is written, and a card
+    that is a character here already asks first (``on_conflict``) as every card import
+    does."""
     state = server_state(request)
     group_name, group_data = await read_named_upload(request, group)
     chat_name, chat_data = await read_named_upload(request, chat)
@@ -208,6 +222,7 @@ async def import_group(
             raise FileFormatError(chat_name, [FieldProblem("", "not UTF-8 text")]) from None
         log = parse_chat_jsonl(text, chat_name)
     parsed_cards: list[tuple[str, bytes, str]] = []
+    definitions: dict[str, CharacterDefinition] = {}
     for card in cards or []:
         name, data = await read_named_upload(request, card)
         with upload_errors(name):
@@ -218,14 +233,20 @@ async def import_group(
                 [FieldProblem("cards", f"{name} is a {parsed.kind}, not a character card")],
             )
         parsed_cards.append((name, data, parsed.character.name))
+        definitions[name] = parsed.character
     by_avatar = _cards_by_member(group_file, log, parsed_cards)
     presets = state.chat.presets
+    if presets is not None:
+        for name, _ in by_avatar.values():
+            # Every card is asked about before the first one is written.
+            await asyncio.to_thread(card_target, presets, definitions[name], on_conflict)
+    card_home = CardReimport(presets, on_conflict) if presets is not None else None
     snapshots: dict[str, CharacterSnapshot] = {}
     preset_of: dict[str, str | None] = dict.fromkeys(group_file.members)
     warnings: list[str] = []
     now = datetime.now(UTC)
     for avatar, (name, data) in by_avatar.items():
-        outcome = await import_upload(state.knowledge, data, name)
+        outcome = await import_upload(state.knowledge, data, name, card_home=card_home)
         warnings += outcome.warnings
         if outcome.character_file is None or presets is None:
             continue

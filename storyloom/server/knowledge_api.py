@@ -21,6 +21,7 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict
 from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.personas import PersonaLibrary
 from storyloom.chat.service.kb_referrers import Referrer, forget_kb, kb_referrers
@@ -35,6 +36,7 @@ from storyloom.knowledge.st_export import export_world_info
 from storyloom.project.knowledge_service import EmbeddingState, KnowledgeService, Snapshot
 from storyloom.project.project_file import folder_slug
 from storyloom.server.api_errors import (
+    CardConflictBody,
     UploadTooLarge,
     error_responses,
     field_errors,
@@ -569,6 +571,11 @@ class ImportReport(BaseModel):
     created: list[ImportedKB]
     character: str | None = Field(default=None, description="Name of an imported character")
     character_file: str | None = Field(default=None, description="Where its preset was written")
+    character_updated: bool = Field(
+        default=False,
+        description="The card was a character here already and became a new version of it "
+        "(on_conflict=update)",
+    )
     conversation_id: str | None = Field(
         default=None, description="The conversation a SillyTavern chat became"
     )
@@ -753,21 +760,39 @@ def embedding_progress(request: Request, kb_id: str) -> EmbeddingProgress:
 _CHUNK = 1024 * 1024
 
 
-@router.post("/import", response_model=ImportReport, status_code=201, responses=_ERRORS)
+@router.post(
+    "/import",
+    response_model=ImportReport,
+    status_code=201,
+    responses={**_ERRORS, 409: {"model": CardConflictBody}},
+)
 async def import_file(
     request: Request,
     file: Annotated[UploadFile, File(description="The file to import")],
     scope: Annotated[Literal["local", "global"], Form()] = "local",
-    on_duplicate: Annotated[Literal["keep_existing", "keep_both"], Form()] = "keep_existing",
+    on_duplicate: Annotated[
+        Literal["keep_existing", "keep_both"],
+        Form(description="A book whose entries a KB here has: skip it, or store a copy"),
+    ] = "keep_existing",
+    on_conflict: Annotated[
+        OnConflict,
+        Form(
+            description="A card that is a character here already: ask (409, nothing "
+            "written), update (a new version of it) or keep_both (a second character)"
+        ),
+    ] = "ask",
 ) -> ImportReport:
     """Import a SillyTavern file (world info, card PNG/JSON, CHARX, chat JSONL) or a
-    ``.ctkbz`` package. A chat becomes a conversation of the server's project.
+    ``.ctkbz`` package. A chat becomes a conversation of the server's project; a card a
+    character, asked about as on the Characters page when it is one here already.
 
     The upload goes to a temporary file (at most 50 MB) that is removed afterwards.
     """
     state = server_state(request)
     service = state.knowledge
     chat_importer = conversation_importer(state.turn_tree, project_id=state.chat.project_id)
+    # The card is compared with the characters of the folder it would be written to.
+    library = _libraries(request)[0] if scope == "local" else PresetLibrary(service.home)
     filename = upload_name(file)
     limit = upload_limit(request)
     with tempfile.TemporaryDirectory(prefix="storyloom-upload-") as tmp:
@@ -788,6 +813,7 @@ async def import_file(
                     scope,
                     chat_importer=chat_importer,
                     on_duplicate=on_duplicate,
+                    card_home=CardReimport(library, on_conflict),
                 )
             )
     service.embed_later(outcome.created)
@@ -805,6 +831,7 @@ async def import_file(
         ],
         character=outcome.character,
         character_file=str(outcome.character_file) if outcome.character_file else None,
+        character_updated=outcome.character_updated,
         conversation_id=outcome.conversation_id,
         warnings=outcome.warnings,
         duplicates=[

@@ -1,6 +1,7 @@
 """Importing a card twice on the Characters page, at 1440×900: the second import opens a
 dialog instead of silently making ``Seraphina_2``; cancel leaves one tile, keep both makes
-two. (Before issue 27 the second import wrote a second character and showed no dialog.)
+two. The Knowledge page's import asks with the same dialog. (Before issue 27 the second
+import wrote a second character and showed no dialog, on either page.)
 """
 
 from __future__ import annotations
@@ -69,5 +70,46 @@ def test_importing_a_card_twice_asks_cancel_keeps_one_keep_both_makes_two(
     expect(dialog).to_have_count(0)
     expect(tiles).to_have_count(2)
     expect(page.locator(tid("characters-notice"))).to_contain_text("Seraphina")
+    width = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert width is True
+
+
+def test_the_knowledge_page_asks_about_a_card_here_already_and_cancel_writes_nothing(
+    start_server: Callable[..., Any], wide_page: Page, tmp_path: Path
+) -> None:
+    """The Knowledge page's import is a door for cards too: the same card again opens the
+    Characters page's dialog (before, it wrote ``Seraphina_2`` and reported it)."""
+    page = wide_page
+    card = card_document(
+        "Seraphina", book=[card_book_entry(0, ["glade"], "The glade is Seraphina's home.")]
+    )
+    path = tmp_path / "Seraphina.json"
+    path.write_text(json.dumps(card), encoding="utf-8")
+    server = start_server(conftest.home_with())
+    page.goto(server.url + "knowledge")
+
+    page.set_input_files(tid("import-file"), str(path))
+    expect(page.locator(tid("import-report"))).to_contain_text("Seraphina")
+    assert [c["name"] for c in server.api("/api/characters")["characters"]] == ["Seraphina"]
+
+    page.set_input_files(tid("import-file"), str(path))
+    dialog = page.locator(tid("card-conflict"))
+    expect(dialog).to_be_visible()
+    expect(dialog).to_have_attribute("data-sameness", "identical")
+    expect(dialog).to_contain_text("Seraphina is already in your library")
+    expect(page.locator(tid("import-report"))).to_have_count(0)
+    page.click(tid("card-conflict-cancel"))
+    expect(dialog).to_have_count(0)
+    expect(page.locator(tid("import-error"))).to_have_count(0)
+    assert [c["name"] for c in server.api("/api/characters")["characters"]] == ["Seraphina"]
+    assert len(server.api("/api/knowledge/bases")["bases"]) == 1
+
+    # Open it goes to the character on the Characters page.
+    page.set_input_files(tid("import-file"), str(path))
+    expect(dialog).to_be_visible()
+    page.click(tid("card-conflict-open"))
+    (here,) = server.api("/api/characters")["characters"]
+    expect(page).to_have_url(server.url + f"characters/{here['id']}")
+    expect(page.locator(tid("character-item"))).to_have_count(1)
     width = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert width is True

@@ -15,6 +15,7 @@ from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.knowledge.knowledge_base import load_knowledge_base
 from storyloom.project.project_file import init_project, load_project
 from storyloom.store.database import Database
+from storyloom.testing.st_documents import card_book_entry, card_document
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
 
@@ -154,3 +155,52 @@ def test_a_regex_key_that_does_not_compile_is_a_warning_naming_the_entry(tmp_pat
     warning = next(w for w in report["warnings"] if "Broken" in w)
     assert "keywords" in warning
     assert "invalid regular expression" in warning
+
+
+def _characters(root: Path) -> dict[str, str]:
+    """The project's character presets: file stem → description."""
+    folder = root / "presets" / "characters"
+    return {p.stem: json.loads(p.read_text())["description"] for p in folder.glob("*.json")}
+
+
+def test_a_card_here_already_writes_nothing_unless_the_user_says_update_or_keep_both(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "proj"
+    init_project(root)
+    home = tmp_path / "home"
+    card = tmp_path / "Seraphina.json"
+    book = [card_book_entry(0, ["glade"], "The glade is Seraphina's home.")]
+    card.write_text(json.dumps(card_document("Seraphina", description="A guardian.", book=book)))
+    first = kb_import(str(card), "--project", str(root), home=home)
+    assert first.returncode == 0, first.stderr
+    assert _characters(root) == {"Seraphina": "A guardian."}
+    books = load_project(root).knowledgeBaseReferences
+
+    again = kb_import(str(card), "--project", str(root), home=home)
+    assert again.returncode == 0, again.stderr
+    assert "already in your library as 'Seraphina'" in again.stdout
+    assert _characters(root) == {"Seraphina": "A guardian."}
+    assert load_project(root).knowledgeBaseReferences == books
+
+    changed = tmp_path / "Seraphina_new.json"
+    document = card_document("Seraphina", description="A guardian who left.", book=book)
+    changed.write_text(json.dumps(document))
+    asked = kb_import(str(changed), "--project", str(root), home=home)
+    assert asked.returncode == 1
+    assert "--update" in asked.stderr and "'Seraphina'" in asked.stderr
+    assert _characters(root) == {"Seraphina": "A guardian."}
+
+    both_flags = kb_import(
+        str(changed), "--project", str(root), "--update", "--keep-both", home=home
+    )
+    assert both_flags.returncode == 1 and "give one" in both_flags.stderr
+
+    updated = kb_import(str(changed), "--project", str(root), "--update", home=home)
+    assert updated.returncode == 0, updated.stderr
+    assert "character 'Seraphina' updated" in updated.stdout
+    assert _characters(root) == {"Seraphina": "A guardian who left."}
+
+    kept = kb_import(str(card), "--project", str(root), "--keep-both", home=home)
+    assert kept.returncode == 0, kept.stderr
+    assert _characters(root) == {"Seraphina": "A guardian who left.", "Seraphina_2": "A guardian."}

@@ -377,8 +377,13 @@ async def test_sillytavern_chats_import_and_export_again(api: httpx.AsyncClient)
 
 async def test_a_card_imports_as_a_character_and_a_new_chat(api: httpx.AsyncClient) -> None:
     sample = FIXTURES / "card_maren_v2_v3.png"
+    # The project has a "Maren" already: a second one is the user's explicit choice.
     with sample.open("rb") as handle:
-        response = await api.post("/api/chats/import", files={"file": (sample.name, handle)})
+        response = await api.post(
+            "/api/chats/import",
+            files={"file": (sample.name, handle)},
+            data={"on_conflict": "keep_both"},
+        )
     assert response.status_code == 201, response.text
     imported = response.json()
     assert imported["kind"] == "character" and imported["character_id"]

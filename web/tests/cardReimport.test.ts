@@ -4,7 +4,10 @@
 import { mount } from '@vue/test-utils'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { importCharacterCard } from '../src/api/characters'
+import { importChat } from '../src/api/chat'
 import { ApiError } from '../src/api/client'
+import { importGroup } from '../src/api/groups'
+import { importKnowledgeFile } from '../src/api/knowledge'
 import CardConflictDialog from '../src/components/characters/CardConflictDialog.vue'
 import { makeI18n } from '../src/i18n'
 
@@ -43,6 +46,36 @@ describe('importCharacterCard', () => {
   it('throws any other failure with the server message', async () => {
     const { fetchImpl } = answering(422, { error: { message: 'aria.json: not a character card', problems: [] } })
     await expect(importCharacterCard(file, 'ask', fetchImpl)).rejects.toEqual(new ApiError(422, 'aria.json: not a character card'))
+  })
+})
+
+describe('the other doors a card comes in by', () => {
+  const conflict = { sameness: 'changed', character_id: 'Aria', name: 'Aria' }
+  const refused = { error: { message: 'already', problems: [] }, conflict }
+
+  it('the Knowledge page answers the conflict and sends both choices', async () => {
+    const { fetchImpl, sent } = answering(409, refused)
+    expect(await importKnowledgeFile(new File(['{}'], 'aria.json'), 'local', fetchImpl)).toEqual({ conflict })
+    expect(sent[0]!.get('on_conflict')).toBe('ask')
+    expect(sent[0]!.get('on_duplicate')).toBe('keep_existing')
+    const again = answering(201, { kind: 'character_card', filename: 'aria.json', created: [], warnings: [] })
+    await importKnowledgeFile(new File(['{}'], 'aria.json'), 'local', again.fetchImpl, 'keep_existing', 'keep_both')
+    expect(again.sent[0]!.get('on_conflict')).toBe('keep_both')
+  })
+
+  it('a chat’s import answers the conflict', async () => {
+    const { fetchImpl, sent } = answering(409, refused)
+    expect(await importChat(new File(['{}'], 'aria.png'), 'ask', fetchImpl)).toEqual({ conflict })
+    expect(sent[0]!.get('on_conflict')).toBe('ask')
+  })
+
+  it('a group’s import sends every card and answers the conflict', async () => {
+    const { fetchImpl, sent } = answering(409, refused)
+    const cards = [new File(['a'], 'Aria.png'), new File(['b'], 'Bo.png')]
+    const answer = await importGroup(new File(['{}'], '1.json'), new File([''], '1.jsonl'), cards, 'update', fetchImpl)
+    expect(answer).toEqual({ conflict })
+    expect(sent[0]!.getAll('cards').map((c) => (c as File).name)).toEqual(['Aria.png', 'Bo.png'])
+    expect(sent[0]!.get('on_conflict')).toBe('update')
   })
 })
 

@@ -83,11 +83,11 @@ describe('the chat API client', () => {
   it('uploads an import as multipart under "file"', async () => {
     const s = stub(201, { conversation: conversation(), kind: 'chat' })
     const file = new File(['{}'], 'chat.jsonl')
-    const result = await importChat(file, s.fetch)
-    expect(result.kind).toBe('chat')
+    const result = await importChat(file, 'ask', s.fetch)
+    expect('imported' in result && result.imported.kind).toBe('chat')
     const body = s.calls[0]!.init.body as FormData
     expect((body.get('file') as File).name).toBe('chat.jsonl')
     const failed = stub(422, { error: { message: 'chat.jsonl: line 2: not JSON', problems: [] } })
-    await expect(importChat(file, failed.fetch)).rejects.toThrow('line 2')
+    await expect(importChat(file, 'ask', failed.fetch)).rejects.toThrow('line 2')
   })
 })

@@ -86,8 +86,8 @@ describe('knowledge api calls', () => {
       const report = { kind: 'world_info', filename: 'book.json', created: [], character: null, character_file: null, warnings: [] }
       return new Response(JSON.stringify(report), { status: 201, headers: { 'Content-Type': 'application/json' } })
     }) as typeof fetch
-    const report = await importKnowledgeFile(new File(['{}'], 'book.json'), 'global', fetchImpl)
-    expect(report.kind).toBe('world_info')
+    const answer = await importKnowledgeFile(new File(['{}'], 'book.json'), 'global', fetchImpl)
+    expect('imported' in answer && answer.imported.kind).toBe('world_info')
     const form = seen as unknown as FormData
     expect((form.get('file') as File).name).toBe('book.json')
     expect(form.get('scope')).toBe('global')

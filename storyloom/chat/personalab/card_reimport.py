@@ -6,6 +6,12 @@ same character changed. Importing either must not silently make a second charact
 (``Seraphina_2``): the upload asks the user (:class:`CardExists`), and a changed card can
 update the character as a new version of it (:func:`update_from_card`), as the
 SillyTavern move-in updates a card that changed in the user's folder.
+
+Every door that imports a card (the Characters page, the Knowledge page, a chat's or a
+group's import, ``storyloom kb import``) hands :class:`CardReimport` to the import, so one
+piece of code decides: ``on_conflict`` ``ask`` (the default) stops at :class:`CardExists`
+with nothing written, ``update`` makes the card a new version of the character here and
+``keep_both`` a second character (``<name>_2``).
 """
 
 from __future__ import annotations
@@ -16,10 +22,13 @@ from typing import Literal
 
 from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.core.errors import Conflict
+from storyloom.knowledge.card_knowledge import character_tag
+from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.same_book import text_digest
 from storyloom.sillytavern.character import CharacterDefinition
 
 CardSameness = Literal["identical", "changed"]
+OnConflict = Literal["ask", "update", "keep_both"]
 
 
 def card_digest(card: CharacterDefinition) -> str | None:
@@ -99,3 +108,51 @@ def update_from_card(
         update={"knowledge_bases": kbs, "tags": list(tags if tags is not None else card.tags)}
     )
     return library.update_character(character_id, new, expected_version=None)
+
+
+def card_target(
+    library: PresetLibrary, card: CharacterDefinition, on_conflict: OnConflict
+) -> str | None:
+    """The character here that an imported ``card`` becomes a new version of (None: a
+    new character); with ``ask``, a card that is a character here is :class:`CardExists`."""
+    match = character_of_card(library, card)
+    if match is None:
+        return None
+    if on_conflict == "ask":
+        raise CardExists(match)
+    return match.character_id if on_conflict == "update" else None
+
+
+@dataclass(frozen=True)
+class CardReimport:
+    """The import's :class:`~storyloom.project.knowledge_import.CardHome`: the user's
+    ``on_conflict`` for a card that is a character of ``library`` already."""
+
+    library: PresetLibrary
+    on_conflict: OnConflict = "ask"
+
+    def place(self, card: CharacterDefinition) -> str | None:
+        return card_target(self.library, card, self.on_conflict)
+
+    def update(
+        self,
+        character_id: str,
+        card: CharacterDefinition,
+        book_id: str | None,
+        existing: Sequence[KnowledgeBase],
+    ) -> None:
+        """The card's book replaces the book the old card brought (the KB tagged with the
+        character's name); the character keeps its other books and its own tags."""
+        old = self.library.character(character_id)
+        unbound: list[str] = []
+        if book_id is not None:
+            tag = character_tag(old.name)
+            unbound = [kb.kb_id for kb in existing if tag in kb.tags and kb.kb_id != book_id]
+        update_from_card(
+            self.library,
+            character_id,
+            card,
+            card_books=[book_id] if book_id is not None else [],
+            unbound=unbound,
+            tags=list(dict.fromkeys([*card.tags, *old.tags])),
+        )

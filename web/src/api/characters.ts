@@ -19,7 +19,8 @@ export type CardConflict = Schemas['CardConflict']
 /** What to do with a card that is a character here already: ask (the server answers
  * with the conflict and writes nothing), update it (a new version), or keep both. */
 export type OnCardConflict = 'ask' | 'update' | 'keep_both'
-export type CardImportAnswer = { imported: CardImport } | { conflict: CardConflict }
+export type CardAnswer<T> = { imported: T } | { conflict: CardConflict }
+export type CardImportAnswer = CardAnswer<CardImport>
 export type CardFormat = 'png' | 'json' | 'charx'
 /** The image types an avatar upload accepts (the server checks the bytes). */
 export const AVATAR_TYPES = 'image/png,image/jpeg,image/gif,image/webp'
@@ -104,17 +105,29 @@ export function uploadCharacterAvatar(id: string, file: File, fetchImpl?: Fetch)
 /** Import a SillyTavern card (PNG, JSON, CHARX). A card that is a character here already
  * answers its conflict (a 409 whose body names the character) unless `onConflict` says
  * what to do; every other failure is an ApiError. */
-export async function importCharacterCard(
+export function importCharacterCard(
   file: File,
   onConflict: OnCardConflict = 'ask',
   fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
 ): Promise<CardImportAnswer> {
+  return postCardForm<CardImport>(`${CHARACTERS}/import`, { file, on_conflict: onConflict }, fetchImpl)
+}
+
+/** A multipart upload that may carry a card (every door a card comes in by: the
+ * Characters and Knowledge pages, a chat's or a group's import): the server's answer, or the conflict
+ * of a card that is a character here already (a 409 naming it; nothing was written). */
+export async function postCardForm<T>(
+  path: string,
+  fields: Record<string, string | Blob | Blob[] | undefined>,
+  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+): Promise<CardAnswer<T>> {
   const form = new FormData()
-  form.append('file', file)
-  form.append('on_conflict', onConflict)
+  for (const [name, value] of Object.entries(fields)) {
+    for (const one of value === undefined ? [] : Array.isArray(value) ? value : [value]) form.append(name, one)
+  }
   let res: Response
   try {
-    res = await fetchImpl(`${CHARACTERS}/import`, { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
+    res = await fetchImpl(path, { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
   } catch (exc) {
     throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
   }
@@ -125,7 +138,7 @@ export async function importCharacterCard(
   } catch {
     // not JSON: keep the text for the error message
   }
-  if (res.ok) return { imported: data as CardImport }
+  if (res.ok) return { imported: data as T }
   const conflict = res.status === 409 && typeof data === 'object' && data !== null ? (data as Partial<Schemas['CardConflictBody']>).conflict : undefined
   if (conflict) return { conflict }
   throw errorFromBody(res.status, res.statusText, data)

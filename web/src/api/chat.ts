@@ -6,8 +6,9 @@
 //
 // Every write that changes a conversation sends `expected_version`; the server answers 409
 // when another tab (or a turn) changed it first: `isConflict()` tells the page to reload.
-import { ApiError, type Fetch, fetchJson, errorFromBody, postForm, requestJson } from './client'
+import { ApiError, type Fetch, fetchJson, errorFromBody, requestJson } from './client'
 import type { TextPromptView } from './types'
+import { type CardAnswer, type OnCardConflict, postCardForm } from './characters'
 import type { components } from './schema'
 import { listWorkflows } from './workflows'
 
@@ -384,9 +385,11 @@ export function createChat(body: NewChat, fetchImpl?: Fetch): Promise<Conversati
   return requestJson<Conversation>('POST', BASE, body, fetchImpl)
 }
 
-/** A SillyTavern .jsonl chat or a character card (PNG/JSON/CHARX) → a new conversation. */
-export function importChat(file: File, fetchImpl: Fetch = defaultFetch): Promise<ImportedChat> {
-  return postForm<ImportedChat>(`${BASE}/import`, { file }, fetchImpl)
+/** A SillyTavern .jsonl chat or a character card (PNG/JSON/CHARX) → a new conversation. A
+ * card that is a character here already answers its conflict unless `onConflict` says
+ * what to do (as on the Characters page). */
+export function importChat(file: File, onConflict: OnCardConflict = 'ask', fetchImpl: Fetch = defaultFetch): Promise<CardAnswer<ImportedChat>> {
+  return postCardForm<ImportedChat>(`${BASE}/import`, { file, on_conflict: onConflict }, fetchImpl)
 }
 
 /** The conversation; `tail` asks for only the last messages of the path (see ChatView). */

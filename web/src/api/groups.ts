@@ -1,8 +1,9 @@
 // Typed calls for group chats (storyloom/server/group_api.py): make a group, read and
 // change its members, ask a member to speak, import a SillyTavern group chat.
-import { ApiError, errorFromResponse, type Fetch, requestJson } from './client'
+import { type Fetch, requestJson } from './client'
 import type { ChatMessage, Conversation } from './chat'
 import type { components } from './schema'
+import { type CardAnswer, type OnCardConflict, postCardForm } from './characters'
 
 export type ActivationStrategy = 'natural' | 'list' | 'manual'
 export type GenerationMode = 'swap' | 'append' | 'append_disabled'
@@ -80,19 +81,15 @@ export function generateNext(
   return requestJson<NextAccepted>('POST', `/api/chats/${enc(id)}/group/generate`, body, fetchImpl)
 }
 
-/** SillyTavern's group file, its chat and (optionally) the members' cards. */
-export async function importGroup(group: File, chat: File, cards: File[], fetchImpl?: Fetch): Promise<ImportedGroup> {
-  const form = new FormData()
-  form.append('group', group)
-  form.append('chat', chat)
-  for (const card of cards) form.append('cards', card)
-  const doFetch = fetchImpl ?? globalThis.fetch.bind(globalThis)
-  let res: Response
-  try {
-    res = await doFetch('/api/groups/import', { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  if (!res.ok) throw await errorFromResponse(res)
-  return (await res.json()) as ImportedGroup
+/** SillyTavern's group file, its chat and (optionally) the members' cards. A member card
+ * that is a character here already answers its conflict unless `onConflict` says what to
+ * do with the cards here (as on the Characters page); nothing is written before. */
+export function importGroup(
+  group: File,
+  chat: File,
+  cards: File[],
+  onConflict: OnCardConflict = 'ask',
+  fetchImpl?: Fetch,
+): Promise<CardAnswer<ImportedGroup>> {
+  return postCardForm<ImportedGroup>('/api/groups/import', { group, chat, cards, on_conflict: onConflict }, fetchImpl)
 }

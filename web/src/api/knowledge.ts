@@ -1,6 +1,6 @@
 // Typed calls for /api/knowledge: knowledge bases, references, activation test, search,
 // import and export.
-import { type Fetch, postForm, requestJson } from './client'
+import { type Fetch, requestJson } from './client'
 import type {
   ActivationTestRequest,
   ActivationTestResponse,
@@ -16,6 +16,7 @@ import type {
   SearchResponse,
 } from './types'
 import type { JsonSchema } from '../lib/jsonSchema'
+import { type CardAnswer, type OnCardConflict, postCardForm } from './characters'
 
 const BASE = '/api/knowledge'
 const enc = encodeURIComponent
@@ -93,12 +94,15 @@ export function exportUrl(kbId: string, format: ExportFormat): string {
 }
 
 /** Upload a SillyTavern file or a .ctkbz package (multipart, field `file`). A book whose
- * entries a KB here already has is kept once (the report lists it) unless `keep_both`. */
+ * entries a KB here already has is kept once (the report lists it) unless `keep_both`; a
+ * card that is a character here already answers its conflict unless `onConflict` says what
+ * to do (as on the Characters page). */
 export function importKnowledgeFile(
   file: File,
   scope: 'local' | 'global' = 'local',
   fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
   onDuplicate: 'keep_existing' | 'keep_both' = 'keep_existing',
-): Promise<ImportReport> {
-  return postForm<ImportReport>(`${BASE}/import`, { file, scope, on_duplicate: onDuplicate }, fetchImpl)
+  onConflict: OnCardConflict = 'ask',
+): Promise<CardAnswer<ImportReport>> {
+  return postCardForm<ImportReport>(`${BASE}/import`, { file, scope, on_duplicate: onDuplicate, on_conflict: onConflict }, fetchImpl)
 }
