@@ -51,5 +51,9 @@ def test_every_file_imports_into_a_project_and_reports_what_it_made(
         assert not (root / "imports").exists()
         made = conversations_in(tmp_path / "home", load_project(root).id)
         assert made == [(report["conversation_id"], report["chat_messages"])]
+    elif report["character"] is not None:
+        # A card is a character; it makes a knowledge base only of its own book, if any.
+        assert report["character_file"], report
+        assert len(report["created"]) <= 1, report
     else:
         assert report["created"], report
