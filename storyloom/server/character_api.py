@@ -22,12 +22,12 @@ import asyncio
 import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.agent_consent import AgentConsents, CharacterAgent
 from storyloom.chat.personalab.card_export import card_charx, card_json, card_png
-from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict
+from storyloom.chat.personalab.card_reimport import CardReimport
 from storyloom.chat.personalab.library import CharacterListing, PresetLibrary
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
 from storyloom.chat.store.turn_tree import ChatError
@@ -43,6 +43,7 @@ from storyloom.server.api_errors import (
     upload_errors,
 )
 from storyloom.server.file_transfer import (
+    CardConflictChoice,
     avatar_response,
     download,
     import_upload,
@@ -305,13 +306,7 @@ def create_character(request: Request, body: NewCharacter) -> CreatedCharacter:
 async def import_card(
     request: Request,
     file: Annotated[UploadFile, File(description="A card: PNG, JSON or CHARX")],
-    on_conflict: Annotated[
-        OnConflict,
-        Form(
-            description="When the card is a character here already: ask (409, nothing "
-            "written), update (a new version of it) or keep_both (a second character)"
-        ),
-    ] = "ask",
+    on_conflict: CardConflictChoice = "ask",
 ) -> CardImport:
     """Import a SillyTavern card (see the module's docstring for a card already here)."""
     filename, data = await read_named_upload(request, file)

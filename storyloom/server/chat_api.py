@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Form, Query, Request, Response, UploadFile
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
-from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict
+from storyloom.chat.personalab.card_reimport import CardReimport
 from storyloom.chat.personalab.export import export_personalab
 from storyloom.chat.personalab.library import (
     BackgroundPreset,
@@ -57,7 +57,12 @@ from storyloom.server.api_errors import (
     upload_errors,
 )
 from storyloom.server.chat_views import ChatView, MessageView, chat_view_json, single_view
-from storyloom.server.file_transfer import download, import_upload, read_named_upload
+from storyloom.server.file_transfer import (
+    CardConflictChoice,
+    download,
+    import_upload,
+    read_named_upload,
+)
 from storyloom.server.generated_avatar import initials_response
 from storyloom.server.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 from storyloom.server.state import ServerState, server_state
@@ -131,13 +136,7 @@ class ImportedChatView(BaseModel):
 async def import_chat(
     request: Request,
     file: Annotated[UploadFile, File(description="ST chat or card")],
-    on_conflict: Annotated[
-        OnConflict,
-        Form(
-            description="A card that is a character here already: ask (409, nothing "
-            "written), update (a new version of it) or keep_both (a second character)"
-        ),
-    ] = "ask",
+    on_conflict: CardConflictChoice = "ask",
 ) -> ImportedChatView:
     """A SillyTavern chat (``.jsonl``) becomes a conversation with its swipes as siblings;
     a character card (PNG, JSON, CHARX) becomes a character preset (its lorebook a

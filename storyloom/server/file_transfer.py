@@ -14,11 +14,12 @@ import functools
 import re
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Request, Response, UploadFile
+from fastapi import Form, Request, Response, UploadFile
 
+from storyloom.chat.personalab.card_reimport import OnConflict
 from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, NotFound
 from storyloom.core.image_kind import image_type
 from storyloom.project.knowledge_import import CardHome
@@ -36,6 +37,16 @@ _CHUNK = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DOWNLOAD_NAME_BYTES = 120
 """A download's name is cut to this; the title it comes from may be much longer."""
+
+# The form field of every route that may import a card (Characters, Knowledge, chats,
+# groups): one wording, one default.
+CardConflictChoice = Annotated[
+    OnConflict,
+    Form(
+        description="A card that is a character here already: ask (409, nothing written), "
+        "update (a new version of it) or keep_both (a second character)"
+    ),
+]
 
 
 def upload_limit(request: Request) -> int:

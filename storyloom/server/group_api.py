@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi import APIRouter, File, Request, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
-from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict, card_target
+from storyloom.chat.personalab.card_reimport import CardReimport, card_target
 from storyloom.chat.personalab.library import character_snapshot, snapshot_by_name
 from storyloom.chat.service.conversations import ChatService
 from storyloom.chat.store.conversation import CharacterSnapshot, Conversation
@@ -30,7 +30,7 @@ from storyloom.core.errors import FieldProblem, FileFormatError, InvalidInput, S
 from storyloom.knowledge.st_import import import_sillytavern_bytes
 from storyloom.server.api_errors import CardConflictBody, error_responses, upload_errors
 from storyloom.server.chat_views import MessageView, single_view
-from storyloom.server.file_transfer import import_upload, read_named_upload
+from storyloom.server.file_transfer import CardConflictChoice, import_upload, read_named_upload
 from storyloom.server.limits import MAX_TITLE_CHARS
 from storyloom.server.state import server_state
 from storyloom.sillytavern.character import CharacterDefinition
@@ -197,13 +197,7 @@ async def import_group(
         list[UploadFile] | None,
         File(description="Member cards (PNG, JSON, CHARX), named as in the group"),
     ] = None,
-    on_conflict: Annotated[
-        OnConflict,
-        Form(
-            description="A member card that is a character here already: ask (409, nothing "
-            "written), update (a new version of it) or keep_both (a second character)"
-        ),
-    ] = "ask",
+    on_conflict: CardConflictChoice = "ask",
 ) -> ImportedGroupView:
     """A SillyTavern group chat: its group file, its chat and (optionally) the members'
     cards, each card named as the group names it (``Seraphina.png``) or carrying the

@@ -21,7 +21,7 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from storyloom.chat.personalab.card_reimport import CardReimport, OnConflict
+from storyloom.chat.personalab.card_reimport import CardReimport
 from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.chat.personalab.personas import PersonaLibrary
 from storyloom.chat.service.kb_referrers import Referrer, forget_kb, kb_referrers
@@ -42,7 +42,13 @@ from storyloom.server.api_errors import (
     field_errors,
     upload_errors,
 )
-from storyloom.server.file_transfer import download, too_large, upload_limit, upload_name
+from storyloom.server.file_transfer import (
+    CardConflictChoice,
+    download,
+    too_large,
+    upload_limit,
+    upload_name,
+)
 from storyloom.server.state import server_state
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])
@@ -774,13 +780,7 @@ async def import_file(
         Literal["keep_existing", "keep_both"],
         Form(description="A book whose entries a KB here has: skip it, or store a copy"),
     ] = "keep_existing",
-    on_conflict: Annotated[
-        OnConflict,
-        Form(
-            description="A card that is a character here already: ask (409, nothing "
-            "written), update (a new version of it) or keep_both (a second character)"
-        ),
-    ] = "ask",
+    on_conflict: CardConflictChoice = "ask",
 ) -> ImportReport:
     """Import a SillyTavern file (world info, card PNG/JSON, CHARX, chat JSONL) or a
     ``.ctkbz`` package. A chat becomes a conversation of the server's project; a card a
