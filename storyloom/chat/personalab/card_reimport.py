@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 from storyloom.chat.personalab.library import PresetLibrary
 from storyloom.core.errors import Conflict
@@ -115,12 +115,18 @@ def card_target(
 ) -> str | None:
     """The character here that an imported ``card`` becomes a new version of (None: a
     new character); with ``ask``, a card that is a character here is :class:`CardExists`."""
-    match = character_of_card(library, card)
-    if match is None:
+    found = character_of_card(library, card)
+    if found is None:
         return None
-    if on_conflict == "ask":
-        raise CardExists(match)
-    return match.character_id if on_conflict == "update" else None
+    match on_conflict:
+        case "ask":
+            raise CardExists(found)
+        case "update":
+            return found.character_id
+        case "keep_both":
+            return None
+        case _:
+            assert_never(on_conflict)
 
 
 @dataclass(frozen=True)
