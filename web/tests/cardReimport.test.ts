@@ -3,6 +3,7 @@
 // for a changed one, keep both and cancel for either.
 import { mount } from '@vue/test-utils'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { computed } from 'vue'
 import { importCharacterCard } from '../src/api/characters'
 import { importChat } from '../src/api/chat'
 import { ApiError } from '../src/api/client'
@@ -80,28 +81,33 @@ describe('the other doors a card comes in by', () => {
 })
 
 describe('the card conflict dialog', () => {
-  function mountDialog(sameness: 'identical' | 'changed', locale: 'en' | 'zh' = 'en') {
-    return mount(CardConflictDialog, {
-      props: { conflict: { sameness, character_id: 'sera', name: 'Seraphina' }, fileName: 'Seraphina.png', busy: false },
-      global: { plugins: [makeI18n(locale)] },
-    })
+  function mountDialog(sameness: 'identical' | 'changed' | null, locale: 'en' | 'zh' = 'en') {
+    const conflict = { sameness: sameness ?? 'identical', character_id: 'sera', name: 'Seraphina' }
+    const flow = { asking: computed(() => (sameness ? { conflict, fileName: 'Seraphina.png' } : null)), choose: vi.fn() }
+    const w = mount(CardConflictDialog, { props: { flow, busy: false }, global: { plugins: [makeI18n(locale)] } })
+    return { w, chosen: () => flow.choose.mock.calls.map(([choice]) => choice as string) }
   }
 
   it('offers open, keep both and cancel for the very same card', async () => {
-    const w = mountDialog('identical')
+    const { w, chosen } = mountDialog('identical')
     expect(w.text()).toContain('Seraphina is already in your library')
     expect(w.find(q('card-conflict-update')).exists()).toBe(false)
     await w.find(q('card-conflict-open')).trigger('click')
     await w.find(q('card-conflict-keep-both')).trigger('click')
     await w.find(q('card-conflict-cancel')).trigger('click')
-    expect(Object.keys(w.emitted())).toEqual(expect.arrayContaining(['open', 'keepBoth', 'cancel']))
+    expect(chosen()).toEqual(['open', 'keep_both', 'cancel'])
   })
 
   it('offers update for a changed card, in Chinese too', async () => {
-    const w = mountDialog('changed', 'zh')
+    const { w, chosen } = mountDialog('changed', 'zh')
     expect(w.find(q('card-conflict-open')).exists()).toBe(false)
     expect(w.find(q('card-conflict-update')).text()).toBe('更新')
     await w.find(q('card-conflict-update')).trigger('click')
-    expect(w.emitted('update')).toHaveLength(1)
+    expect(chosen()).toEqual(['update'])
+  })
+
+  it('shows nothing while no card waits', () => {
+    const { w } = mountDialog(null)
+    expect(w.find(q('card-conflict')).exists()).toBe(false)
   })
 })

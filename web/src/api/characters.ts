@@ -3,7 +3,7 @@
 //
 // Saves send the `version` the editor opened; the server answers 409 when another tab
 // saved first (`isConflict()` from ./chat tells the editor to reload).
-import { ApiError, type Fetch, errorFromBody, postForm, requestJson } from './client'
+import { type Fetch, errorFromBody, fetchForm, postForm, requestJson } from './client'
 import type { components } from './schema'
 
 type Schemas = components['schemas']
@@ -119,25 +119,9 @@ export function importCharacterCard(
 export async function postCardForm<T>(
   path: string,
   fields: Record<string, string | Blob | Blob[] | undefined>,
-  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+  fetchImpl?: Fetch,
 ): Promise<CardAnswer<T>> {
-  const form = new FormData()
-  for (const [name, value] of Object.entries(fields)) {
-    for (const one of value === undefined ? [] : Array.isArray(value) ? value : [value]) form.append(name, one)
-  }
-  let res: Response
-  try {
-    res = await fetchImpl(path, { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  const text = await res.text().catch(() => '')
-  let data: unknown = text
-  try {
-    data = text ? JSON.parse(text) : null
-  } catch {
-    // not JSON: keep the text for the error message
-  }
+  const { res, data } = await fetchForm(path, fields, fetchImpl)
   if (res.ok) return { imported: data as T }
   const conflict = res.status === 409 && typeof data === 'object' && data !== null ? (data as Partial<Schemas['CardConflictBody']>).conflict : undefined
   if (conflict) return { conflict }

@@ -65,53 +65,59 @@ export function errorFromBody(status: number, statusText: string, body: unknown)
   return new ApiError(status, `HTTP ${status}${statusText ? ` ${statusText}` : ''}`)
 }
 
-export async function errorFromResponse(res: Response): Promise<ApiError> {
+/** A response's body: parsed JSON, the text when it is not JSON, null when empty. */
+async function readBody(res: Response): Promise<unknown> {
   const text = await res.text().catch(() => '')
-  let body: unknown = text
   try {
-    body = text ? JSON.parse(text) : null
+    return text ? JSON.parse(text) : null
   } catch {
-    // not JSON: keep the text
+    return text // not JSON: keep the text for the error message
   }
-  return errorFromBody(res.status, res.statusText, body)
 }
 
 export type Fetch = typeof fetch
 
 export type Method = 'GET' | 'PUT' | 'POST' | 'PATCH' | 'DELETE'
 
-/** One JSON call: the response and its body (parsed JSON, the text when it is not JSON,
- * null when empty). A network failure is an ApiError with status 0; HTTP errors are the
- * caller's to read. */
-export async function fetchJson(
+/** One request, same-origin with cookies: the response and its body (readBody). A network
+ * failure is an ApiError with status 0; HTTP errors are the caller's to read. */
+async function send(path: string, init: RequestInit, fetchImpl: Fetch): Promise<{ res: Response; data: unknown }> {
+  let res: Response
+  try {
+    res = await fetchImpl(path, { ...init, credentials: 'same-origin' })
+  } catch (exc) {
+    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  }
+  return { res, data: await readBody(res) }
+}
+
+/** One JSON call (send). */
+export function fetchJson(
   method: Method,
   path: string,
   body?: unknown,
   fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
 ): Promise<{ res: Response; data: unknown }> {
-  const init: RequestInit = {
-    method,
-    credentials: 'same-origin',
-    headers: { Accept: 'application/json' },
-  }
+  const init: RequestInit = { method, headers: { Accept: 'application/json' } }
   if (body !== undefined) {
     init.headers = { ...init.headers, 'Content-Type': 'application/json' }
     init.body = JSON.stringify(body)
   }
-  let res: Response
-  try {
-    res = await fetchImpl(path, init)
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
+  return send(path, init, fetchImpl)
+}
+
+/** One multipart upload (send): each field a string, a file, or several files under one
+ * name (undefined: left out). */
+export function fetchForm(
+  path: string,
+  fields: Record<string, string | Blob | Blob[] | undefined>,
+  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+): Promise<{ res: Response; data: unknown }> {
+  const form = new FormData()
+  for (const [name, value] of Object.entries(fields)) {
+    for (const one of value === undefined ? [] : Array.isArray(value) ? value : [value]) form.append(name, one)
   }
-  const text = await res.text().catch(() => '')
-  let data: unknown = text
-  try {
-    data = text ? JSON.parse(text) : null
-  } catch {
-    // not JSON: keep the text for the error message
-  }
-  return { res, data }
+  return send(path, { method: 'POST', headers: { Accept: 'application/json' }, body: form }, fetchImpl)
 }
 
 export async function requestJson<T>(
@@ -130,16 +136,9 @@ export async function requestJson<T>(
 export async function postForm<T>(
   path: string,
   fields: Record<string, string | Blob | undefined>,
-  fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
+  fetchImpl?: Fetch,
 ): Promise<T> {
-  const form = new FormData()
-  for (const [name, value] of Object.entries(fields)) if (value !== undefined) form.append(name, value)
-  let res: Response
-  try {
-    res = await fetchImpl(path, { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' }, body: form })
-  } catch (exc) {
-    throw new ApiError(0, exc instanceof Error ? exc.message : String(exc))
-  }
-  if (!res.ok) throw await errorFromResponse(res)
-  return (await res.json()) as T
+  const { res, data } = await fetchForm(path, fields, fetchImpl)
+  if (!res.ok) throw errorFromBody(res.status, res.statusText, data)
+  return data as T
 }
