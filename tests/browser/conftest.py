@@ -85,6 +85,24 @@ def with_lanternfall(home: Path) -> None:
     add_local_knowledge_base(project, import_sillytavern(LANTERNFALL).knowledge_bases[0])
 
 
+# What sticks out past the window's right edge, for a failure message.
+WIDE_ELEMENTS = """() => [...document.querySelectorAll('body *')]
+  .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
+  .slice(0, 8)
+  .map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}`
+             + `[${e.getAttribute('data-testid') || ''}]`
+             + ` ${Math.round(e.getBoundingClientRect().right)}`)"""
+
+SIDEWAYS = """() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)
+  - window.innerWidth"""
+
+
+def no_sideways_scroll(page: Page) -> None:
+    """The page does not scroll sideways; else the failure names what sticks out."""
+    overflow = page.evaluate(SIDEWAYS)
+    assert overflow <= 0, (f"scrolls sideways by {overflow} px", page.evaluate(WIDE_ELEMENTS))
+
+
 def messages(page: Page) -> Locator:
     """The chat's messages root → pointer (not the greyed ones after it)."""
     return page.locator(f"{tid('chat-log')} {tid('chat-message')}:not([data-future])")

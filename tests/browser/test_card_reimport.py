@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from storyloom.testing.st_documents import card_book_entry, card_document
 from tests.browser import conftest
-from tests.browser.conftest import tid
+from tests.browser.conftest import no_sideways_scroll, tid
 
 pytestmark = pytest.mark.browser
 
@@ -70,8 +70,7 @@ def test_importing_a_card_twice_asks_cancel_keeps_one_keep_both_makes_two(
     expect(dialog).to_have_count(0)
     expect(tiles).to_have_count(2)
     expect(page.locator(tid("characters-notice"))).to_contain_text("Seraphina")
-    width = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    assert width is True
+    no_sideways_scroll(page)
 
 
 def test_the_knowledge_page_asks_about_a_card_here_already_and_cancel_writes_nothing(
@@ -111,5 +110,4 @@ def test_the_knowledge_page_asks_about_a_card_here_already_and_cancel_writes_not
     (here,) = server.api("/api/characters")["characters"]
     expect(page).to_have_url(server.url + f"characters/{here['id']}")
     expect(page.locator(tid("character-item"))).to_have_count(1)
-    width = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    assert width is True
+    no_sideways_scroll(page)

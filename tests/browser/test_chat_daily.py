@@ -14,7 +14,14 @@ from playwright.sync_api import Locator, Page, expect
 
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.browser import conftest
-from tests.browser.conftest import RESULTS_DIR, message_with, messages, send, tid
+from tests.browser.conftest import (
+    RESULTS_DIR,
+    message_with,
+    messages,
+    no_sideways_scroll,
+    send,
+    tid,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -22,11 +29,6 @@ GREETING = "Welcome to the Lantern Inn, traveller."
 DESCRIPTION = "Mira keeps the Lantern Inn at the edge of the marsh."
 CHARACTER_ID = "mira"
 MIRA = {"name": "Mira", "description": DESCRIPTION, "first_mes": GREETING}
-
-NO_SIDEWAYS_SCROLL = (
-    "() => document.documentElement.scrollWidth <= window.innerWidth"
-    " && document.body.scrollWidth <= window.innerWidth"
-)
 
 
 def home_with(url: str) -> Callable[[Path], None]:
@@ -198,19 +200,6 @@ def test_swiping_an_old_reply_says_where_the_later_messages_went(
         expect(messages(page)).to_have_count(5)
         expect(listed).to_contain_text("5 messages")
         expect(listed).to_contain_text("The stew is rabbit.")
-
-
-# What sticks out past the window's right edge, for the failure message.
-WIDE_ELEMENTS = """() => [...document.querySelectorAll('body *')]
-  .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
-  .slice(0, 8)
-  .map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}`
-             + `[${e.getAttribute('data-testid') || ''}]`
-             + ` ${Math.round(e.getBoundingClientRect().right)}`)"""
-
-
-def no_sideways_scroll(page: Page) -> None:
-    assert page.evaluate(NO_SIDEWAYS_SCROLL), page.evaluate(WIDE_ELEMENTS)
 
 
 def test_the_chat_fits_the_window_at_1440_and_390_without_sideways_scroll(

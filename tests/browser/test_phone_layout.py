@@ -18,7 +18,14 @@ from playwright.sync_api import Page, ViewportSize, expect
 
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.browser import conftest
-from tests.browser.conftest import RESULTS_DIR, RunningServer, messages, send, tid
+from tests.browser.conftest import (
+    RESULTS_DIR,
+    RunningServer,
+    messages,
+    no_sideways_scroll,
+    send,
+    tid,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -43,19 +50,6 @@ DOCUMENT_SIZE = """() => ({
   innerWidth: window.innerWidth,
   innerHeight: window.innerHeight,
 })"""
-
-# What sticks out past the window's right edge, for the failure message.
-WIDE_ELEMENTS = """() => [...document.querySelectorAll('body *')]
-  .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
-  .slice(0, 8)
-  .map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}`
-             + `[${e.getAttribute('data-testid') || ''}]`
-             + ` ${Math.round(e.getBoundingClientRect().right)}`)"""
-
-
-def no_sideways_scroll(page: Page) -> None:
-    size = page.evaluate(DOCUMENT_SIZE)
-    assert size["scrollWidth"] <= size["innerWidth"], (size, page.evaluate(WIDE_ELEMENTS))
 
 
 def no_page_scroll(page: Page) -> None:

@@ -20,7 +20,7 @@ from playwright.sync_api import Page, ViewportSize, expect
 
 from storyloom.project.project_file import init_project
 from storyloom.testing.replay_server import ReplayLLMServer
-from tests.browser.conftest import RESULTS_DIR, RunningServer, home_with, tid
+from tests.browser.conftest import RESULTS_DIR, RunningServer, home_with, no_sideways_scroll, tid
 
 pytestmark = pytest.mark.browser
 
@@ -41,10 +41,6 @@ CHAPTER = (
 
 def project(home: Path) -> None:
     init_project(home / "projects" / "default")
-
-
-def no_sideways_scroll(page: Page) -> None:
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
 def test_with_no_model_the_writing_page_says_memory_is_skipped_and_reads_markdown_paragraphs(
