@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, ViewportSize, expect
 
 from storyloom.knowledge.st_import import import_sillytavern
 from storyloom.project.project_file import init_project
@@ -101,6 +101,39 @@ def no_sideways_scroll(page: Page) -> None:
     """The page does not scroll sideways; else the failure names what sticks out."""
     overflow = page.evaluate(SIDEWAYS)
     assert overflow <= 0, (f"scrolls sideways by {overflow} px", page.evaluate(WIDE_ELEMENTS))
+
+
+# The sizes the app is checked at (issue 27): a laptop and a phone.
+SIZES: dict[str, ViewportSize] = {
+    "1440x900": {"width": 1440, "height": 900},
+    "390x844": {"width": 390, "height": 844},
+}
+
+
+@pytest.fixture(params=list(SIZES))
+def sized_page(page: Page, request: pytest.FixtureRequest) -> Page:
+    """The ``page`` at each of :data:`SIZES`: a test that takes it runs once per size."""
+    page.set_viewport_size(SIZES[request.param])
+    return page
+
+
+def side_panel(page: Page, tab: str) -> None:
+    """Open a chat side panel: its header button, or on a phone the panels menu's entry."""
+    button = page.locator(tid(f"chat-side-{tab}"))
+    if button.is_visible():
+        button.click()
+    else:
+        page.locator(tid("chat-panels-menu")).click()
+        page.locator(tid(f"chat-panels-{tab}")).click()
+    expect(page.locator(tid("chat-side"))).to_have_attribute("data-tab", tab)
+
+
+def nav_to(page: Page, area: str) -> None:
+    """Go to an area by the navigation: its link, or on a phone the one menu's entry."""
+    link = page.locator(tid(f"nav-{area}"))
+    if not link.is_visible():
+        page.locator(tid("nav-menu")).click()
+    link.click()
 
 
 def messages(page: Page) -> Locator:

@@ -1,18 +1,18 @@
-"""Importing a card twice on the Characters page, at 1440×900: the second import opens a
-dialog instead of silently making ``Seraphina_2``; cancel leaves one tile, keep both makes
-two. The Knowledge page's import asks with the same dialog. (Before issue 27 the second
-import wrote a second character and showed no dialog, on either page.)
+"""Importing a card twice on the Characters page, at 1440×900 and at 390×844: the second
+import opens a dialog instead of silently making ``Seraphina_2``; cancel leaves one tile,
+keep both makes two. The Knowledge page's import asks with the same dialog. (Before issue
+27 the second import wrote a second character and showed no dialog, on either page.)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from storyloom.testing.st_documents import card_book_entry, card_document
 from tests.browser import conftest
@@ -22,13 +22,10 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def wide_page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(locale="en-US", viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(30_000)
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
+def card_page(sized_page: Page) -> Page:
+    """The page at each size, waiting longer: an import on a busy machine takes a while."""
+    sized_page.set_default_timeout(30_000)
+    return sized_page
 
 
 def choose_card(page: Page, path: Path) -> None:
@@ -36,9 +33,9 @@ def choose_card(page: Page, path: Path) -> None:
 
 
 def test_importing_a_card_twice_asks_cancel_keeps_one_keep_both_makes_two(
-    start_server: Callable[..., Any], wide_page: Page, tmp_path: Path
+    start_server: Callable[..., Any], card_page: Page, tmp_path: Path
 ) -> None:
-    page = wide_page
+    page = card_page
     card = card_document(
         "Seraphina", book=[card_book_entry(0, ["glade"], "The glade is Seraphina's home.")]
     )
@@ -60,6 +57,9 @@ def test_importing_a_card_twice_asks_cancel_keeps_one_keep_both_makes_two(
     expect(dialog).to_be_visible()
     expect(dialog).to_have_attribute("data-sameness", "identical")
     expect(dialog).to_contain_text("Seraphina is already in your library")
+    # Its choices are on screen at either size.
+    expect(page.locator(tid("card-conflict-keep-both"))).to_be_in_viewport()
+    no_sideways_scroll(page)
     page.click(tid("card-conflict-cancel"))
     expect(dialog).to_have_count(0)
     expect(tiles).to_have_count(1)
@@ -74,11 +74,11 @@ def test_importing_a_card_twice_asks_cancel_keeps_one_keep_both_makes_two(
 
 
 def test_the_knowledge_page_asks_about_a_card_here_already_and_cancel_writes_nothing(
-    start_server: Callable[..., Any], wide_page: Page, tmp_path: Path
+    start_server: Callable[..., Any], card_page: Page, tmp_path: Path
 ) -> None:
     """The Knowledge page's import is a door for cards too: the same card again opens the
     Characters page's dialog (before, it wrote ``Seraphina_2`` and reported it)."""
-    page = wide_page
+    page = card_page
     card = card_document(
         "Seraphina", book=[card_book_entry(0, ["glade"], "The glade is Seraphina's home.")]
     )

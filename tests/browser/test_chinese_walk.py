@@ -29,7 +29,15 @@ from storyloom.knowledge.st_import import import_sillytavern
 from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.testing.st_documents import world_info_document, world_info_entry
-from tests.browser.conftest import REPO, RESULTS_DIR, RunningServer, home_with, messages, tid
+from tests.browser.conftest import (
+    REPO,
+    RESULTS_DIR,
+    RunningServer,
+    home_with,
+    messages,
+    side_panel,
+    tid,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -172,17 +180,6 @@ def chat_in_chinese(page: Page, server: RunningServer, chat_id: str) -> None:
         expect(messages(page).last).to_have_attribute("data-status", "complete")
 
 
-def side(page: Page, tab: str) -> None:
-    """Open a chat side panel: its header button, or on a phone the panels menu's entry."""
-    button = page.locator(tid(f"chat-side-{tab}"))
-    if button.is_visible():
-        button.click()
-    else:
-        page.locator(tid("chat-panels-menu")).click()
-        page.locator(tid(f"chat-panels-{tab}")).click()
-    expect(page.locator(tid("chat-side"))).to_have_attribute("data-tab", tab)
-
-
 def open_all_details(page: Page, scope: str) -> None:
     page.eval_on_selector_all(f"{scope} details", "els => els.forEach(d => { d.open = true })")
 
@@ -234,7 +231,7 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
         "lore": f"{tid('chat-lore')} li",
     }
     for tab, shown in panels.items():
-        side(page, tab)
+        side_panel(page, tab)
         expect(page.locator(shown).first).to_be_visible()
         check(f"chat › {tab}")
 

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
-from tests.browser.conftest import RESULTS_DIR, home_with, messages, tid
+from tests.browser.conftest import RESULTS_DIR, home_with, messages, no_sideways_scroll, tid
 
 pytestmark = pytest.mark.browser
 
@@ -138,9 +138,12 @@ def test_a_three_character_group_with_natural_order_and_a_manual_turn(
 
 
 def test_a_member_without_a_picture_has_a_face_beside_its_message(
-    start_server: Callable[..., Any], page: Page
+    start_server: Callable[..., Any], sized_page: Page
 ) -> None:
-    page.set_viewport_size({"width": 1440, "height": 900})
+    """At 1440×900 and at 390×844: a generated face (initials on a colour), no 404."""
+    page = sized_page
+    viewport = page.viewport_size
+    assert viewport is not None
     failed: list[str] = []
     page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.on("requestfailed", lambda r: failed.append(f"failed {r.url}"))
@@ -162,5 +165,6 @@ def test_a_member_without_a_picture_has_a_face_beside_its_message(
             page.wait_for_function(
                 "img => img.complete && img.naturalWidth > 0", arg=face.element_handle()
             )
-        page.screenshot(path=str(RESULTS_DIR / "group-generated-faces-1440.png"))
+        no_sideways_scroll(page)
+        page.screenshot(path=str(RESULTS_DIR / f"group-generated-faces-{viewport['width']}.png"))
     assert [f for f in failed if "/avatar" in f] == []

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from storyloom.testing.loopback import serve_in_thread
 from storyloom.testing.replay_server import ReplayLLMServer
-from tests.browser.conftest import tid
+from tests.browser.conftest import nav_to, no_sideways_scroll, tid
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "test-results" / "browser"
@@ -36,7 +36,7 @@ def free_port() -> int:
 def open_settings(page: Page, server: Any) -> None:
     page.goto(server.url)
     expect(page.locator(tid("ws-status"))).to_have_attribute("data-status", "connected")
-    page.locator(tid("nav-settings")).click()
+    nav_to(page, "settings")
     expect(page).to_have_url(re.compile(r"/settings$"))
     expect(page.locator(tid("settings-user_llm-base_url"))).to_be_visible()
 
@@ -211,15 +211,16 @@ def test_every_area_has_a_page(server: Any, page: Page) -> None:
     expect(page.locator(tid("settings-user_llm-save"))).to_be_visible()
 
 
-def test_an_address_that_is_not_an_llm_gets_a_plain_answer(server: Any, page: Page) -> None:
+def test_an_address_that_is_not_an_llm_gets_a_plain_answer(server: Any, sized_page: Page) -> None:
     """A web page's address in the base URL: the check says the address answered, but not
-    as an OpenAI-compatible API, instead of a JSON parser's complaint."""
+    as an OpenAI-compatible API, instead of a JSON parser's complaint (at 1440×900 and at
+    390×844, where the long answer wraps)."""
+    page = sized_page
 
     async def web_page(request: Request) -> HTMLResponse:
         return HTMLResponse("<!DOCTYPE html><html><body><h1>My router</h1></body></html>")
 
     app = Starlette(routes=[Route("/{path:path}", web_page, methods=["GET", "POST"])])
-    page.set_viewport_size({"width": 1440, "height": 900})
     with serve_in_thread(app) as url:
         open_settings(page, server)
         page.fill(tid("settings-user_llm-base_url"), url)
@@ -232,3 +233,4 @@ def test_an_address_that_is_not_an_llm_gets_a_plain_answer(server: Any, page: Pa
     )
     expect(result).not_to_contain_text("Expecting value")
     expect(result).to_be_in_viewport()
+    no_sideways_scroll(page)
