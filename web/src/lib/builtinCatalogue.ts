@@ -1,0 +1,119 @@
+// The texts of storyloom's own node types and tools in the page's language. The server
+// describes them in English, for the model that calls them (and that English is what the
+// model keeps getting); the web app shows its own translation, from the catalogue in
+// locales/<lang>/nodes.json and builtinTools.json, keyed by id. What the catalogue does not
+// know (a plugin's node type or tool, an MCP server's tool) keeps the server's English and
+// says so with `textLang: 'en'`, for screen readers and the page's language checks.
+// tests/workflow/test_builtin_catalogue.py holds the catalogue to the registry.
+import type { ToolInfo } from '../api/tools'
+import type { NodeTypeInfo, SlotInfo } from '../api/workflows'
+import type { Locale } from '../i18n'
+import type { JsonSchema } from './jsonSchema'
+import enTools from '../locales/en/builtinTools.json'
+import enNodes from '../locales/en/nodes.json'
+import zhTools from '../locales/zh/builtinTools.json'
+import zhNodes from '../locales/zh/nodes.json'
+
+/** One config field's label, hint and the labels of its suggested values. */
+export interface FieldText {
+  title: string
+  description?: string
+  /** Labels of the field's suggested values (`x-suggestions`), by value. */
+  options?: Record<string, string>
+}
+
+/** A built-in node type's texts: slot descriptions and config fields by name. */
+export interface NodeText {
+  name: string
+  description: string
+  inputs?: Record<string, string>
+  outputs?: Record<string, string>
+  config?: Record<string, FieldText>
+}
+
+export interface ToolText {
+  name: string
+  description: string
+}
+
+export interface BuiltinCatalogue {
+  nodes: Record<string, NodeText>
+  tools: Record<string, ToolText>
+}
+
+export const BUILTIN_CATALOGUES: Record<Locale, BuiltinCatalogue> = {
+  en: { nodes: enNodes, tools: enTools },
+  zh: { nodes: zhNodes, tools: zhTools },
+}
+
+/** `textLang` is `'en'` when the texts are the server's English (nobody here can translate
+ * them), absent when they are the catalogue's, in the page's language. */
+export type Shown<T> = T & { textLang?: 'en' }
+export type ShownNodeType = Shown<NodeTypeInfo>
+export type ShownTool = Shown<ToolInfo>
+
+/** The id prefix of the tool a node type makes (storyloom/workflow/workflow_tools.py). */
+export const NODE_TOOL_PREFIX = 'node:'
+/** The source of a project workflow's tool (storyloom/tools/tool_registry.py). */
+const WORKFLOW_SOURCE = 'workflow'
+
+/** A node type as the page shows it: the catalogue's name, description, slot
+ * descriptions and config labels where it knows the type, else the server's. */
+export function shownNodeType(info: NodeTypeInfo, locale: Locale, catalogues = BUILTIN_CATALOGUES): ShownNodeType {
+  const text = catalogues[locale].nodes[info.type]
+  if (!text) return { ...info, textLang: 'en' }
+  return {
+    ...info,
+    displayName: text.name,
+    description: text.description,
+    inputs: shownSlots(info.inputs, text.inputs),
+    outputs: shownSlots(info.outputs, text.outputs),
+    configSchema: shownConfig(info.configSchema, text.config),
+  }
+}
+
+function shownSlots(slots: SlotInfo[], texts: Record<string, string> | undefined): SlotInfo[] {
+  return slots.map((slot) => {
+    const description = texts?.[slot.name]
+    return description === undefined ? slot : { ...slot, description }
+  })
+}
+
+/** The config schema with its top-level fields' titles and descriptions replaced. */
+function shownConfig(schema: JsonSchema, fields: Record<string, FieldText> | undefined): JsonSchema {
+  const properties = schema.properties
+  if (!fields || !properties) return schema
+  const shown: Record<string, JsonSchema> = {}
+  for (const [name, property] of Object.entries(properties)) {
+    const text = fields[name]
+    shown[name] = text ? shownField(property, text) : property
+  }
+  return { ...schema, properties: shown }
+}
+
+function shownField(property: JsonSchema, text: FieldText): JsonSchema {
+  const field: JsonSchema = { ...property, title: text.title }
+  if (text.description !== undefined) field.description = text.description
+  const options = text.options
+  const suggestions = property['x-suggestions']
+  if (options && suggestions) {
+    field['x-suggestions'] = suggestions.map((s) => {
+      const label = typeof s.value === 'string' ? options[s.value] : undefined
+      return label === undefined ? s : { ...s, label }
+    })
+  }
+  return field
+}
+
+/** A tool as the page shows it: a built-in tool's or a built-in node type's tool's texts
+ * from the catalogue. A project workflow's are its author's own words, in whatever
+ * language they wrote; a plugin's or an MCP server's stay the server's English. */
+export function shownTool(tool: ToolInfo, locale: Locale, catalogues = BUILTIN_CATALOGUES): ShownTool {
+  const catalogue = catalogues[locale]
+  let text: ToolText | undefined
+  if (tool.source === WORKFLOW_SOURCE) return tool
+  if (tool.source === 'builtin') text = catalogue.tools[tool.id]
+  else if (tool.source === 'node' && tool.id.startsWith(NODE_TOOL_PREFIX)) text = catalogue.nodes[tool.id.slice(NODE_TOOL_PREFIX.length)]
+  if (!text) return { ...tool, textLang: 'en' }
+  return { ...tool, displayName: text.name, description: text.description }
+}
