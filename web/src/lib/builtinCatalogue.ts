@@ -4,7 +4,7 @@
 // locales/<lang>/nodes.json and builtinTools.json, keyed by id. What the catalogue does not
 // know (a plugin's node type or tool, an MCP server's tool) keeps the server's English and
 // says so with `textLang: 'en'`, for screen readers and the page's language checks.
-// tests/workflow/test_builtin_catalogue.py holds the catalogue to the registry.
+// tests/server/test_builtin_catalogue.py holds the catalogue to the registry.
 import type { ToolInfo } from '../api/tools'
 import type { NodeTypeInfo, SlotInfo } from '../api/workflows'
 import type { Locale } from '../i18n'
