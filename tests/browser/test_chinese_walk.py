@@ -305,6 +305,10 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
             expect(query.locator(".tool-desc")).to_have_text(ZH_TOOLS["kb:Query"]["description"])
             # No plugin or MCP server here: nothing on the list is left in English.
             expect(page.locator(f'{tid("tool-list")} [lang="en"]')).to_have_count(0)
+            # "Try it": the arguments' hints too.
+            query.locator(tid("tool-try-kb:Query")).click()
+            hint = ZH_TOOLS["kb:Query"]["parameters"]["query"]
+            expect(query.get_by_text(hint)).to_be_visible()
         check(f"tools › {tab}")
     page.goto(server.url + "settings")
     expect(page.locator(tid("page-settings"))).to_be_visible()

@@ -90,9 +90,13 @@ def test_every_builtin_tool_has_its_texts(
     catalogue = _catalogue(language, "builtinTools")
     assert sorted(set(tools) - set(catalogue)) == [], f"{language}/builtinTools.json lacks these"
     assert sorted(set(catalogue) - set(tools)) == [], f"{language}/builtinTools.json: not shipped"
-    for tool_id in tools:
+    for tool_id, tool in tools.items():
         entry = catalogue[tool_id]
         assert entry["name"].strip() and entry["description"].strip(), tool_id
+        described = {
+            name for name, p in tool["parameters"]["properties"].items() if p.get("description")
+        }
+        assert set(entry.get("parameters", {})) == described, f"{tool_id} parameters"
 
 
 def test_the_chinese_texts_are_chinese_and_keep_the_placeholders(
@@ -113,3 +117,5 @@ def test_the_chinese_texts_are_chinese_and_keep_the_placeholders(
     for tool_id in tools:
         entry = builtin_tools[tool_id]
         assert CJK.search(entry["name"]) and CJK.search(entry["description"]), tool_id
+        for name, text in entry.get("parameters", {}).items():
+            assert CJK.search(text), f"{tool_id} parameters.{name}"

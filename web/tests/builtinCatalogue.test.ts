@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 import type { NodeTypeInfo } from '../src/api/workflows'
 import NodePalette from '../src/components/workflow/NodePalette.vue'
 import { makeI18n } from '../src/i18n'
-import { BUILTIN_CATALOGUES, shownNodeType, shownTool } from '../src/lib/builtinCatalogue'
+import { BUILTIN_CATALOGUES, shownNodeType, shownParameters, shownTool } from '../src/lib/builtinCatalogue'
 import { tool } from './toolFixtures'
 
 /** chat:Weaver as the server lists it (storyloom/workflow/nodes), in English. */
@@ -131,10 +131,47 @@ describe('shownTool', () => {
   })
 })
 
+describe('shownParameters', () => {
+  const query = tool('kb:Query', {
+    parameters: {
+      type: 'object',
+      properties: { query: { type: 'string', minLength: 1, description: 'What to look for, in words' }, other: { type: 'string', description: 'Not known' } },
+      required: ['query'],
+    },
+  })
+
+  it("gives a built-in tool's argument hints in Chinese for the try-it form, the schema otherwise the server's", () => {
+    const shown = shownParameters(query, 'zh')
+    expect(shown.properties!.query!.description).toBe(BUILTIN_CATALOGUES.zh.tools['kb:Query']!.parameters!.query)
+    expect(shown.properties!.query!.minLength).toBe(1)
+    expect(shown.required).toEqual(['query'])
+    expect(shown.properties!.other!.description).toBe('Not known')
+    // The tool itself (its schema as JSON, like the model's) is untouched.
+    expect(query.parameters.properties!.query!.description).toBe('What to look for, in words')
+  })
+
+  it("takes a built-in node's tool's hints from its inputs and config fields", () => {
+    const merge = tool('node:core:Merge', {
+      source: 'node',
+      implementation: 'node',
+      parameters: { type: 'object', properties: { first: { description: 'The first value (optional)' }, separator: { type: 'string', description: 'x' } } },
+    })
+    const shown = shownParameters(merge, 'zh')
+    const zh = BUILTIN_CATALOGUES.zh.nodes['core:Merge']!
+    expect(shown.properties!.first!.description).toBe(zh.inputs!.first)
+    expect(shown.properties!.separator!.description).toBe(zh.config!.separator!.description)
+  })
+
+  it("leaves a plugin's tool's hints as they are", () => {
+    const plugin = tool('dice:roll', { source: 'plugin:dice', parameters: { type: 'object', properties: { n: { description: 'How many' } } } })
+    expect(shownParameters(plugin, 'zh')).toBe(plugin.parameters)
+  })
+})
+
 describe('the catalogues', () => {
   it('know the same node types, slots, fields and tools in both languages', () => {
     const shape = (c: (typeof BUILTIN_CATALOGUES)['en']) => ({
-      tools: Object.keys(c.tools).sort(),
+      tools: Object.entries(c.tools).map(([id, tl]) => [id, Object.keys(tl.parameters ?? {})]),
       nodes: Object.fromEntries(
         Object.entries(c.nodes).map(([id, n]) => [
           id,

@@ -34,6 +34,8 @@ export interface NodeText {
 export interface ToolText {
   name: string
   description: string
+  /** Descriptions of the tool's arguments, by name. */
+  parameters?: Record<string, string>
 }
 
 export interface BuiltinCatalogue {
@@ -109,11 +111,41 @@ function shownField(property: JsonSchema, text: FieldText): JsonSchema {
  * from the catalogue. A project workflow's are its author's own words, in whatever
  * language they wrote; a plugin's or an MCP server's stay the server's English. */
 export function shownTool(tool: ToolInfo, locale: Locale, catalogues = BUILTIN_CATALOGUES): ShownTool {
-  const catalogue = catalogues[locale]
-  let text: ToolText | undefined
   if (tool.source === WORKFLOW_SOURCE) return tool
-  if (tool.source === 'builtin') text = catalogue.tools[tool.id]
-  else if (tool.source === 'node' && tool.id.startsWith(NODE_TOOL_PREFIX)) text = catalogue.nodes[tool.id.slice(NODE_TOOL_PREFIX.length)]
+  const catalogue = catalogues[locale]
+  const text: ToolText | undefined = tool.source === 'builtin' ? catalogue.tools[tool.id] : nodeOfTool(tool, catalogue)
   if (!text) return { ...tool, textLang: 'en' }
   return { ...tool, displayName: text.name, description: text.description }
+}
+
+function nodeOfTool(tool: ToolInfo, catalogue: BuiltinCatalogue): NodeText | undefined {
+  if (tool.source !== 'node' || !tool.id.startsWith(NODE_TOOL_PREFIX)) return undefined
+  return catalogue.nodes[tool.id.slice(NODE_TOOL_PREFIX.length)]
+}
+
+/** The tool's `parameters` for the "try it" form: a built-in's argument descriptions in
+ * the page's language. Only for the form: the schema shown as JSON, like the one the
+ * model gets, stays the server's. */
+export function shownParameters(tool: ToolInfo, locale: Locale, catalogues = BUILTIN_CATALOGUES): JsonSchema {
+  const schema = tool.parameters ?? { type: 'object', properties: {} }
+  const texts = parameterTexts(tool, catalogues[locale])
+  const properties = schema.properties
+  if (!texts || !properties) return schema
+  const shown: Record<string, JsonSchema> = {}
+  for (const [name, property] of Object.entries(properties)) {
+    const description = texts[name]
+    shown[name] = description === undefined ? property : { ...property, description }
+  }
+  return { ...schema, properties: shown }
+}
+
+function parameterTexts(tool: ToolInfo, catalogue: BuiltinCatalogue): Record<string, string> | undefined {
+  if (tool.source === 'builtin') return catalogue.tools[tool.id]?.parameters
+  const node = nodeOfTool(tool, catalogue)
+  if (!node) return undefined
+  // A node's tool has a parameter per input and per config field that is not an input
+  // (storyloom/workflow/workflow_tools.py node_tool_schema): the input's text wins.
+  const texts: Record<string, string> = {}
+  for (const [name, field] of Object.entries(node.config ?? {})) if (field.description !== undefined) texts[name] = field.description
+  return { ...texts, ...node.inputs }
 }
