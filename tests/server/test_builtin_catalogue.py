@@ -1,9 +1,10 @@
 """The web app's catalogue of storyloom's own node types and tools
 (web/src/locales/<lang>/nodes.json, builtinTools.json) against what the server lists: a
 node type or a built-in tool added without its English and Chinese texts fails here, as
-does a slot, a config field or a labelled choice the catalogue does not know, or an entry
-for something storyloom no longer ships. The server keeps its own English for the model;
-the catalogue is only what the page shows."""
+does a slot, a config field (or a field of its list items), a labelled choice or a tool
+argument the catalogue does not know, or an entry for something storyloom no longer
+ships. The server keeps its own English for the model; the catalogue is only what the
+page shows."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def _texts(language: str, entry: Json) -> list[str]:
     texts += [*entry.get("inputs", {}).values(), *entry.get("outputs", {}).values()]
     for field in entry.get("config", {}).values():
         texts += [field["title"], field.get("description", ""), *field.get("options", {}).values()]
+        for item in field.get("items", {}).values():
+            texts += [item["title"], item.get("description", "")]
     return [text for text in texts if text]
 
 
@@ -79,6 +82,12 @@ def test_every_builtin_node_type_has_its_texts(
             )
             labelled = {str(s["value"]) for s in field.get("x-suggestions") or [] if s.get("label")}
             assert set(text.get("options", {})) == labelled, f"{where} config.{name}.options"
+            item_fields: Json = (field.get("items") or {}).get("properties") or {}
+            item_texts: Json = text.get("items", {})
+            assert set(item_texts) == set(item_fields), f"{where} config.{name}.items"
+            for item, item_field in item_fields.items():
+                assert item_texts[item]["title"].strip(), f"{where} config.{name}.items.{item}"
+                assert ("description" in item_texts[item]) == bool(item_field.get("description"))
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

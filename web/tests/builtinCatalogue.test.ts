@@ -65,6 +65,22 @@ describe('shownNodeType', () => {
     expect(field['x-suggestions']!.map((s) => s.value)).toEqual(['none', 'default'])
   })
 
+  it("gives a list of objects' fields their Chinese titles too", () => {
+    const info = weaver({
+      type: 'chat:SkeinBuilder',
+      configSchema: {
+        type: 'object',
+        properties: {
+          prompts: { type: 'array', title: 'Prompts', items: { type: 'object', properties: { name: { type: 'string', title: 'Name', default: '' } } } },
+        },
+      },
+    })
+    const zh = BUILTIN_CATALOGUES.zh.nodes['chat:SkeinBuilder']!.config!.prompts!
+    const prompts = shownNodeType(info, 'zh').configSchema.properties!.prompts!
+    expect(prompts.title).toBe(zh.title)
+    expect(prompts.items!.properties!.name).toEqual({ type: 'string', title: zh.items!.name!.title, default: '' })
+  })
+
   it('follows the language of the page', () => {
     expect(shownNodeType(weaver(), 'en').displayName).toBe(BUILTIN_CATALOGUES.en.nodes['chat:Weaver']!.name)
     expect(shownNodeType(weaver(), 'en').textLang).toBeUndefined()
@@ -175,7 +191,7 @@ describe('the catalogues', () => {
       nodes: Object.fromEntries(
         Object.entries(c.nodes).map(([id, n]) => [
           id,
-          [Object.keys(n.inputs ?? {}), Object.keys(n.outputs ?? {}), Object.entries(n.config ?? {}).map(([k, f]) => [k, !!f.description, Object.keys(f.options ?? {})])],
+          [Object.keys(n.inputs ?? {}), Object.keys(n.outputs ?? {}), Object.entries(n.config ?? {}).map(([k, f]) => [k, !!f.description, Object.keys(f.options ?? {}), Object.keys(f.items ?? {})])],
         ]),
       ),
     })

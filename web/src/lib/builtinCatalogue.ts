@@ -20,6 +20,8 @@ export interface FieldText {
   description?: string
   /** Labels of the field's suggested values (`x-suggestions`), by value. */
   options?: Record<string, string>
+  /** A list of objects' fields (SkeinBuilder's `prompts`), by name. */
+  items?: Record<string, FieldText>
 }
 
 /** A built-in node type's texts: slot descriptions and config fields by name. */
@@ -81,7 +83,7 @@ function shownSlots(slots: SlotInfo[], texts: Record<string, string> | undefined
   })
 }
 
-/** The config schema with its top-level fields' titles and descriptions replaced. */
+/** An object schema with its fields' titles, descriptions and choice labels replaced. */
 function shownConfig(schema: JsonSchema, fields: Record<string, FieldText> | undefined): JsonSchema {
   const properties = schema.properties
   if (!fields || !properties) return schema
@@ -104,6 +106,7 @@ function shownField(property: JsonSchema, text: FieldText): JsonSchema {
       return label === undefined ? s : { ...s, label }
     })
   }
+  if (text.items && property.items) field.items = shownConfig(property.items, text.items)
   return field
 }
 
