@@ -10,8 +10,12 @@ piece of two words or more, or of eight letters or more, is looked for as whole 
 (an identifier such as ``character_definition`` is no word) in the page's visible text and
 in the placeholder / title / aria-label of visible elements. A term the Chinese
 catalogue itself keeps ("接口地址（Base URL）", "温度（Temperature）") is not English.
-Text marked ``lang="en"`` is English on purpose (a tool's description written for the
-model) and is not read.
+Text marked ``lang="en"`` is English on purpose and is not read: only what nobody here
+can translate (a plugin's node type or tool, an MCP server's tool, written for the model).
+storyloom's own node types and tools are shown from the web app's catalogue
+(``locales/<lang>/nodes.json``, ``builtinTools.json``) in 中文 and are not so marked: the
+walk checks the palette, a built-in pipeline's canvas and inspector and the Tools page for
+that.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ from tests.browser.conftest import (
 pytestmark = pytest.mark.browser
 
 LOCALES = REPO / "web" / "src" / "locales"
+ZH_NODES = json.loads((LOCALES / "zh" / "nodes.json").read_text(encoding="utf-8"))
+ZH_TOOLS = json.loads((LOCALES / "zh" / "builtinTools.json").read_text(encoding="utf-8"))
+# The ids of node types and tools (core:Evolutionary, node:kb:Query) are shown as they are:
+# identifiers, not English, even where a part of one is also an English name.
+IDENTIFIERS = {part for name in [*ZH_NODES, *ZH_TOOLS] for part in name.split(":")}
 SIZES = {"wide": (1440, 900), "phone": (390, 844)}
 ENGLISH_TIME = re.compile(r"\b\d{1,2}:\d{2}\s?(AM|PM)\b")
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -96,6 +105,8 @@ def english_pieces() -> dict[str, str]:
                 piece = EDGE.sub("", part.strip())
                 words = WORD.findall(piece)
                 if re.search(rf"(?<![A-Za-z]){re.escape(piece)}(?![A-Za-z])", kept):
+                    continue
+                if piece in IDENTIFIERS:
                     continue
                 if len(words) >= 2 or sum(len(w) for w in words) >= 8:
                     pieces.setdefault(piece, key)
@@ -166,7 +177,9 @@ def set_up_project(server: RunningServer) -> dict[str, str]:
     chat = server.request("POST", "/api/chats", {"character_id": CHARACTER_ID})
     server.request("PUT", f"/api/chats/{chat['id']}/lore", {"knowledge_bases": [kb_id]})
     book = server.request("POST", "/api/writing/books", {"title": "灯塔之夜", "language": "zh"})
-    return {"chat": chat["id"], "kb": kb_id, "book": book["id"]}
+    workflow = {"id": "hebing", "nodes": [{"id": "merge", "type": "core:Merge"}]}
+    server.request("PUT", "/api/workflows/hebing", workflow)
+    return {"chat": chat["id"], "kb": kb_id, "book": book["id"], "workflow": "hebing"}
 
 
 def chat_in_chinese(page: Page, server: RunningServer, chat_id: str) -> None:
@@ -255,12 +268,44 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
 
     page.goto(server.url + "workflows")
     expect(page.locator(tid("wf-palette-item")).first).to_be_attached()
+    # The built-in node types in 中文, not English marked lang="en" (issue 27's loophole).
+    weaver = ZH_NODES["chat:Weaver"]
+    item = page.locator(f'{tid("wf-palette-item")}[data-node-type="chat:Weaver"]')
+    expect(item.locator(".wf-palette-name")).to_have_text(weaver["name"])
+    expect(item).to_have_attribute("title", weaver["description"])
+    expect(item).not_to_have_attribute("lang", "en")
+    expect(page.locator(f'{tid("wf-palette")} [lang="en"]')).to_have_count(0)
     check("workflows")
+    # A workflow of the project's with a built-in node: its title on the canvas, its
+    # inspector and config form in 中文.
+    merge = ZH_NODES["core:Merge"]
+    page.goto(server.url + f"workflows/{ids['workflow']}")
+    node = page.locator(f'{tid("wf-node")}[data-node-type="core:Merge"]')
+    expect(node.locator(".wf-node-title")).to_have_text(merge["name"])
+    expect(node.locator('[lang="en"]')).to_have_count(0)
+    check("workflows › a workflow")
+    node.locator(".wf-node-title").click()
+    if not page.locator(tid("wf-inspector")).is_visible():
+        page.locator(tid("wf-panel-toggle")).click()
+    inspector = page.locator(tid("wf-inspector"))
+    expect(inspector.locator("h2").first).to_have_text(merge["name"])
+    expect(inspector.get_by_text(merge["config"]["separator"]["title"])).to_be_visible()
+    expect(inspector.locator('[lang="en"]')).to_have_count(0)
+    check("workflows › node inspector")
     for tab in ("tools", "plugins", "agents", "mcp"):
         page.goto(server.url + f"tools?tab={tab}")
         expect(page.locator(f"#tools-panel-{tab}")).to_be_visible()
         if tab == "tools":
             expect(page.locator('[data-testid^="tool-row-"]').first).to_be_visible()
+            query = page.locator(tid("tool-row-kb:Query"))
+            expect(query.locator(".tool-name")).to_have_text(ZH_TOOLS["kb:Query"]["name"])
+            expect(query.locator(".tool-desc")).to_have_text(ZH_TOOLS["kb:Query"]["description"])
+            # No plugin or MCP server here: nothing on the list is left in English.
+            expect(page.locator(f'{tid("tool-list")} [lang="en"]')).to_have_count(0)
+            # "Try it": the arguments' hints too.
+            query.locator(tid("tool-try-kb:Query")).click()
+            hint = ZH_TOOLS["kb:Query"]["parameters"]["query"]
+            expect(query.get_by_text(hint)).to_be_visible()
         check(f"tools › {tab}")
     page.goto(server.url + "settings")
     expect(page.locator(tid("page-settings"))).to_be_visible()

@@ -5,7 +5,7 @@ import type { ToolInfo } from '../api/tools'
 import type { PluginInfo } from '../api/plugins'
 
 /** Tools whose id, name, description or source hold every word of `query` (any case). */
-export function searchTools(tools: readonly ToolInfo[], query: string): ToolInfo[] {
+export function searchTools<T extends ToolInfo>(tools: readonly T[], query: string): T[] {
   const words = query.toLowerCase().split(/\s+/).filter(Boolean)
   if (!words.length) return [...tools]
   return tools.filter((tool) => {

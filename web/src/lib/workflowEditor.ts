@@ -1,12 +1,13 @@
 // What the canvas's node components read from the page that owns the graph: node type
 // info, each node's slots, its run state, its validation problems and whether it is frozen.
 import type { InjectionKey } from 'vue'
-import type { NodeTypeInfo, WorkflowProblem } from '../api/workflows'
+import type { WorkflowProblem } from '../api/workflows'
+import type { ShownNodeType } from './builtinCatalogue'
 import type { ResolvedSlots } from './workflowGraph'
 import type { NodeRunView } from './workflowRun'
 
 export interface WorkflowEditorContext {
-  typeInfo(type: string): NodeTypeInfo | undefined
+  typeInfo(type: string): ShownNodeType | undefined
   slots(nodeId: string): ResolvedSlots
   run(nodeId: string): NodeRunView | undefined
   problems(nodeId: string): WorkflowProblem[]

@@ -314,9 +314,9 @@ export function connectEdges(edges: readonly FlowEdge[], c: ConnectionLike): { e
 }
 
 /** Palette groups: node types by category, filtered by a search over name, type and description. */
-export function paletteGroups(types: readonly NodeTypeInfo[], query: string): { category: string; types: NodeTypeInfo[] }[] {
+export function paletteGroups<T extends NodeTypeInfo>(types: readonly T[], query: string): { category: string; types: T[] }[] {
   const q = query.trim().toLowerCase()
-  const groups = new Map<string, NodeTypeInfo[]>()
+  const groups = new Map<string, T[]>()
   for (const info of types) {
     const hay = `${info.displayName} ${info.type} ${info.category} ${info.description}`.toLowerCase()
     if (q && !q.split(/\s+/).every((word) => hay.includes(word))) continue

@@ -1,7 +1,9 @@
 /**
  * The messages of each language, one JSON file per namespace (`en/chat.json` is the
  * `chat.*` keys): a page's strings live in its own file, so pages grow without touching
- * each other's.
+ * each other's. The built-in node types' and tools' texts (`nodes.json`, `builtinTools.json`)
+ * are a catalogue of their own (lib/builtinCatalogue.ts), looked up by id, not vue-i18n
+ * messages: they are full of `{`, `|` and `@` that vue-i18n would read as syntax.
  */
 type Messages = Record<string, unknown>
 
@@ -15,8 +17,14 @@ function byNamespace(files: Record<string, Messages>): Messages {
 }
 
 export const en = byNamespace(
-  import.meta.glob<Messages>('./en/*.json', { eager: true, import: 'default' }),
+  import.meta.glob<Messages>(['./en/*.json', '!./en/nodes.json', '!./en/builtinTools.json'], {
+    eager: true,
+    import: 'default',
+  }),
 )
 export const zh = byNamespace(
-  import.meta.glob<Messages>('./zh/*.json', { eager: true, import: 'default' }),
+  import.meta.glob<Messages>(['./zh/*.json', '!./zh/nodes.json', '!./zh/builtinTools.json'], {
+    eager: true,
+    import: 'default',
+  }),
 )
