@@ -292,6 +292,11 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
     expect(inspector.get_by_text(merge["config"]["separator"]["title"])).to_be_visible()
     expect(inspector.locator('[lang="en"]')).to_have_count(0)
     check("workflows › node inspector")
+    # The chat pipeline storyloom ships: its nodes named by their types, in 中文.
+    page.goto(server.url + "workflows/chat-default")
+    weaver = page.locator(f'{tid("wf-node")}[data-node-type="chat:Weaver"]')
+    expect(weaver.locator(".wf-node-title")).to_have_text(ZH_NODES["chat:Weaver"]["name"])
+    check("workflows › the chat pipeline")
     for tab in ("tools", "plugins", "agents", "mcp"):
         page.goto(server.url + f"tools?tab={tab}")
         expect(page.locator(f"#tools-panel-{tab}")).to_be_visible()

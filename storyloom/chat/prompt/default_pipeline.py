@@ -39,20 +39,21 @@ INVOKER_TYPE = "chat:LLMInvoker"
 _STEP_X = 300.0
 _ROW_Y = 0.0
 
-# (node id, type, label) left to right, the order a turn runs in.
-_CHAIN: tuple[tuple[str, str, str], ...] = (
-    ("input", "core:GroupInput", "Snapshot"),
-    ("builder", "chat:SkeinBuilder", "Skein Builder"),
-    ("ast", "chat:PromptAST", "Prompt AST"),
-    ("regex", "chat:RegexCleaner", "Regex Cleaner"),
-    ("script", "chat:Script", "Script"),
-    ("budget", "chat:TokenBudget", "Token Budget"),
-    ("weaver", "chat:Weaver", "Weaver"),
-    ("textprompt", "chat:TextPrompt", "Text Prompt"),
-    (INVOKER_NODE, INVOKER_TYPE, "LLM Invoker"),
-    ("parser", "chat:FilamentParser", "Filament Parser"),
-    ("updater", "chat:StateUpdater", "State Updater"),
-    ("output", "core:GroupOutput", "Turn"),
+# (node id, type) left to right, the order a turn runs in. No labels: the canvas names
+# each node by its type, in the page's language, which a label in English would hide.
+_CHAIN: tuple[tuple[str, str], ...] = (
+    ("input", "core:GroupInput"),
+    ("builder", "chat:SkeinBuilder"),
+    ("ast", "chat:PromptAST"),
+    ("regex", "chat:RegexCleaner"),
+    ("script", "chat:Script"),
+    ("budget", "chat:TokenBudget"),
+    ("weaver", "chat:Weaver"),
+    ("textprompt", "chat:TextPrompt"),
+    (INVOKER_NODE, INVOKER_TYPE),
+    ("parser", "chat:FilamentParser"),
+    ("updater", "chat:StateUpdater"),
+    ("output", "core:GroupOutput"),
 )
 
 _EDGES: tuple[str, ...] = (
@@ -129,11 +130,10 @@ def pipeline_workflow(
     """The pipeline graph with node config by node id (``builder``, ``budget``...)."""
     config = config or {}
     nodes: list[dict[str, Any]] = []
-    for step, (node_id, node_type, label) in enumerate(_CHAIN):
+    for step, (node_id, node_type) in enumerate(_CHAIN):
         node: dict[str, Any] = {
             "id": node_id,
             "type": node_type,
-            "label": label,
             "position": {"x": step * _STEP_X, "y": _ROW_Y},
         }
         if node_id in config:
