@@ -108,11 +108,33 @@ function placeText(values: Record<string, string>, v: LabelVocabulary): string {
   return values.across ? text + v.t('chat.prompt.place.across') : text
 }
 
+/** A word the knowledge editor's pickers also say (a generation type, a condition's
+ * operator), in the page's language; else as it came. */
+function enumText(value: unknown, v: LabelVocabulary): string {
+  const key = `knowledge.enums.${String(value)}`
+  return v.te(key) ? v.t(key) : String(value ?? '')
+}
+
+/** A trigger condition as the page says it: "mood 等于 \"calm\"". */
+function conditionText(raw: Record<string, unknown>, v: LabelVocabulary): string {
+  const parts = { variable: String(raw.variable ?? ''), operator: enumText(raw.operator, v), expected: String(raw.expected ?? '') }
+  return v.t(raw.expected === undefined ? 'chat.prompt.condition.bare' : 'chat.prompt.condition.compared', parts)
+}
+
 /** A lore reason's words, in the page's language. */
 export function reasonText(reason: StructuredReason, v: LabelVocabulary): string {
   const fallback = reason.detail ?? ''
   if (!reason.term) return fallback
-  const values = shown(reason.values, v)
+  const raw = { ...(reason.values ?? {}) }
+  // Generation types are the knowledge editor's words too.
+  if (reason.term === 'generation_type') {
+    raw.type = enumText(raw.type, v)
+    if (Array.isArray(raw.allowed)) raw.allowed = raw.allowed.map((item) => enumText(item, v))
+  }
+  const values = shown(raw, v)
+  // A group's name is the author's: quoted, as keys are.
+  if (reason.term.startsWith('group_') && typeof raw.group === 'string') values.group = v.t('chat.prompt.quoted', { text: raw.group })
+  if (reason.term.startsWith('condition_')) values.condition = conditionText(raw, v)
   const key = `chat.prompt.reason.${reason.term}`
   if (reason.term === 'key' || reason.term === 'regex') {
     return known(v, key, { ...values, at: placeText(values, v) }, fallback)
