@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { WarningView } from '../src/api/writing'
-import { applyProgress, curationFailed, curationFinished, curationFromStatus, curationSkipped, newCuration } from '../src/lib/writingCuration'
+import { makeI18n } from '../src/i18n'
+import { applyProgress, curationFailed, curationFinished, curationFromStatus, curationSkipped, newCuration, stepReasonText } from '../src/lib/writingCuration'
 import { intentionalCount, visibleWarnings } from '../src/lib/writingWarnings'
 
 describe('curation progress', () => {
@@ -23,9 +24,9 @@ describe('curation progress', () => {
 
   it('shows the error of a failed step until it runs again', () => {
     const view = newCuration('o1', 4)
-    applyProgress(view, { outputId: 'o1', step: 'extract', state: 'failed', error: 'extract: malformed JSON' })
+    applyProgress(view, { outputId: 'o1', step: 'extract', state: 'failed', error: 'extract: malformed JSON', reason: null })
     expect(curationFailed(view)).toBe(true)
-    expect(view.steps[1]).toEqual({ step: 'extract', state: 'failed', error: 'extract: malformed JSON' })
+    expect(view.steps[1]).toEqual({ step: 'extract', state: 'failed', error: 'extract: malformed JSON', reason: null })
     applyProgress(view, { outputId: 'o1', step: 'extract', state: 'running' })
     expect(view.steps[1]!.error).toBe('')
     expect(curationFailed(view)).toBe(false)
@@ -41,7 +42,7 @@ describe('curation progress', () => {
       steps: { summarize: 'done', extract: 'failed', profiles: 'pending', index: 'pending', check: 'pending' },
       error: 'extract: malformed JSON',
     })
-    expect(view.steps.find((s) => s.step === 'extract')).toEqual({ step: 'extract', state: 'failed', error: 'extract: malformed JSON' })
+    expect(view.steps.find((s) => s.step === 'extract')).toEqual({ step: 'extract', state: 'failed', error: 'extract: malformed JSON', reason: null })
     expect(view.steps.find((s) => s.step === 'summarize')!.error).toBe('')
   })
 
@@ -50,7 +51,7 @@ describe('curation progress', () => {
     const live = newCuration('o1', 4)
     for (const step of ['summarize', 'extract']) applyProgress(live, { outputId: 'o1', step, state: 'skipped', reason: why })
     for (const step of ['profiles', 'index', 'check']) applyProgress(live, { outputId: 'o1', step, state: 'done' })
-    expect(live.steps[1]).toEqual({ step: 'extract', state: 'skipped', error: why })
+    expect(live.steps[1]).toEqual({ step: 'extract', state: 'skipped', error: why, reason: null })
     expect(curationFinished(live)).toBe(true)
     expect(curationSkipped(live)).toBe(true)
     expect(curationFailed(live)).toBe(false)
@@ -73,7 +74,7 @@ describe('curation progress', () => {
     const live = newCuration('o2', 5)
     applyProgress(live, { outputId: 'o2', step: 'summarize', state: 'skipped', reason: 'no agent model' })
     applyProgress(live, { outputId: 'o2', step: 'extract', state: 'done', reason: note })
-    expect(live.steps[1]).toEqual({ step: 'extract', state: 'done', error: note })
+    expect(live.steps[1]).toEqual({ step: 'extract', state: 'done', error: note, reason: null })
 
     const reloaded = curationFromStatus({
       outputId: 'o2',
@@ -86,6 +87,37 @@ describe('curation progress', () => {
     })
     expect(reloaded.steps.map((s) => s.error)).toEqual(['no agent model', note, '', '', ''])
     expect(curationSkipped(reloaded)).toBe(true)
+  })
+
+  it('says a structured reason in the page language, live and after a reload', () => {
+    const { global } = makeI18n('zh')
+    const t = (key: string, values?: Record<string, unknown>) => global.t(key, values ?? {})
+    const live = newCuration('o3', 2)
+    applyProgress(live, { outputId: 'o3', step: 'summarize', state: 'skipped', reason: 'the agent model does not run (x)…', reasonTerm: { term: 'summary_agent_down', problem: 'no GPU' } })
+    expect(live.steps[0]!.reason).toEqual({ term: 'summary_agent_down', problem: 'no GPU' })
+    expect(stepReasonText(live.steps[0]!, t)).toBe(global.t('writing.curation.reason.summary_agent_down', { problem: 'no GPU' }))
+    expect(stepReasonText(live.steps[0]!, t)).toContain('no GPU')
+    const reloaded = curationFromStatus({
+      outputId: 'o3',
+      chapter: 2,
+      runId: null,
+      nodeId: null,
+      persistedAt: '',
+      steps: { summarize: 'skipped', extract: 'skipped', profiles: 'done', index: 'done', check: 'done' },
+      reasons: { summarize: 'old words', extract: 'old words' },
+      reasonTerms: { extract: { term: 'facts_no_model', problem: null } },
+    })
+    // A step kept before reasons had terms shows its sentence.
+    expect(reloaded.steps.map((s) => stepReasonText(s, t))).toEqual(['old words', global.t('writing.curation.reason.facts_no_model'), '', '', ''])
+    expect(stepReasonText(reloaded.steps[1]!, t)).toMatch(/^还没有设置模型/)
+  })
+
+  it('has English and Chinese words for every reason term', () => {
+    const terms = ['summary_no_model', 'summary_agent_down', 'facts_no_model', 'facts_agent_down'] as const
+    for (const locale of ['en', 'zh'] as const) {
+      const { global } = makeI18n(locale)
+      for (const term of terms) expect(global.te(`writing.curation.reason.${term}`), `${locale} ${term}`).toBe(true)
+    }
   })
 })
 
