@@ -119,7 +119,7 @@ def test_filters_say_their_reason_as_a_term_with_values() -> None:
 
 def test_trigger_conditions_name_the_condition_and_what_the_variable_holds() -> None:
     def condition(variable: str, operator: str, value: Any = None) -> list[TriggerCondition]:
-        return [TriggerCondition(variable=variable, operator=operator, value=value)]  # type: ignore[arg-type]
+        return [TriggerCondition(variable=variable, operator=operator, value=value)]
 
     found = terms(
         reasons_of(
