@@ -23,7 +23,7 @@ describe('lore reason terms', () => {
     const chinese = (zh as unknown as Catalogue).chat.prompt
     for (const [term, text] of Object.entries(english.reason)) {
       expect(chinese.reason[term], term).toBeTruthy()
-      expect(placeholders(chinese.reason[term]), term).toEqual(placeholders(text))
+      expect(placeholders(chinese.reason[term] ?? ''), term).toEqual(placeholders(text))
     }
     for (const rule of ['disabled', 'generation_type', 'character_filter', 'delay', 'cooldown', 'once_per_session']) {
       expect(chinese.rule[rule], rule).toBeTruthy()
