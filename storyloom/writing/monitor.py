@@ -274,6 +274,11 @@ class Claim:
     hand"): a contradiction when a ``lost_limb`` fact covers it, whatever its value."""
 
 
+WarningKind = Literal["contradiction", "lost", "dead"]
+"""A warning's frame: the text says another value; uses a body part the subject lost;
+has a dead subject act or speak."""
+
+
 @dataclass(frozen=True)
 class Finding:
     dimension: Dimension
@@ -290,9 +295,9 @@ class Finding:
     """Where the expected value was established (a chapter's URI, or the rule's)."""
     fingerprint: str
     intentional: bool = False
-    earlier: str | None = None
-    """When ``found`` is what the attribute was before a progression: since which chapter
-    it no longer holds (shown as "was … until ch. N")."""
+    earlier: tuple[str, int] | None = None
+    """When ``found`` is what the attribute was before a progression: that value and the
+    chapter until which it held (shown as "was … until ch. N")."""
     subject_title: str = ""
     """The subject's name as the book gives it (its path's last part when it has none)."""
     fact_evidence: str = ""
@@ -306,20 +311,31 @@ class Finding:
         return self.subject_title or self.subject.rsplit("/", 1)[-1]
 
     @property
+    def kind(self) -> WarningKind:
+        """Which frame the warning is said in (the values are the finding's fields)."""
+        if self.uses:
+            return "lost"
+        if self.attribute.casefold() == "status" and _norm(self.expected) in _DEAD:
+            return "dead"
+        return "contradiction"
+
+    @property
     def detail(self) -> str:
         name = self.name
         since = f"since ch. {self.since_chapter}"
-        if self.uses:
+        kind = self.kind
+        if kind == "lost":
             head = f"{name} · {self.attribute}: lost “{self.expected}” ({since})"
             found = f", yet uses “{self.found}”"
-        elif self.attribute.casefold() == "status" and _norm(self.expected) in _DEAD:
+        elif kind == "dead":
             head = f"{name} · {self.attribute}: “{self.expected}” ({since})"
             found = ", yet acts or speaks"
         else:
             head = f"{name} · {self.attribute}: expected “{self.expected}” ({since})"
             found = f", found “{self.found}”"
         if self.earlier is not None:
-            found += f" — {self.earlier}"
+            value, until = self.earlier
+            found += f" — was “{value}” until ch. {until}; now “{self.expected}”"
         evidence = f": “{self.evidence.strip()}”" if self.evidence.strip() else ""
         established = ""
         if self.fact_evidence.strip():
@@ -1016,12 +1032,12 @@ def check_claims(
             claim.attribute, found or claim.value, expected.value, matcher
         ):
             continue
-        earlier = None
+        earlier: tuple[str, int] | None = None
         steps = history.get((claim.subject, claim.attribute), [])
         for index, step in enumerate(steps[:-1]):
             if not claim.uses and _same_value(claim.attribute, claim.value, step.value, matcher):
                 until = steps[index + 1].chapter
-                earlier = f"was “{step.value}” until ch. {until}; now “{expected.value}”"
+                earlier = (step.value, until)
         category: FactCategory = (
             expected.category if expected.category in FACT_CATEGORIES else claim.category
         )

@@ -344,7 +344,7 @@ MANUSCRIPT = """# 灯塔之夜
 
 ## 第一章：港口
 
-天还没亮，林舟就来到了港口。海鸥在码头上空叫个不停，潮水正在转向。
+天还没亮，林舟就来到了港口。海鸥在码头上空叫个不停，潮水正在转向。林舟有一双黑色的眼睛。
 
 艾莉亚站在灯塔下面，手里提着一盏油灯。
 
@@ -395,7 +395,7 @@ def test_the_writing_page_in_chinese_says_why_curation_ran_without_a_model(
         expect(page.locator(tid("manuscript-chapter"))).to_have_count(3 + n)
         editor = page.locator(tid("chapter-editor"))
         expect(editor).to_have_value("")
-        editor.fill("艾莉亚又给灯添了一次油。林舟看着海面，没有说话。")
+        editor.fill("艾莉亚又给灯添了一次油。林舟用蓝色的眼睛看着海面，没有说话。")
         page.click(tid("chapter-save"))
         curation = page.locator(tid("curation-status"))
         expect(curation).to_have_attribute("data-done", "true", timeout=60_000)
@@ -408,4 +408,11 @@ def test_the_writing_page_in_chinese_says_why_curation_ran_without_a_model(
         )
         check("writing › curation without a model")
         page.screenshot(path=str(RESULTS_DIR / f"zh-writing-curation-{size}.png"))
+        # Role C's warning: its frame in 中文, the manuscript's words quoted.
+        page.click(tid("writing-tab-warnings"))
+        detail = page.locator(tid("warning-detail")).first
+        expect(detail).to_have_attribute("data-kind", "contradiction")
+        expect(detail).to_contain_text("林舟")
+        expect(detail).to_contain_text("却写作")
+        check("writing › warnings")
     assert not problems, f"{len(problems)} English strings in 中文:\n" + "\n".join(problems)

@@ -82,7 +82,8 @@ def test_legal_progression_is_not_a_finding_and_older_value_later_is(store: Book
     stale = "Lin Feng brushed back his black hair."
     findings = check_claims(store, book, extract_claims(store, book, stale, 130), 130)
     assert [(f.expected, f.found, f.since_chapter) for f in findings] == [("silver", "black", 120)]
-    assert findings[0].earlier is not None and "until ch. 120" in findings[0].earlier
+    assert (findings[0].kind, findings[0].earlier) == ("contradiction", ("black", 120))
+    assert "until ch. 120" in findings[0].detail
     # Chapter 40 still sees black: saying black there is fine.
     assert check_claims(store, book, extract_claims(store, book, stale, 40), 40) == []
     # A memory of the old colour is not a claim about now.

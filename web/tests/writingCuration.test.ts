@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import type { WarningView } from '../src/api/writing'
 import { makeI18n } from '../src/i18n'
 import { applyProgress, curationFailed, curationFinished, curationFromStatus, curationSkipped, newCuration, stepReasonText } from '../src/lib/writingCuration'
-import { intentionalCount, visibleWarnings } from '../src/lib/writingWarnings'
+import { intentionalCount, visibleWarnings, warningText } from '../src/lib/writingWarnings'
 
 describe('curation progress', () => {
   it('starts with every step pending in pipeline order', () => {
@@ -122,7 +122,7 @@ describe('curation progress', () => {
 })
 
 function warning(id: number, chapter: number, intentional = false): WarningView {
-  return { id, outputId: 'o', chapter, dimension: 'character-state', category: 'characterization', subject: '/entities/characters/lin', attribute: 'hair', detail: 'hair was black', evidenceUri: '', intentional, bookId: 'bk', fingerprint: `f${id}`, createdAt: '', expected: 'black', found: 'silver', sinceChapter: 1, evidence: 'Her silver hair.', factEvidence: 'Her black hair.' }
+  return { id, outputId: 'o', chapter, dimension: 'character-state', category: 'characterization', subject: '/entities/characters/lin', attribute: 'hair', detail: 'hair was black', evidenceUri: '', intentional, bookId: 'bk', fingerprint: `f${id}`, createdAt: '', expected: 'black', found: 'silver', sinceChapter: 1, evidence: 'Her silver hair.', factEvidence: 'Her black hair.', subjectName: '' }
 }
 
 describe('warning list', () => {
@@ -131,5 +131,34 @@ describe('warning list', () => {
     expect(visibleWarnings(all, false).map((w) => w.id)).toEqual([1])
     expect(visibleWarnings(all, true).map((w) => w.id)).toEqual([2, 1])
     expect(intentionalCount(all)).toBe(1)
+  })
+})
+
+describe('warning frames', () => {
+  const say = (locale: 'en' | 'zh') => {
+    const { global } = makeI18n(locale)
+    return (w: WarningView) => warningText(w, (key, values) => global.t(key, values ?? {}), locale === 'zh' ? 'zh-CN' : 'en')
+  }
+
+  it('says each frame in the page language with the manuscript’s words quoted', () => {
+    const base = { ...warning(1, 4), subjectName: '林枫', attribute: 'hair', expected: '黑', found: '银', sinceChapter: 1 }
+    expect(say('zh')({ ...base, kind: 'contradiction' })).toBe('林枫 · hair：应为“黑”（自第 1 章起），却写作“银”')
+    expect(say('en')({ ...base, kind: 'contradiction' })).toBe('林枫 · hair: expected “黑” (since ch. 1), found “银”')
+    expect(say('zh')({ ...base, kind: 'dead', attribute: 'status', expected: '死亡' })).toBe('林枫 · status：“死亡”（自第 1 章起），却仍在行动或说话')
+    expect(say('zh')({ ...base, kind: 'lost', attribute: 'lost_limb', expected: '左臂', found: '双手' })).toBe('林枫 · lost_limb：已失去“左臂”（自第 1 章起），却仍在使用“双手”')
+    expect(say('zh')({ ...base, kind: 'contradiction', expected: '银', found: '黑', sinceChapter: 1200, earlierValue: '黑', earlierUntil: 1200 })).toBe(
+      '林枫 · hair：应为“银”（自第 1,200 章起），却写作“黑”——第 1,200 章之前是“黑”；现在是“银”',
+    )
+  })
+
+  it('shows the kept English words of a warning from before warnings had a frame', () => {
+    expect(say('zh')({ ...warning(2, 4), kind: null })).toBe('hair was black')
+  })
+
+  it('has English and Chinese words for every frame', () => {
+    for (const locale of ['en', 'zh'] as const) {
+      const { global } = makeI18n(locale)
+      for (const kind of ['contradiction', 'lost', 'dead', 'earlier']) expect(global.te(`writing.warnings.frame.${kind}`), `${locale} ${kind}`).toBe(true)
+    }
   })
 })
