@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.core.settings import ChatEndpoint
-from storyloom.workflow.node_type import Evaluation, EvaluationCheck
+from storyloom.workflow.node_type import Evaluation, EvaluationCheck, EvaluationNote
 from storyloom.writing.agent_json import AgentJsonError, ask_agent_json
 from storyloom.writing.book_store import (
     FACT_CATEGORIES,
@@ -318,6 +318,23 @@ class Finding:
         if self.attribute.casefold() == "status" and _norm(self.expected) in _DEAD:
             return "dead"
         return "contradiction"
+
+    @property
+    def note(self) -> EvaluationNote:
+        """The finding's frame as a term (:attr:`kind`) and values, for a page to say."""
+        value, until = self.earlier if self.earlier is not None else (None, None)
+        return EvaluationNote(
+            term=self.kind,
+            values={
+                "name": self.name,
+                "attribute": self.attribute,
+                "expected": self.expected,
+                "found": self.found,
+                "since": self.since_chapter,
+                "earlierValue": value,
+                "earlierUntil": until,
+            },
+        )
 
     @property
     def detail(self) -> str:
@@ -1107,6 +1124,7 @@ def evaluate(findings: Sequence[Finding], *, attempt: int, max_retries: int) -> 
                 dimension=dimension,
                 passed=not mine,
                 detail="; ".join(f.detail for f in mine),
+                findings=[f.note for f in mine],
             )
         )
     if not active:
@@ -1114,13 +1132,21 @@ def evaluate(findings: Sequence[Finding], *, attempt: int, max_retries: int) -> 
         reason = "no contradiction with the book's facts"
         if quiet:
             reason += f" ({quiet} marked intentional)"
-        return Evaluation(decision="approve", confidence=1.0, reason=reason, checks=checks)
+        note = EvaluationNote(term="consistent", values={"quiet": quiet})
+        return Evaluation(
+            decision="approve", confidence=1.0, reason=reason, reason_note=note, checks=checks
+        )
     failed = [c.dimension for c in checks if not c.passed]
     summary = f"{len(active)} contradiction(s) in {', '.join(failed)}: " + "; ".join(
         f.detail for f in active[:3]
     )
+    note = EvaluationNote(
+        term="contradictions", values={"count": len(active), "dimensions": failed}
+    )
     decision: Literal["retry", "flag-human"] = "retry" if attempt < max_retries else "flag-human"
-    return Evaluation(decision=decision, confidence=0.9, reason=summary, checks=checks)
+    return Evaluation(
+        decision=decision, confidence=0.9, reason=summary, reason_note=note, checks=checks
+    )
 
 
 def findings_as_feedback(findings: Sequence[Finding]) -> str:
