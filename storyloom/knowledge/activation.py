@@ -105,7 +105,11 @@ from storyloom.knowledge.activation_settings import MAX_SCAN_DEPTH, ActivationSe
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.compiled_entry import CompiledEntry, compile_entry
 from storyloom.knowledge.entry_text import injected_text
-from storyloom.knowledge.inclusion_groups import GroupMember, filter_by_inclusion_groups
+from storyloom.knowledge.inclusion_groups import (
+    GroupMember,
+    GroupVerdict,
+    filter_by_inclusion_groups,
+)
 from storyloom.knowledge.keyword_matcher import KeywordMatcher, UnusableKeyError
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.scan_buffer import Match, ScanBuffer
@@ -345,7 +349,7 @@ class _Run:
         )
         self.state = _INITIAL
         self.static: dict[int, Reason | None] = {}
-        self.condition_detail: dict[int, str] = {}
+        self.conditions_held: dict[int, Reason] = {}
         self.variables_text: dict[int, str] = {}
         self.timed: TimedStatus = check_timed_effects(
             request.timed_state, self.chat_length, engine._timed_configs
@@ -440,7 +444,7 @@ class _Run:
                 reason = None if e.simple and untimed else self.static.get(rank, _UNSET)
                 if reason is _UNSET:
                     reason = self.static[rank] = static_block(
-                        e, sticky, request, self.chat_length, self.timed, self.condition_detail
+                        e, sticky, request, self.chat_length, self.timed, self.conditions_held
                     )
                 if reason is not None:
                     found = match(e, sticky)
@@ -465,7 +469,7 @@ class _Run:
             if sticky_ranks:
                 new.sort(key=lambda r: r not in sticky_ranks)
 
-            won: dict[int, str] = {}
+            won: dict[int, GroupVerdict] = {}
             grouped = [
                 GroupMember(
                     rank,
@@ -491,7 +495,7 @@ class _Run:
                 for rank, why in outcome.losers.items():
                     if rank in dropped:  # lost in an earlier step: keep the first reason
                         continue
-                    lost = Reason("inclusion_group", why, "dropped")
+                    lost = Reason("inclusion_group", why.detail, "dropped", why.term, why.values)
                     dropped[rank] = (matched[rank], where(entries[rank]), [lost])
                 new = [rank for rank in new if rank not in outcome.losers]
                 won = outcome.winners
@@ -518,10 +522,11 @@ class _Run:
                         dropped[later] = (matched[later], where(entries[later]), cut_tail)
                     break
                 kept: list[Reason] = []
-                if rank in self.condition_detail:
-                    kept.append(Reason("trigger_condition", self.condition_detail[rank], "kept"))
+                if rank in self.conditions_held:
+                    kept.append(self.conditions_held[rank])
                 if rank in won:
-                    kept.append(Reason("inclusion_group", won[rank], "kept"))
+                    how = won[rank]
+                    kept.append(Reason("inclusion_group", how.detail, "kept", how.term, how.values))
                 sticky = rank in sticky_ranks
                 if e.probability < 1 and not sticky:
                     roll = seeded_unit(seed, "probability", e.kb_id, e.entry_id, step)
@@ -582,7 +587,7 @@ class _Run:
                     used += tokens
                     book_used[e.kb_id] = book_used.get(e.kb_id, 0) + tokens
                 if step > 1:
-                    kept.append(Reason("recursion", self._step_detail(step, state), "kept"))
+                    kept.append(self._step_reason(step, state))
                 activated[rank] = _Activation(matched[rank], where(e), step, text, tokens, kept)
                 dropped.pop(rank, None)
                 waiting.pop(rank, None)
@@ -627,8 +632,16 @@ class _Run:
                     f"waits for recursion level {e.delay_recursion}; "
                     f"the scan ended at level {level} after {step} step(s)"
                 )
+                values: dict[str, ReasonValue] = {
+                    "level": e.delay_recursion,
+                    "reached": level,
+                    "steps": step,
+                }
+                late = Reason(
+                    "delay_until_recursion", detail, "dropped", "delay_until_recursion", values
+                )
                 found, at, _ = waiting[rank]
-                dropped[rank] = (found, at, [Reason("delay_until_recursion", detail, "dropped")])
+                dropped[rank] = (found, at, [late])
         return self._result(activated, dropped, used, budget, step, overflowed)
 
     def _explain_cut(self, rank: int, cut: _Cut) -> list[Reason]:
@@ -647,10 +660,12 @@ class _Run:
         return e.kb_id, e.entry_id, e.name, dropped.tail[rank]
 
     @staticmethod
-    def _step_detail(step: int, state: int) -> str:
+    def _step_reason(step: int, state: int) -> Reason:
         if state == _MIN_ACTIVATIONS:
-            return f"found in scan step {step}, with a deeper chat window (min activations)"
-        return f"found in scan step {step}, in the text of entries activated before"
+            detail = f"found in scan step {step}, with a deeper chat window (min activations)"
+            return Reason("recursion", detail, "kept", "recursion_min_activations", {"step": step})
+        detail = f"found in scan step {step}, in the text of entries activated before"
+        return Reason("recursion", detail, "kept", "recursion_step", {"step": step})
 
     def _result(
         self,

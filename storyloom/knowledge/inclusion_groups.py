@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +37,34 @@ class GroupMember:
     scoring: bool | None = None
 
 
+GroupTerm = Literal[
+    "group_sticky",
+    "group_scored_below",
+    "group_filled",
+    "group_lost",
+    "group_won_override",
+    "group_won_weight",
+]
+"""Why a member lost its group (a sticky member kept it, a better score, an earlier step
+filled it, another member won it), or how it won (override, weighted draw)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVerdict:
+    """One member's fate in a group: in words, and as a term with its values for a page
+    to say in its own language (``chat.prompt.reason.<term>``)."""
+
+    term: GroupTerm
+    values: dict[str, str | int | float]
+    detail: str
+
+
 @dataclass
 class GroupOutcome:
     """Removed members with the reason, and how each winner won."""
 
-    losers: dict[int, str] = field(default_factory=dict)
-    winners: dict[int, str] = field(default_factory=dict)
+    losers: dict[int, GroupVerdict] = field(default_factory=dict)
+    winners: dict[int, GroupVerdict] = field(default_factory=dict)
 
 
 def filter_by_inclusion_groups(
@@ -75,7 +98,12 @@ def filter_by_inclusion_groups(
             for member in entries:
                 if not member.sticky:
                     losers.setdefault(
-                        member.ref, f"group '{group}' keeps its sticky member {sticky[0].name}"
+                        member.ref,
+                        GroupVerdict(
+                            "group_sticky",
+                            {"group": group, "entry": sticky[0].name},
+                            f"group '{group}' keeps its sticky member {sticky[0].name}",
+                        ),
                     )
 
     scores: dict[int, int] = {}
@@ -94,8 +122,10 @@ def filter_by_inclusion_groups(
         for member in live:
             scored = member.scoring if member.scoring is not None else use_group_scoring
             if scored and scores[member.ref] < best:
-                losers[member.ref] = (
-                    f"scored {scores[member.ref]} in group '{group}', below the best {best}"
+                losers[member.ref] = GroupVerdict(
+                    "group_scored_below",
+                    {"group": group, "score": scores[member.ref], "best": best},
+                    f"scored {scores[member.ref]} in group '{group}', below the best {best}",
                 )
 
     for group, entries in grouped.items():
@@ -105,14 +135,22 @@ def filter_by_inclusion_groups(
         filler = filled_groups.get(group)
         if filler is not None:
             for member in live:
-                losers[member.ref] = f"group '{group}' is already filled by {filler}"
+                losers[member.ref] = GroupVerdict(
+                    "group_filled",
+                    {"group": group, "entry": filler},
+                    f"group '{group}' is already filled by {filler}",
+                )
             continue
         if len(live) <= 1:
             continue
         overriding = sorted((m for m in live if m.override), key=lambda m: -m.priority)
         if overriding:
             winner = overriding[0]
-            how = f"won group '{group}' by override (priority {winner.priority})"
+            how = GroupVerdict(
+                "group_won_override",
+                {"group": group, "priority": winner.priority},
+                f"won group '{group}' by override (priority {winner.priority})",
+            )
         else:
             total = sum(m.weight for m in live)
             drawn = roll(group) * total
@@ -123,10 +161,18 @@ def filter_by_inclusion_groups(
                 if drawn <= reached:
                     winner = member
                     break
-            how = f"won group '{group}' by weight {winner.weight} of {total} (draw {drawn:.1f})"
+            how = GroupVerdict(
+                "group_won_weight",
+                {"group": group, "weight": winner.weight, "total": total, "draw": round(drawn, 1)},
+                f"won group '{group}' by weight {winner.weight} of {total} (draw {drawn:.1f})",
+            )
         for member in live:
             if member is not winner:
-                losers[member.ref] = f"lost group '{group}' to {winner.name}"
+                losers[member.ref] = GroupVerdict(
+                    "group_lost",
+                    {"group": group, "entry": winner.name},
+                    f"lost group '{group}' to {winner.name}",
+                )
         outcome.winners[winner.ref] = how
     for ref in list(outcome.winners):
         if ref in losers:

@@ -21,19 +21,32 @@ import json
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from storyloom.knowledge.caiu import TriggerCondition
 from storyloom.knowledge.variables import lookup_variable
 
+ConditionTerm = Literal[
+    "condition_set",
+    "condition_not_set",
+    "condition_value",
+    "condition_not_comparable",
+    "conditions_held",
+]
+"""What a condition's outcome says: the variable is set / not set / has this value / has
+a value that is no number; or (of them all) that every condition held."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConditionOutcome:
-    """Whether a condition held, and why, in words."""
+    """Whether a condition held, and why: in words, and as a term with its values for a
+    page to say in its own language (``chat.prompt.reason.<term>``)."""
 
     held: bool
     detail: str
+    term: ConditionTerm
+    values: dict[str, str | int] = field(default_factory=dict, hash=False, compare=False)
 
 
 def _number(value: Any) -> float | None:
@@ -94,27 +107,37 @@ def evaluate_condition(
     name, op, expected = condition.variable, condition.operator, condition.value
     found, value = lookup_variable(variables, name)
     rule = f"{name} {op}" + ("" if op in ("exists", "not_exists") else f" {_show(expected)}")
-    if op == "exists":
-        return ConditionOutcome(found, f"{rule}: {'set' if found else 'not set'}")
-    if op == "not_exists":
-        return ConditionOutcome(not found, f"{rule}: {'set' if found else 'not set'}")
+    # The condition as its parts: a page says the operator in its own language.
+    said: dict[str, str | int] = {"variable": name, "operator": op}
+    if op not in ("exists", "not_exists"):
+        said["expected"] = _show(expected)
+
+    def outcome(held: bool, term: ConditionTerm, detail: str) -> ConditionOutcome:
+        return ConditionOutcome(held, f"{rule}: {detail}", term, said)
+
+    if op in ("exists", "not_exists"):
+        held = found if op == "exists" else not found
+        if found:
+            return outcome(held, "condition_set", "set")
+        return outcome(held, "condition_not_set", "not set")
     if not found:
         held = op in ("not_equals", "not_contains")
-        return ConditionOutcome(held, f"{rule}: {name} is not set")
+        return outcome(held, "condition_not_set", f"{name} is not set")
+    said["value"] = _show(value)
     shown = f"{name} is {_show(value)}"
     if op == "equals":
-        return ConditionOutcome(_equal(value, expected), f"{rule}: {shown}")
+        return outcome(_equal(value, expected), "condition_value", shown)
     if op == "not_equals":
-        return ConditionOutcome(not _equal(value, expected), f"{rule}: {shown}")
+        return outcome(not _equal(value, expected), "condition_value", shown)
     if op == "contains":
-        return ConditionOutcome(_contains(value, expected), f"{rule}: {shown}")
+        return outcome(_contains(value, expected), "condition_value", shown)
     if op == "not_contains":
-        return ConditionOutcome(not _contains(value, expected), f"{rule}: {shown}")
+        return outcome(not _contains(value, expected), "condition_value", shown)
     compare = _ORDERINGS[op]
     left, right = _number(value), _number(expected)
     if left is None or right is None:
-        return ConditionOutcome(False, f"{rule}: {shown}, not comparable as numbers")
-    return ConditionOutcome(compare(left, right), f"{rule}: {shown}")
+        return outcome(False, "condition_not_comparable", f"{shown}, not comparable as numbers")
+    return outcome(compare(left, right), "condition_value", shown)
 
 
 def evaluate_conditions(
@@ -124,6 +147,9 @@ def evaluate_conditions(
     for condition in conditions:
         outcome = evaluate_condition(condition, variables)
         if not outcome.held:
-            return ConditionOutcome(False, f"condition failed: {outcome.detail}")
+            return ConditionOutcome(
+                False, f"condition failed: {outcome.detail}", outcome.term, outcome.values
+            )
     count = len(conditions)
-    return ConditionOutcome(True, f"{'all ' if count > 1 else ''}{count} condition(s) held")
+    detail = f"{'all ' if count > 1 else ''}{count} condition(s) held"
+    return ConditionOutcome(True, detail, "conditions_held", {"count": count})

@@ -491,6 +491,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE writing_warning ADD COLUMN fact_evidence TEXT NOT NULL DEFAULT '';
         """,
     ),
+    Migration(
+        12,
+        "writing warnings keep their frame as values",
+        # The Writing page says a warning in its own language: which frame (another
+        # value, a lost body part used, the dead acting), the subject's name, and what
+        # the attribute was before a progression; ``detail`` stays the English words.
+        # A warning kept before has kind '' (the page shows its detail).
+        """
+        ALTER TABLE writing_warning ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+        ALTER TABLE writing_warning ADD COLUMN subject_name TEXT NOT NULL DEFAULT '';
+        ALTER TABLE writing_warning ADD COLUMN earlier_value TEXT;
+        ALTER TABLE writing_warning ADD COLUMN earlier_until INTEGER;
+        """,
+    ),
 )
 
 

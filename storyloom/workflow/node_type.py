@@ -195,16 +195,33 @@ class ContextSource(_Model):
     )
 
 
+NoteValue = str | int | list[str] | None
+
+
+class EvaluationNote(_Model):
+    """A sentence an evaluator made (not a model's words) as a term and its values, for a
+    page to say in its own language; the English stays in ``reason`` / ``detail``."""
+
+    term: str
+    values: dict[str, NoteValue] = Field(default_factory=dict)
+
+
 class EvaluationCheck(_Model):
     dimension: str
     passed: bool
     detail: str = ""
+    findings: list[EvaluationNote] = Field(
+        default_factory=list, description="What the check found, each as a term and values"
+    )
 
 
 class Evaluation(_Model):
     decision: Literal["approve", "retry", "flag-human"]
     confidence: float = 1.0
     reason: str = ""
+    reason_note: EvaluationNote | None = Field(
+        default=None, description="``reason`` as a term and values, when an evaluator made it"
+    )
     checks: list[EvaluationCheck] = Field(default_factory=list)
 
 

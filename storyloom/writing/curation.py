@@ -55,6 +55,13 @@ from storyloom.writing.book_store import (
     content_hash,
     index_id,
 )
+from storyloom.writing.curation_reason import (
+    StepReason,
+    StepReasonTerm,
+    english,
+    read_stored,
+    stored,
+)
 from storyloom.writing.monitor import (
     WORLD_SUBJECTS,
     AgentClaim,
@@ -147,6 +154,9 @@ class OutputStatus(_Wire):
     reasons: dict[str, str] = Field(default_factory=dict)
     """Why each skipped step was skipped, or what a step done without the agent model
     could and could not do (step → reason)."""
+    reason_terms: dict[str, StepReason] = Field(default_factory=dict)
+    """The same reasons as terms and values, for a page to say in its language (a step
+    kept before reasons were structured has only its sentence)."""
 
 
 class CurationProgress(_Wire):
@@ -160,6 +170,8 @@ class CurationProgress(_Wire):
     error: str | None = None
     reason: str | None = None
     """Why the step was skipped, or what it did without the agent model."""
+    reason_term: StepReason | None = None
+    """The same reason as a term and values, for a page to say in its language."""
 
 
 class ProfileRef(_Wire):
@@ -301,17 +313,8 @@ class _Output:
 @dataclass(frozen=True)
 class _Outcome:
     state: Literal["done", "skipped"]
-    reason: str | None = None
+    reason: StepReason | None = None
     """Why it was skipped, or what a done step could not do without the agent model."""
-
-
-OFFLINE_READER_NOTE = (
-    "read by the offline prose reader: characters and places whose names recur, and facts "
-    "stated in a plain sentence (eyes, hair, height, scars, kin, home, occupation and rank, "
-    "deaths, injuries, lost limbs, possessions, hidden things, debts, oaths), changes "
-    "included; not facts only implied or spread over several sentences, other kinds of "
-    "fact, relations other than kin, or plot threads"
-)
 
 
 class OutputNotFound(NotFound):
@@ -467,7 +470,7 @@ class Curator:
         out = self._output(output_id)
         steps = self._steps(output_id)
         error = next((e for _, state, e, _ in steps if state == "failed"), None)
-        reasons = {name: e for name, state, e, _ in steps if state in FINISHED and e}
+        said = {name: read_stored(e) for name, state, e, _ in steps if state in FINISHED and e}
         return OutputStatus(
             output_id=out.id,
             book_id=out.book_id,
@@ -478,7 +481,8 @@ class Curator:
             persisted_at=out.persisted_at,
             steps={name: state for name, state, _, _ in steps},
             error=error,
-            reasons=reasons,
+            reasons={name: sentence for name, (sentence, _) in said.items()},
+            reason_terms={name: term for name, (_, term) in said.items() if term is not None},
         )
 
     def warnings(
@@ -564,7 +568,7 @@ class Curator:
         total: int,
         error: str | None = None,
         *,
-        reason: str | None = None,
+        reason: StepReason | None = None,
     ) -> None:
         self._emit(
             CurationProgress(
@@ -575,7 +579,8 @@ class Curator:
                 done=done,
                 total=total,
                 error=error,
-                reason=reason,
+                reason=english(reason) if reason is not None else None,
+                reason_term=reason,
             )
         )
 
@@ -616,12 +621,13 @@ class Curator:
         out: _Output,
         step: str,
         result: Any,
-        skipped: str | None = None,
+        skipped: StepReason | None = None,
     ) -> None:
         """Mark ``step`` finished: done, or skipped for the reason ``skipped`` (kept in
         the error column, which says why a step did not do its whole job)."""
         state: StepState = "done" if skipped is None else "skipped"
-        self._set_state(tx, out.id, step, state, error=skipped, result=result)
+        error = stored(skipped) if skipped is not None else None
+        self._set_state(tx, out.id, step, state, error=error, result=result)
 
     async def _run(self, out: _Output, step: str) -> _Outcome:
         """Run one step: done or skipped, and why."""
@@ -646,23 +652,22 @@ class Curator:
         endpoint = self._agent_endpoint()
         return endpoint if endpoint is not None and endpoint.configured else None
 
-    def _no_agent(self) -> str:
-        """Why there is no agent model to ask, and where to set one."""
+    def _no_agent(self, step: Literal["summary", "facts"]) -> StepReason:
+        """Why there is no agent model to ask for ``step`` (what it did instead follows
+        from the step)."""
         endpoint = self._agent_endpoint()
         problem = endpoint.local_problem if endpoint is not None else None
         if problem is not None:
-            return f"the agent model does not run ({problem}). Fix it under Settings → Agent LLM"
-        return (
-            "no model is set up (neither an agent model nor your chat model). Set one under "
-            "Settings"
-        )
+            down: StepReasonTerm = "summary_agent_down" if step == "summary" else "facts_agent_down"
+            return StepReason(term=down, problem=problem)
+        return StepReason(term="summary_no_model" if step == "summary" else "facts_no_model")
 
     # -- summarize -----------------------------------------------------------------------
 
-    async def _summarize(self, out: _Output) -> str | None:
+    async def _summarize(self, out: _Output) -> StepReason | None:
         chapter = self.store.chapter(out.book_id, out.chapter)
         endpoint = self._agent()
-        skipped: str | None = None
+        skipped: StepReason | None = None
         if endpoint is not None:
             answer = await ask_agent_json(
                 endpoint,
@@ -677,10 +682,7 @@ class Curator:
             l0 = chapter_l0(chapter.title, out.text)
             l1 = chapter_l1(chapter.title, out.text, names)
             source = f"curation:{out.id}"
-            skipped = (
-                f"{self._no_agent()}: without one the summary is the chapter's opening and "
-                "closing lines"
-            )
+            skipped = self._no_agent("summary")
 
         def write() -> None:
             with self.store.database.write_transaction() as tx:
@@ -703,11 +705,11 @@ class Curator:
 
     # -- extract -------------------------------------------------------------------------
 
-    async def _extract(self, out: _Output) -> str | None:
+    async def _extract(self, out: _Output) -> StepReason | None:
         """The chapter's extraction; without a model the step is skipped (the offline
         reader's facts are still kept), for the reason returned."""
         endpoint = self._agent()
-        skipped: str | None = None
+        skipped: StepReason | None = None
         if endpoint is not None:
 
             async def resolved(answer: AgentExtraction) -> Extraction:
@@ -727,7 +729,7 @@ class Curator:
             extraction = _merge_extractions(agent, prose)
         else:
             extraction = await asyncio.to_thread(self._prose, out)
-            skipped = f"{self._no_agent()}. Facts were {OFFLINE_READER_NOTE}"
+            skipped = self._no_agent("facts")
 
         def write() -> None:
             with self.store.database.write_transaction() as tx:

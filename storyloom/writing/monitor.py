@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.core.settings import ChatEndpoint
-from storyloom.workflow.node_type import Evaluation, EvaluationCheck
+from storyloom.workflow.node_type import Evaluation, EvaluationCheck, EvaluationNote
 from storyloom.writing.agent_json import AgentJsonError, ask_agent_json
 from storyloom.writing.book_store import (
     FACT_CATEGORIES,
@@ -274,6 +274,11 @@ class Claim:
     hand"): a contradiction when a ``lost_limb`` fact covers it, whatever its value."""
 
 
+WarningKind = Literal["contradiction", "lost", "dead"]
+"""A warning's frame: the text says another value; uses a body part the subject lost;
+has a dead subject act or speak."""
+
+
 @dataclass(frozen=True)
 class Finding:
     dimension: Dimension
@@ -290,9 +295,9 @@ class Finding:
     """Where the expected value was established (a chapter's URI, or the rule's)."""
     fingerprint: str
     intentional: bool = False
-    earlier: str | None = None
-    """When ``found`` is what the attribute was before a progression: since which chapter
-    it no longer holds (shown as "was … until ch. N")."""
+    earlier: tuple[str, int] | None = None
+    """When ``found`` is what the attribute was before a progression: that value and the
+    chapter until which it held (shown as "was … until ch. N")."""
     subject_title: str = ""
     """The subject's name as the book gives it (its path's last part when it has none)."""
     fact_evidence: str = ""
@@ -306,20 +311,48 @@ class Finding:
         return self.subject_title or self.subject.rsplit("/", 1)[-1]
 
     @property
+    def kind(self) -> WarningKind:
+        """Which frame the warning is said in (the values are the finding's fields)."""
+        if self.uses:
+            return "lost"
+        if self.attribute.casefold() == "status" and _norm(self.expected) in _DEAD:
+            return "dead"
+        return "contradiction"
+
+    @property
+    def note(self) -> EvaluationNote:
+        """The finding's frame as a term (:attr:`kind`) and values, for a page to say."""
+        value, until = self.earlier if self.earlier is not None else (None, None)
+        return EvaluationNote(
+            term=self.kind,
+            values={
+                "name": self.name,
+                "attribute": self.attribute,
+                "expected": self.expected,
+                "found": self.found,
+                "since": self.since_chapter,
+                "earlierValue": value,
+                "earlierUntil": until,
+            },
+        )
+
+    @property
     def detail(self) -> str:
         name = self.name
         since = f"since ch. {self.since_chapter}"
-        if self.uses:
+        kind = self.kind
+        if kind == "lost":
             head = f"{name} · {self.attribute}: lost “{self.expected}” ({since})"
             found = f", yet uses “{self.found}”"
-        elif self.attribute.casefold() == "status" and _norm(self.expected) in _DEAD:
+        elif kind == "dead":
             head = f"{name} · {self.attribute}: “{self.expected}” ({since})"
             found = ", yet acts or speaks"
         else:
             head = f"{name} · {self.attribute}: expected “{self.expected}” ({since})"
             found = f", found “{self.found}”"
         if self.earlier is not None:
-            found += f" — {self.earlier}"
+            value, until = self.earlier
+            found += f" — was “{value}” until ch. {until}; now “{self.expected}”"
         evidence = f": “{self.evidence.strip()}”" if self.evidence.strip() else ""
         established = ""
         if self.fact_evidence.strip():
@@ -1016,12 +1049,12 @@ def check_claims(
             claim.attribute, found or claim.value, expected.value, matcher
         ):
             continue
-        earlier = None
+        earlier: tuple[str, int] | None = None
         steps = history.get((claim.subject, claim.attribute), [])
         for index, step in enumerate(steps[:-1]):
             if not claim.uses and _same_value(claim.attribute, claim.value, step.value, matcher):
                 until = steps[index + 1].chapter
-                earlier = f"was “{step.value}” until ch. {until}; now “{expected.value}”"
+                earlier = (step.value, until)
         category: FactCategory = (
             expected.category if expected.category in FACT_CATEGORIES else claim.category
         )
@@ -1091,6 +1124,7 @@ def evaluate(findings: Sequence[Finding], *, attempt: int, max_retries: int) -> 
                 dimension=dimension,
                 passed=not mine,
                 detail="; ".join(f.detail for f in mine),
+                findings=[f.note for f in mine],
             )
         )
     if not active:
@@ -1098,13 +1132,21 @@ def evaluate(findings: Sequence[Finding], *, attempt: int, max_retries: int) -> 
         reason = "no contradiction with the book's facts"
         if quiet:
             reason += f" ({quiet} marked intentional)"
-        return Evaluation(decision="approve", confidence=1.0, reason=reason, checks=checks)
+        note = EvaluationNote(term="consistent", values={"quiet": quiet})
+        return Evaluation(
+            decision="approve", confidence=1.0, reason=reason, reason_note=note, checks=checks
+        )
     failed = [c.dimension for c in checks if not c.passed]
     summary = f"{len(active)} contradiction(s) in {', '.join(failed)}: " + "; ".join(
         f.detail for f in active[:3]
     )
+    note = EvaluationNote(
+        term="contradictions", values={"count": len(active), "dimensions": failed}
+    )
     decision: Literal["retry", "flag-human"] = "retry" if attempt < max_retries else "flag-human"
-    return Evaluation(decision=decision, confidence=0.9, reason=summary, checks=checks)
+    return Evaluation(
+        decision=decision, confidence=0.9, reason=summary, reason_note=note, checks=checks
+    )
 
 
 def findings_as_feedback(findings: Sequence[Finding]) -> str:

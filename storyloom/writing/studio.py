@@ -520,6 +520,7 @@ class WritingStudio:
                 steps=dict(o.steps),
                 error=o.error,
                 reasons=dict(o.reasons),
+                reason_terms=dict(o.reason_terms),
             )
             for o in self.curator.outputs(book_id)
         ]

@@ -22,6 +22,7 @@ from storyloom.writing.book_store import (
     ResourceKind,
 )
 from storyloom.writing.curation import StepState
+from storyloom.writing.curation_reason import StepReason
 
 SceneType = Literal["any", "dialogue", "action", "emotional", "exposition"]
 ExportFormat = Literal["markdown", "docx", "epub"]
@@ -411,6 +412,8 @@ class OutputView(_View):
     reasons: dict[str, str] = Field(default_factory=dict)
     """Why each skipped step was skipped (no agent model, and where to set one), or what a
     step done without the agent model could not do."""
+    reason_terms: dict[str, StepReason] = Field(default_factory=dict)
+    """The same reasons as terms and values, for a page to say in its language."""
 
 
 class RetryAccepted(_View):

@@ -20,12 +20,12 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from storyloom.core.errors import NotFound
-from storyloom.writing.monitor import Finding
+from storyloom.writing.monitor import Finding, WarningKind
 
 _COLUMNS = (
     "id, book_id, output_id, chapter, dimension, category, subject, attribute, detail,"
     " evidence_uri, fingerprint, intentional, created_at, expected, found, since_chapter,"
-    " evidence, fact_evidence"
+    " evidence, fact_evidence, kind, subject_name, earlier_value, earlier_until"
 )
 
 
@@ -61,6 +61,15 @@ class ConsistencyWarning(BaseModel):
     fact_evidence: str
     """The sentence of chapter ``since_chapter`` that established the expected value
     (empty when the fact was stored without one)."""
+    kind: WarningKind | None = None
+    """The frame ``detail`` says the warning in (None: kept before warnings had one), for
+    a page to say it in its own language from the fields here."""
+    subject_name: str = ""
+    """The subject's name as the book gives it."""
+    earlier_value: str | None = None
+    """When ``found`` is what the attribute was before a progression: that value…"""
+    earlier_until: int | None = None
+    """…and the chapter until which it held."""
 
 
 class WarningNotFound(NotFound):
@@ -88,6 +97,10 @@ def _warning(row: Sequence[Any]) -> ConsistencyWarning:
         since_chapter=row[15],
         evidence=row[16],
         fact_evidence=row[17],
+        kind=row[18] or None,
+        subject_name=row[19],
+        earlier_value=row[20],
+        earlier_until=row[21],
     )
 
 
@@ -106,13 +119,16 @@ def record_findings(
         tx.execute(
             "INSERT INTO writing_warning (book_id, output_id, chapter, dimension, category,"
             " subject, attribute, detail, evidence_uri, fingerprint, created_at, expected,"
-            " found, since_chapter, evidence, fact_evidence)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " found, since_chapter, evidence, fact_evidence, kind, subject_name,"
+            " earlier_value, earlier_until)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (book_id, fingerprint)"
             " DO UPDATE SET output_id = excluded.output_id, detail = excluded.detail,"
             " evidence_uri = excluded.evidence_uri, expected = excluded.expected,"
             " found = excluded.found, since_chapter = excluded.since_chapter,"
-            " evidence = excluded.evidence, fact_evidence = excluded.fact_evidence",
+            " evidence = excluded.evidence, fact_evidence = excluded.fact_evidence,"
+            " kind = excluded.kind, subject_name = excluded.subject_name,"
+            " earlier_value = excluded.earlier_value, earlier_until = excluded.earlier_until",
             (
                 book_id,
                 output_id,
@@ -130,6 +146,10 @@ def record_findings(
                 f.since_chapter,
                 f.evidence.strip(),
                 f.fact_evidence.strip(),
+                f.kind,
+                f.name,
+                f.earlier[0] if f.earlier is not None else None,
+                f.earlier[1] if f.earlier is not None else None,
             ),
         )
     tx.execute(

@@ -4,6 +4,11 @@ and prompt manager; characters and the character editor; personas; knowledge; wo
 tools; connections and settings; the Writing page) shows no string of the English
 catalogue and no English-style time ("10:44 PM"), at 1440×900 and at 390×844.
 
+The world book has an inclusion group and an entry delayed until recursion, and the card
+a regex script that runs on the prompt, so the inspector explains every kind of lore
+reason; a second walk, with no model at all, imports a manuscript on the Writing page
+and saves a chapter, whose curation steps are skipped and say why.
+
 What counts as English: every value of ``web/src/locales/en/*.json`` that differs from its
 Chinese counterpart and has ASCII letters, cut at its ``{placeholders}``; each literal
 piece of two words or more, or of eight letters or more, is looked for as whole words
@@ -30,6 +35,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.project.project_file import init_project, load_project, save_project
 from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from storyloom.testing.st_documents import world_info_document, world_info_entry
@@ -58,6 +64,11 @@ WORD = re.compile(r"[A-Za-z]+")
 EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
 CHARACTER_ID = "aria"
+CARD_SCRIPT = {"id": "card-lamp", "scriptName": "灯火", "findRegex": "/油灯/g",
+               "replaceString": "灯火", "trimStrings": [], "placement": [1, 2],
+               "disabled": False, "markdownOnly": False, "promptOnly": True,
+               "runOnEdit": False, "substituteRegex": 0, "minDepth": None,
+               "maxDepth": None}  # fmt: skip
 ARIA = {
     "name": "艾莉亚",
     "description": "{{char}}是灯塔镇的守灯人，知道{{user}}的来历。",
@@ -65,11 +76,18 @@ ARIA = {
     "scenario": "暴风雨的夜里，{{user}}敲开了灯塔的门。",
     "first_mes": "*艾莉亚举起灯。* 进来吧，{{user}}，外面风大。",
     "mes_example": "<START>\n{{user}}：灯还亮着吗？\n{{char}}：一直亮着。",
+    # A card script (allowed for the chat) that runs on every prompt.
+    "extensions": {"regex_scripts": [CARD_SCRIPT]},
 }
 BOOK = world_info_document(
     [
         world_info_entry(0, [], "灯塔镇建在海边的悬崖上。", comment="灯塔镇", constant=True),
         world_info_entry(1, ["灯"], "守灯人每晚添一次油。", comment="守灯人"),
+        # One of the two wins the group, the other loses it (issue 27 item 6: the
+        # reasons of groups and recursion were English sentences).
+        world_info_entry(2, ["灯"], "晴夜，灯光照得很远。", comment="晴夜", group="天气"),
+        world_info_entry(3, ["灯"], "雨夜，灯光被雨幕挡住。", comment="雨夜", group="天气"),
+        world_info_entry(4, ["灯"], "旧灯塔的秘密。", comment="旧灯", delayUntilRecursion=1),
     ],
     name="灯塔镇传说",
 )
@@ -164,6 +182,10 @@ def prepare(url: str) -> Callable[[Path], None]:
         book.write_text(json.dumps(BOOK, ensure_ascii=False), encoding="utf-8")
         imported = import_sillytavern(book).knowledge_bases[0]
         add_local_knowledge_base(home / "projects" / "default", imported)
+        # No recursion step: the entry delayed until recursion waits, and says so.
+        project = load_project(home / "projects" / "default")
+        project.activationSettings.max_recursion_steps = 1
+        save_project(home / "projects" / "default", project)
 
     return run
 
@@ -176,6 +198,7 @@ def set_up_project(server: RunningServer) -> dict[str, str]:
     kb_id = next(b["kb_id"] for b in bases if b["displayName"] == "灯塔镇传说")
     chat = server.request("POST", "/api/chats", {"character_id": CHARACTER_ID})
     server.request("PUT", f"/api/chats/{chat['id']}/lore", {"knowledge_bases": [kb_id]})
+    server.request("PATCH", f"/api/chats/{chat['id']}", {"settings": {"allow_regex_scripts": True}})
     book = server.request("POST", "/api/writing/books", {"title": "灯塔之夜", "language": "zh"})
     workflow = {"id": "hebing", "nodes": [{"id": "merge", "type": "core:Merge"}]}
     server.request("PUT", "/api/workflows/hebing", workflow)
@@ -233,6 +256,10 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
     expect(sources.first).to_have_text("预设：主提示词")
     expect(sources.filter(has_text=re.compile(r"^第 \d+ 条消息（艾莉亚）$")).first).to_be_visible()
     expect(inspector.locator(tid("chat-lore")).filter(has_text="常驻（始终激活）")).to_be_visible()
+    # An inclusion group's winner and loser, and the entry that waits for recursion.
+    expect(inspector.get_by_text(re.compile(r"赢得组“天气”")).first).to_be_visible()
+    expect(inspector.get_by_text(re.compile(r"组“天气”由 (晴夜|雨夜) 胜出")).first).to_be_visible()
+    expect(inspector.get_by_text("等待第 1 层递归", exact=False).first).to_be_visible()
     check("chat › prompt inspector")
     page.locator(tid("chat-side")).screenshot(path=str(RESULTS_DIR / f"zh-inspector-{size}.png"))
     # The prompt manager lists the pipeline's prompts, the tree the messages.
@@ -357,4 +384,82 @@ def test_every_page_in_chinese_shows_no_english_label_and_no_english_time(
             if n == 0:
                 chat_in_chinese(page, server, ids["chat"])
             problems.extend(walk(page, server, ids, size))
+    assert not problems, f"{len(problems)} English strings in 中文:\n" + "\n".join(problems)
+
+
+MANUSCRIPT = """# 灯塔之夜
+
+## 第一章：港口
+
+天还没亮，林舟就来到了港口。海鸥在码头上空叫个不停，潮水正在转向。林舟有一双黑色的眼睛。
+
+艾莉亚站在灯塔下面，手里提着一盏油灯。
+
+## 第二章：灯塔
+
+灯塔里有一股煤油和旧纸的味道。艾莉亚每晚给灯添一次油。
+
+林舟在灯塔的窗边坐了很久，看着渡船穿过海湾。
+"""
+
+
+def test_the_writing_page_in_chinese_says_why_curation_ran_without_a_model(
+    start_server: Callable[..., RunningServer],
+    zh_pages: Callable[[int, int], Page],
+    tmp_path: Path,
+) -> None:
+    """No model at all: an imported manuscript's curation and a saved chapter's steps are
+    skipped, and say why in 中文 (issue 27 item 6: they were English sentences)."""
+    server = start_server(lambda home: init_project(home / "projects" / "default"))
+    book = server.request("POST", "/api/writing/books", {"title": "灯塔之夜", "language": "zh"})
+    manuscript = tmp_path / "灯塔之夜.md"
+    manuscript.write_text(MANUSCRIPT, encoding="utf-8")
+    problems: list[str] = []
+    for n, (size, (width, height)) in enumerate(SIZES.items()):
+        page = zh_pages(width, height)
+        page.goto(server.url + f"writing/{book['id']}")
+        expect(page.locator(tid("ws-status"))).to_have_attribute("data-status", "connected")
+
+        def check(where: str, page: Page = page, size: str = size) -> None:
+            problems.extend(f"[{size}] {where}: {p}" for p in english_on(page))
+            wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if wide > 0:
+                problems.append(f"[{size}] {where}: scrolls sideways by {wide} px")
+
+        if n == 0:
+            page.locator(tid("writing-import-file")).set_input_files(str(manuscript))
+            preview = page.locator(tid("writing-import-preview"))
+            expect(preview.locator(tid("writing-import-chapter-title"))).to_have_count(2)
+            check("writing › import preview")
+            preview.locator(tid("writing-import-confirm")).click()
+            progress = page.locator(tid("import-curation"))
+            expect(progress).to_have_attribute("data-done", "true", timeout=90_000)
+            check("writing › import curation")
+
+        # A chapter written and saved on the page: its curation, step by step.
+        page.fill(tid("chapter-add-title"), f"第{3 + n}章")
+        page.click(tid("chapter-add"))
+        expect(page.locator(tid("manuscript-chapter"))).to_have_count(3 + n)
+        editor = page.locator(tid("chapter-editor"))
+        expect(editor).to_have_value("")
+        editor.fill("艾莉亚又给灯添了一次油。林舟用蓝色的眼睛看着海面，没有说话。")
+        page.click(tid("chapter-save"))
+        curation = page.locator(tid("curation-status"))
+        expect(curation).to_have_attribute("data-done", "true", timeout=60_000)
+        skipped = curation.locator(tid("curation-reason"))
+        expect(skipped.and_(page.locator('[data-term="summary_no_model"]'))).to_contain_text(
+            "还没有设置模型"
+        )
+        expect(skipped.and_(page.locator('[data-term="facts_no_model"]'))).to_contain_text(
+            "离线文本阅读器"
+        )
+        check("writing › curation without a model")
+        page.screenshot(path=str(RESULTS_DIR / f"zh-writing-curation-{size}.png"))
+        # Role C's warning: its frame in 中文, the manuscript's words quoted.
+        page.click(tid("writing-tab-warnings"))
+        detail = page.locator(tid("warning-detail")).first
+        expect(detail).to_have_attribute("data-kind", "contradiction")
+        expect(detail).to_contain_text("林舟")
+        expect(detail).to_contain_text("却写作")
+        check("writing › warnings")
     assert not problems, f"{len(problems)} English strings in 中文:\n" + "\n".join(problems)

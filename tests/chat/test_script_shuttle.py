@@ -144,6 +144,7 @@ def test_an_untouched_context_keeps_the_skein_and_records_the_run() -> None:
     (run,) = out.scripts
     assert run.model_dump() == {
         "name": "t.lua",
+        "node": None,
         "language": "lua",
         "duration_ms": 1.5,
         "added": [],
@@ -432,7 +433,7 @@ async def test_the_node_runs_a_plugins_script_from_the_services_folders(
     assert result.status == "completed", result.errors
     skein = result.outputs["script"]["skein"]
     assert skein["blocks"][0]["content"] == "Be Mara. (plugin)"
-    assert skein["scripts"][0]["name"] == "moods:up.js"
+    assert (skein["scripts"][0]["name"], skein["scripts"][0]["node"]) == ("moods:up.js", None)
     assert skein["scripts"][0]["language"] == "javascript"
 
 
@@ -447,7 +448,9 @@ async def test_inline_code_runs_in_the_configured_language_without_the_snapshot_
                     "type": "chat:Script",
                     "config": {
                         "language": "lua",
-                        "code": "ctx.blocks[1].content = ctx.macros.char",
+                        "code": "ctx.blocks[1].content = ctx.macros.char\n"
+                        'table.insert(ctx.blocks, {id = "mood", content = "calm"})\n'
+                        "table.remove(ctx.blocks, 3)",
                     },
                 },
             ],
@@ -462,7 +465,13 @@ async def test_inline_code_runs_in_the_configured_language_without_the_snapshot_
     assert result.status == "completed", result.errors
     skein = result.outputs["s"]["skein"]
     assert skein["blocks"][0]["content"] == "Mara"
-    assert skein["scripts"][0]["name"] == "s (inline)"
+    # The English name for the CLI and logs; the node beside it, for a page to say
+    # "inline" in its language (the run, the block it added, the block it removed).
+    assert (skein["scripts"][0]["name"], skein["scripts"][0]["node"]) == ("s (inline)", "s")
+    added = next(b for b in skein["blocks"] if b["id"] == "mood")
+    assert added["source"]["values"] == {"name": "s (inline)", "node": "s"}
+    assert [c["values"] for c in skein["cut"]] == [{"name": "s (inline)", "node": "s"}]
+    assert skein["scripts"][0]["removed"] == [skein["cut"][0]["id"]]
 
 
 @pytest.mark.parametrize(

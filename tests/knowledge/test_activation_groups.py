@@ -121,7 +121,7 @@ def test_sticky_member_keeps_its_group() -> None:
         members, {}, use_group_scoring=False, score=lambda ref: 0, roll=lambda group: 0.0
     )
     assert list(outcome.losers) == [1]
-    assert "sticky member two" in outcome.losers[1]
+    assert "sticky member two" in outcome.losers[1].detail
 
 
 def test_probability_is_reproducible_for_a_seed() -> None:

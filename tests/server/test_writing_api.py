@@ -115,6 +115,11 @@ def test_without_any_model_the_memory_steps_are_skipped_and_say_what_was_read_of
     note = output["reasons"]["extract"]
     assert "offline prose reader" in note
     assert "not facts only implied" in note
+    # The same reasons as terms, for the page to say in its language.
+    assert output["reasonTerms"] == {
+        "summarize": {"term": "summary_no_model", "problem": None},
+        "extract": {"term": "facts_no_model", "problem": None},
+    }
 
 
 def test_with_only_a_chat_model_the_memory_steps_run_on_it(

@@ -317,6 +317,10 @@ async def test_contradiction_warns_and_stays_quiet_once_marked_intentional(
         False,
     )
     assert "black" in warning.detail and "silver" in warning.detail
+    # The frame and its values beside the English words, for a page to say in its language.
+    said = (warning.kind, warning.subject_name, warning.attribute, warning.expected, warning.found)
+    assert said == ("contradiction", "Lin Feng", "hair", "black", "silver")
+    assert (warning.earlier_value, warning.earlier_until) == (None, None)
     assert warning.evidence_uri == store.chapter(book, 1).uri
     checked = [e for e in events if isinstance(e, OutputChecked)]
     assert [w.id for w in checked[-1].warnings] == [warning.id]

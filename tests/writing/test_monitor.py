@@ -82,7 +82,8 @@ def test_legal_progression_is_not_a_finding_and_older_value_later_is(store: Book
     stale = "Lin Feng brushed back his black hair."
     findings = check_claims(store, book, extract_claims(store, book, stale, 130), 130)
     assert [(f.expected, f.found, f.since_chapter) for f in findings] == [("silver", "black", 120)]
-    assert findings[0].earlier is not None and "until ch. 120" in findings[0].earlier
+    assert (findings[0].kind, findings[0].earlier) == ("contradiction", ("black", 120))
+    assert "until ch. 120" in findings[0].detail
     # Chapter 40 still sees black: saying black there is fine.
     assert check_claims(store, book, extract_claims(store, book, stale, 40), 40) == []
     # A memory of the old colour is not a claim about now.
@@ -186,13 +187,37 @@ def test_evaluate_retries_then_flags_and_approves_when_quiet(store: BookStore) -
         "callbacks": True,
         "perspective": True,
     }
+    # The reason and each finding as a term and values too, for a page to say them.
+    assert retry.reason_note is not None
+    assert (retry.reason_note.term, retry.reason_note.values) == (
+        "contradictions",
+        {"count": 1, "dimensions": ["character-state"]},
+    )
+    [failed] = [c for c in retry.checks if not c.passed]
+    assert [(n.term, n.values) for n in failed.findings] == [
+        (
+            "contradiction",
+            {
+                "name": "Lin Feng",
+                "attribute": "hair",
+                "expected": "black",
+                "found": "blond",
+                "since": 1,
+                "earlierValue": None,
+                "earlierUntil": None,
+            },
+        )
+    ]
     assert evaluate(findings, attempt=2, max_retries=2).decision == "flag-human"
     approve = evaluate([], attempt=0, max_retries=2)
     assert (approve.decision, approve.confidence) == ("approve", 1.0)
     from dataclasses import replace
 
     quiet = [replace(f, intentional=True) for f in findings]
-    assert evaluate(quiet, attempt=0, max_retries=2).decision == "approve"
+    approved = evaluate(quiet, attempt=0, max_retries=2)
+    assert approved.decision == "approve"
+    assert approved.reason_note is not None
+    assert (approved.reason_note.term, approved.reason_note.values) == ("consistent", {"quiet": 1})
     feedback = findings_as_feedback(findings)
     assert "blond" in feedback and "black" in feedback
 

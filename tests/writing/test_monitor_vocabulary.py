@@ -275,7 +275,8 @@ def test_a_finding_names_the_fact_its_chapter_and_its_sentence(store: BookStore)
     assert finding.since_chapter == 7
     assert finding.evidence_uri == store.chapter(book, 7).uri
     assert finding.fact_evidence == "In the autumn Anna moved to Porto."
-    assert finding.earlier is not None and "until ch. 7" in finding.earlier
+    assert finding.earlier is not None and finding.earlier[1] == 7
+    assert "until ch. 7" in finding.detail
     assert "In the autumn Anna moved to Porto." in finding.detail
     assert text in finding.detail
 
@@ -286,6 +287,7 @@ def test_a_dead_character_acting_names_the_death(store: BookStore) -> None:
     assert (finding.dimension, finding.expected, finding.since_chapter) == ("timeline", "dead", 9)
     assert finding.fact_evidence == "Tomas died in the fire at the salt works."
     assert "yet acts or speaks" in finding.detail
+    assert (finding.kind, finding.name) == ("dead", "Tomas")
     # Before chapter 9 he may speak.
     assert findings_for(store, book, Lexicon.build(store, book), "“Go,” said Tomas.", 8) == []
 
@@ -300,5 +302,6 @@ def test_a_lost_limb_used_names_the_loss(store: BookStore) -> None:
         "both hands",
     )
     assert finding.fact_evidence == "Tomas lost his left arm to the press."
+    assert finding.kind == "lost" and "yet uses “both hands”" in finding.detail
     # Before he lost it, both hands were his to use.
     assert findings_for(store, book, Lexicon.build(store, book), text, 4) == []

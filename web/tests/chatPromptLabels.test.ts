@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import PromptInspector from '../src/components/chat/PromptInspector.vue'
 import type { PromptInspection } from '../src/api/chat'
 import { makeI18n } from '../src/i18n'
-import { cutText, promptName, reasonText, sourceText, type LabelVocabulary } from '../src/lib/promptLabels'
+import { cutText, formatDuration, promptName, reasonText, scriptName, sourceText, type LabelVocabulary } from '../src/lib/promptLabels'
 
 const q = (id: string) => `[data-testid="${id}"]`
 
@@ -85,5 +85,25 @@ describe('the prompt inspector in 中文', () => {
     expect(lore).toContain('常驻（始终激活）')
     expect(lore).not.toMatch(/constant|always active/)
     expect(w.find(q('chat-prompt-total')).text()).toContain('16,000')
+  })
+})
+
+describe('script runs', () => {
+  const zh = vocabulary('zh')
+  const en = vocabulary('en')
+
+  it('says a node’s inline code, the blocks it added and the ones it removed in the page language', () => {
+    const inline = { name: 's (inline)', node: 's' }
+    expect(scriptName(inline, zh)).toBe('s（内联代码）')
+    expect(scriptName(inline, en)).toBe('s (inline)')
+    expect(scriptName({ name: 'mood.lua', node: null }, zh)).toBe('mood.lua')
+    expect(sourceText({ kind: 'script', label: 'Script: s (inline)', what: 'script', values: inline }, zh)).toBe('脚本：s（内联代码）')
+    expect(cutText({ reason: 'removed by script s (inline)', term: 'removed_by_script', values: inline }, zh)).toBe(zh.t('chat.prompt.cutReason.removed_by_script', { name: 's（内联代码）' }))
+  })
+
+  it('says a run’s duration in the locale', () => {
+    expect(formatDuration(12.4, 'zh-CN')).toBe('12毫秒')
+    expect(formatDuration(1500, 'zh-CN')).toBe('1.5秒')
+    expect(formatDuration(12.4, 'en')).toBe('12 ms')
   })
 })

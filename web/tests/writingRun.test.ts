@@ -73,7 +73,7 @@ describe('folding a chapter run', () => {
     const view = replay(CHAPTER_RUN).view
     expect(latestEvaluation(view)).toEqual({
       nodeId: 'draft',
-      evaluation: { decision: 'approve', confidence: 0.9, reason: 'no contradictions', checks: [{ dimension: 'timeline', passed: true, detail: '' }] },
+      evaluation: { decision: 'approve', confidence: 0.9, reason: 'no contradictions', reasonNote: null, checks: [{ dimension: 'timeline', passed: true, detail: '', findings: [] }] },
     })
     expect(generatingSources(view)).toEqual({ nodeId: 'draft', sources: SOURCES })
   })

@@ -251,10 +251,14 @@ def apply_script_result(
     name: str,
     language: ScriptLanguage,
     duration_ms: float,
+    node: str | None = None,
 ) -> Skein:
     """``skein`` with what the script changed between ``before`` (the ``ctx`` it was
     given) and ``after`` (the ``ctx`` it left) applied, and the run recorded in
-    ``scripts``. Raises :class:`ScriptResultInvalid`; ``skein`` itself is not changed."""
+    ``scripts``. ``node``: the workflow node whose own code ran (None: a script file),
+    named beside ``name`` so a page can say "inline" in its language. Raises
+    :class:`ScriptResultInvalid`; ``skein`` itself is not changed."""
+    said: dict[str, str] = {"name": name} if node is None else {"name": name, "node": node}
     raw_blocks = after.get("blocks")
     if not isinstance(raw_blocks, list):
         raise ScriptResultInvalid(
@@ -302,7 +306,7 @@ def apply_script_result(
                 SkeinBlock(
                     id=block_id,
                     kind=BlockKind.CUSTOM,
-                    source=BlockSource.of("script", "script", id=name, name=name),
+                    source=BlockSource.of("script", "script", id=name, **said),
                     **values,
                 )
             )
@@ -348,13 +352,14 @@ def apply_script_result(
                 tokens=block.tokens or 0,
                 reason=f"removed by script {name}",
                 term="removed_by_script",
-                values={"name": name},
+                values=dict(said),
             )
             for block in removed
         ),
     ]
     run = ScriptRun(
         name=name,
+        node=node,
         language=language,
         duration_ms=round(duration_ms, 3),
         added=added,
@@ -385,6 +390,7 @@ async def run_script_shuttle(
     code: str,
     name: str,
     limits: ScriptLimits | None = None,
+    node: str | None = None,
 ) -> Skein:
     """Run ``code`` on ``skein`` (and the turn's ``snapshot``) and apply what it changed.
 
@@ -398,5 +404,5 @@ async def run_script_shuttle(
     )
     duration_ms = (time.perf_counter() - started) * 1000
     return apply_script_result(
-        skein, before, after, name=name, language=language, duration_ms=duration_ms
+        skein, before, after, name=name, language=language, duration_ms=duration_ms, node=node
     )

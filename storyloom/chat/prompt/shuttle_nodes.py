@@ -354,7 +354,13 @@ class Script(NodeType[ScriptConfig]):
         snapshot = _script_snapshot(ctx, inputs)
         limits = ScriptLimits(time_ms=config.time_limit_ms, memory_mb=config.memory_mb)
         changed = await run_script_shuttle(
-            skein, snapshot, language=language, code=code, name=name, limits=limits
+            skein,
+            snapshot,
+            language=language,
+            code=code,
+            name=name,
+            limits=limits,
+            node=None if config.script else ctx.node_id,
         )
         return {"skein": changed.as_json()}
 

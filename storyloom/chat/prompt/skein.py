@@ -139,6 +139,9 @@ class ScriptRun(BaseModel):
     """What one chat:Script run did to the prompt, for the prompt inspector."""
 
     name: str = Field(description="'mood.lua', 'plugin:file.js', or '<node> (inline)'")
+    node: str | None = Field(
+        default=None, description="The workflow node whose own (inline) code ran; null: a file"
+    )
     language: Literal["lua", "javascript"]
     duration_ms: float
     added: list[str] = Field(default_factory=list, description="Ids of the blocks it added")

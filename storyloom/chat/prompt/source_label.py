@@ -36,7 +36,7 @@ SourceWhat = Literal[
     "summary",  # values n
     "rag",  # values source, score
     "lore",  # values book, title, placement
-    "script",  # values name
+    "script",  # values name, and node for a node's inline code
 ]
 
 SourceValue = str | int | float

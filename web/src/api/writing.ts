@@ -125,6 +125,7 @@ export interface ContextSourceRef {
 // Generated from the server's model: a new curation state or field reaches the page as is.
 export type OutputStatus = components['schemas']['OutputView']
 export type StepState = OutputStatus['steps'][string]
+export type StepReason = components['schemas']['StepReason']
 
 // Generated from the server's model: what the book established (value, chapter, the
 // sentence that said so) beside what the checked text says.

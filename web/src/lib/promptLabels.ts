@@ -43,6 +43,14 @@ export function formatNumber(n: number, tag: string): string {
   return new Intl.NumberFormat(tag, { maximumFractionDigits: 3 }).format(n)
 }
 
+/** A run's duration in the locale ("12 ms", "1.5 秒"): milliseconds under a second. */
+export function formatDuration(ms: number, tag: string): string {
+  if (!Number.isFinite(ms) || ms < 0) return ''
+  const seconds = ms >= 1000
+  const amount = seconds ? Number((ms / 1000).toFixed(ms < 10_000 ? 1 : 0)) : Math.round(ms)
+  return new Intl.NumberFormat(tag, { style: 'unit', unit: seconds ? 'second' : 'millisecond', unitDisplay: 'short' }).format(amount)
+}
+
 /** Values ready for a message: numbers formatted, a list (of keys) quoted and joined as
  * the page's language lists, everything else as text. */
 function shown(values: Record<string, unknown> | null | undefined, v: Pick<LabelVocabulary, 't' | 'tag'>): Record<string, string> {
@@ -85,6 +93,9 @@ export function sourceText(source: StructuredSource, v: LabelVocabulary): string
       return values.name ? known(v, key, values, fallback) : known(v, `${key}_unnamed`, values, fallback)
     case 'card_character_note':
       return values.member ? known(v, `${key}_member`, values, fallback) : known(v, key, values, fallback)
+    case 'script':
+      // A node's own (inline) code: "inline" said in the page's language.
+      return known(v, key, { ...values, name: scriptName(values, v) }, fallback)
     case 'lore': {
       const placement = `chat.prompt.placement.${values.placement}`
       return known(v, key, { ...values, placement: v.te(placement) ? v.t(placement) : (values.placement ?? '') }, fallback)
@@ -108,11 +119,33 @@ function placeText(values: Record<string, string>, v: LabelVocabulary): string {
   return values.across ? text + v.t('chat.prompt.place.across') : text
 }
 
+/** A word the knowledge editor's pickers also say (a generation type, a condition's
+ * operator), in the page's language; else as it came. */
+function enumText(value: unknown, v: LabelVocabulary): string {
+  const key = `knowledge.enums.${String(value)}`
+  return v.te(key) ? v.t(key) : String(value ?? '')
+}
+
+/** A trigger condition as the page says it: "mood 等于 \"calm\"". */
+function conditionText(raw: Record<string, unknown>, v: LabelVocabulary): string {
+  const parts = { variable: String(raw.variable ?? ''), operator: enumText(raw.operator, v), expected: String(raw.expected ?? '') }
+  return v.t(raw.expected === undefined ? 'chat.prompt.condition.bare' : 'chat.prompt.condition.compared', parts)
+}
+
 /** A lore reason's words, in the page's language. */
 export function reasonText(reason: StructuredReason, v: LabelVocabulary): string {
   const fallback = reason.detail ?? ''
   if (!reason.term) return fallback
-  const values = shown(reason.values, v)
+  const raw = { ...(reason.values ?? {}) }
+  // Generation types are the knowledge editor's words too.
+  if (reason.term === 'generation_type') {
+    raw.type = enumText(raw.type, v)
+    if (Array.isArray(raw.allowed)) raw.allowed = raw.allowed.map((item) => enumText(item, v))
+  }
+  const values = shown(raw, v)
+  // A group's name is the author's: quoted, as keys are.
+  if (reason.term.startsWith('group_') && typeof raw.group === 'string') values.group = v.t('chat.prompt.quoted', { text: raw.group })
+  if (reason.term.startsWith('condition_')) values.condition = conditionText(raw, v)
   const key = `chat.prompt.reason.${reason.term}`
   if (reason.term === 'key' || reason.term === 'regex') {
     return known(v, key, { ...values, at: placeText(values, v) }, fallback)
@@ -126,10 +159,17 @@ export function ruleText(rule: string | undefined, v: LabelVocabulary): string {
   return known(v, `chat.prompt.rule.${rule}`, {}, rule)
 }
 
-/** Why the budget (or the context window) cut a block. */
+/** A script's name: its file's, or a workflow node's own (inline) code's. */
+export function scriptName(run: { name?: unknown; node?: unknown }, v: Pick<LabelVocabulary, 't'>): string {
+  return typeof run.node === 'string' && run.node ? v.t('chat.prompt.scriptInline', { node: run.node }) : String(run.name ?? '')
+}
+
+/** Why the budget (or the context window, or a script) cut a block. */
 export function cutText(cut: StructuredCut, v: LabelVocabulary): string {
   if (!cut.term) return cut.reason
-  return known(v, `chat.prompt.cutReason.${cut.term}`, shown(cut.values, v), cut.reason)
+  const values = shown(cut.values, v)
+  if (cut.term === 'removed_by_script') values.name = scriptName(cut.values ?? {}, v)
+  return known(v, `chat.prompt.cutReason.${cut.term}`, values, cut.reason)
 }
 
 /** SillyTavern's name of a built-in prompt (the English catalogue's, which is its own). */

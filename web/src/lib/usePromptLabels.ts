@@ -7,6 +7,8 @@ import {
   promptName,
   reasonText,
   ruleText,
+  scriptName,
+  formatDuration,
   sourceText,
   type LabelVocabulary,
   type StructuredCut,
@@ -27,6 +29,8 @@ export function usePromptLabels() {
     rule: (rule: string | undefined) => ruleText(rule, vocabulary()),
     cut: (c: StructuredCut) => cutText(c, vocabulary()),
     number: (n: number) => formatNumber(n, vocabulary().tag),
+    duration: (ms: number) => formatDuration(ms, vocabulary().tag),
+    script: (run: { name?: unknown; node?: unknown }) => scriptName(run, vocabulary()),
     promptName: (p: { identifier: string; name?: string | null }) => promptName(p, vocabulary()),
   }
 }

@@ -1,6 +1,6 @@
 // The curation of a kept chapter as the page shows it: one line per step, folded from the
 // `curation:progress` messages (or the outputs list after a reload).
-import type { OutputStatus, StepState } from '../api/writing'
+import type { OutputStatus, StepReason, StepState } from '../api/writing'
 
 export const CURATION_STEPS = ['summarize', 'extract', 'profiles', 'index', 'check'] as const
 
@@ -10,6 +10,9 @@ export interface StepView {
   /** Why it failed, why it was skipped (no agent model, and where to set one), or what a
    * step done without the agent model could not do (the offline prose reader's note). */
   error: string
+  /** The same reason as a term and values (`writing.curation.reason.<term>`), when the
+   * server sent one: the page says it in its language, else shows `error`. */
+  reason: StepReason | null
 }
 
 export interface CurationView {
@@ -25,13 +28,29 @@ function asState(value: unknown): StepState {
 }
 
 export function newCuration(outputId: string, chapter: number): CurationView {
-  return { outputId, chapter, steps: CURATION_STEPS.map((step) => ({ step, state: 'pending', error: '' })) }
+  return { outputId, chapter, steps: CURATION_STEPS.map((step) => ({ step, state: 'pending', error: '', reason: null })) }
 }
 
 function stepOf(view: CurationView, step: string): StepView {
   let found = view.steps.find((s) => s.step === step)
-  if (!found) view.steps.push((found = { step, state: 'pending', error: '' }))
+  if (!found) view.steps.push((found = { step, state: 'pending', error: '', reason: null }))
   return found
+}
+
+const TERMS = new Set<StepReason['term']>(['summary_no_model', 'summary_agent_down', 'facts_no_model', 'facts_agent_down'])
+
+/** A step reason the page knows the words of, else null (the sentence is shown). */
+function asReason(value: unknown): StepReason | null {
+  if (!value || typeof value !== 'object') return null
+  const raw = value as { term?: unknown; problem?: unknown }
+  if (typeof raw.term !== 'string' || !TERMS.has(raw.term as StepReason['term'])) return null
+  return { term: raw.term as StepReason['term'], problem: typeof raw.problem === 'string' ? raw.problem : null }
+}
+
+/** What a step says about running without a model, in the page's language. */
+export function stepReasonText(step: StepView, t: (key: string, values?: Record<string, unknown>) => string): string {
+  if (!step.reason) return step.error
+  return t(`writing.curation.reason.${step.reason.term}`, { problem: step.reason.problem ?? '' })
 }
 
 function said(value: unknown): string {
@@ -50,6 +69,7 @@ export function applyProgress(view: CurationView, message: Record<string, unknow
       : step.state === 'skipped' || step.state === 'done'
         ? said(message.reason)
         : ''
+  step.reason = step.state === 'skipped' || step.state === 'done' ? asReason(message.reasonTerm) : null
   return true
 }
 
@@ -61,7 +81,10 @@ export function curationFromStatus(status: OutputStatus): CurationView {
     const s = stepOf(view, step)
     s.state = asState(state)
     if (s.state === 'failed') s.error = status.error ?? ''
-    if (s.state === 'skipped' || s.state === 'done') s.error = status.reasons?.[step] ?? ''
+    if (s.state === 'skipped' || s.state === 'done') {
+      s.error = status.reasons?.[step] ?? ''
+      s.reason = asReason(status.reasonTerms?.[step])
+    }
   }
   return view
 }

@@ -6,17 +6,32 @@ import type { RunEventMessage } from '../api/workflows'
 import type { ContextSourceRef } from '../api/writing'
 import { type Accepted, newRunView, RunTracker, type RunView, shownText } from './workflowRun'
 
+/** A sentence an evaluator made, as a term and values (`writing.evaluation.note.*`,
+ * a finding's `writing.warnings.frame.*`); a model's own words come without one. */
+export interface EvaluationNote {
+  term: string
+  values: Record<string, unknown>
+}
+
 export interface EvaluationCheck {
   dimension: string
   passed: boolean
   detail: string
+  findings: EvaluationNote[]
 }
 
 export interface RunEvaluation {
   decision: 'approve' | 'retry' | 'flag-human'
   confidence: number
   reason: string
+  reasonNote: EvaluationNote | null
   checks: EvaluationCheck[]
+}
+
+function note(value: unknown): EvaluationNote | null {
+  const raw = record(value)
+  if (!raw || typeof raw.term !== 'string') return null
+  return { term: raw.term, values: record(raw.values) ?? {} }
 }
 
 export interface WritingRunView {
@@ -61,10 +76,12 @@ export function parseEvaluation(value: unknown): RunEvaluation | null {
     decision: raw.decision as RunEvaluation['decision'],
     confidence: typeof raw.confidence === 'number' ? raw.confidence : 1,
     reason: typeof raw.reason === 'string' ? raw.reason : '',
+    reasonNote: note(raw.reason_note),
     checks: checks.map((c) => ({
       dimension: String(c.dimension ?? ''),
       passed: c.passed === true,
       detail: typeof c.detail === 'string' ? c.detail : '',
+      findings: Array.isArray(c.findings) ? c.findings.map(note).filter((n): n is EvaluationNote => n !== null) : [],
     })),
   }
 }
