@@ -17,10 +17,17 @@ in the placeholder / title / aria-label of visible elements. A term the Chinese
 catalogue itself keeps ("接口地址（Base URL）", "温度（Temperature）") is not English.
 Text marked ``lang="en"`` is English on purpose and is not read: only what nobody here
 can translate (a plugin's node type or tool, an MCP server's tool, written for the model).
+Text marked ``translate="no"`` is not read either: identifiers (a slot's name such as
+``messages`` or ``reasoning``, which edges and a run's inputs name it by), shown as code,
+that look like English words but are no label to translate; a slot's description, its
+label, is read. Likewise a connection's ends in its aria-label ("从 weaver.messages 到
+invoker.messages 的连接"): ``node.slot``, identifiers in an attribute, where no element can
+carry ``translate="no"``.
 storyloom's own node types and tools are shown from the web app's catalogue
 (``locales/<lang>/nodes.json``, ``builtinTools.json``) in 中文 and are not so marked: the
 walk checks the palette, a built-in pipeline's canvas and inspector and the Tools page for
-that.
+that. So are the built-in workflows (``builtinWorkflows.json``): the chat pipeline's name on
+the Workflows list and its interface slots' descriptions on its canvas are in 中文.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ pytestmark = pytest.mark.browser
 LOCALES = REPO / "web" / "src" / "locales"
 ZH_NODES = json.loads((LOCALES / "zh" / "nodes.json").read_text(encoding="utf-8"))
 ZH_TOOLS = json.loads((LOCALES / "zh" / "builtinTools.json").read_text(encoding="utf-8"))
+ZH_WORKFLOWS = json.loads((LOCALES / "zh" / "builtinWorkflows.json").read_text(encoding="utf-8"))
 # The ids of node types and tools (core:Evolutionary, node:kb:Query) are shown as they are:
 # identifiers, not English, even where a part of one is also an English name.
 IDENTIFIERS = {part for name in [*ZH_NODES, *ZH_TOOLS] for part in name.split(":")}
@@ -62,6 +70,8 @@ ENGLISH_TIME = re.compile(r"\b\d{1,2}:\d{2}\s?(AM|PM)\b")
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 WORD = re.compile(r"[A-Za-z]+")
 EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+# A slot's address, node.slot (a connection's ends): identifiers, not words.
+SLOT_ADDRESS = re.compile(r"(?<![\w.])[a-z_][\w-]*\.[a-z_]\w*(?![\w.])")
 
 CHARACTER_ID = "aria"
 CARD_SCRIPT = {"id": "card-lamp", "scriptName": "灯火", "findRegex": "/油灯/g",
@@ -139,14 +149,15 @@ PIECE_PATTERN = re.compile(
     )
 )
 
+# English on purpose and identifiers (see above) are hidden while the page's text is read.
 VISIBLE_TEXT = """() => {
-  const english = [...document.body.querySelectorAll('[lang="en"]')]
+  const english = [...document.body.querySelectorAll('[lang="en"], [translate="no"]')]
   const display = english.map((el) => el.style.display)
   english.forEach((el) => { el.style.display = 'none' })
   const out = [document.body.innerText]
   english.forEach((el, i) => { el.style.display = display[i] })
   for (const el of document.querySelectorAll('[placeholder], [title], [aria-label]')) {
-    if (el.closest('body [lang="en"]')) continue
+    if (el.closest('body [lang="en"], body [translate="no"]')) continue
     if (!el.checkVisibility({ checkOpacity: false, checkVisibilityCSS: true })) continue
     for (const name of ['placeholder', 'title', 'aria-label']) {
       const value = el.getAttribute(name)
@@ -161,7 +172,8 @@ def english_on(page: Page) -> list[str]:
     """Every English catalogue string and English-style time the page shows, each once,
     with a little of the text around it."""
     found: dict[str, str] = {}
-    for text in page.evaluate(VISIBLE_TEXT):
+    for shown in page.evaluate(VISIBLE_TEXT):
+        text = SLOT_ADDRESS.sub(" ", shown)
         for match in PIECE_PATTERN.finditer(text):
             piece = match.group(0)
             around = text[max(0, match.start() - 25) : match.end() + 25].replace("\n", " ⏎ ")
@@ -302,6 +314,10 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
     expect(item).to_have_attribute("title", weaver["description"])
     expect(item).not_to_have_attribute("lang", "en")
     expect(page.locator(f'{tid("wf-palette")} [lang="en"]')).to_have_count(0)
+    # The chat pipeline storyloom ships is listed by its name in 中文.
+    pipeline = ZH_WORKFLOWS["chat-default"]
+    listed = page.locator(f'{tid("wf-list-item")}[data-workflow-id="chat-default"]')
+    expect(listed.locator(".wf-list-name")).to_have_text(pipeline["name"])
     check("workflows")
     # A workflow of the project's with a built-in node: its title on the canvas, its
     # inspector and config form in 中文.
@@ -323,6 +339,17 @@ def walk(page: Page, server: RunningServer, ids: dict[str, str], size: str) -> l
     page.goto(server.url + "workflows/chat-default")
     weaver = page.locator(f'{tid("wf-node")}[data-node-type="chat:Weaver"]')
     expect(weaver.locator(".wf-node-title")).to_have_text(ZH_NODES["chat:Weaver"]["name"])
+    # Its name, description and interface slots' descriptions in 中文; the slots' names are
+    # identifiers, marked so.
+    expect(page.locator(tid("wf-name"))).to_have_value(pipeline["name"])
+    expect(page.locator(tid("wf-description"))).to_have_value(pipeline["description"])
+    group_input = page.locator(f'{tid("wf-node")}[data-node-type="core:GroupInput"]')
+    snapshot = group_input.locator(".wf-slot-out").filter(has_text="snapshot")
+    expect(snapshot).to_have_attribute("title", pipeline["inputs"]["snapshot"])
+    expect(snapshot.locator(".wf-slot-name")).to_have_attribute("translate", "no")
+    group_output = page.locator(f'{tid("wf-node")}[data-node-type="core:GroupOutput"]')
+    reply_slot = group_output.locator(".wf-slot-in").filter(has_text="reply")
+    expect(reply_slot).to_have_attribute("title", pipeline["outputs"]["reply"])
     check("workflows › the chat pipeline")
     for tab in ("tools", "plugins", "agents", "mcp"):
         page.goto(server.url + f"tools?tab={tab}")

@@ -1,10 +1,11 @@
-"""The web app's catalogue of storyloom's own node types and tools
-(web/src/locales/<lang>/nodes.json, builtinTools.json) against what the server lists: a
-node type or a built-in tool added without its English and Chinese texts fails here, as
-does a slot, a config field (or a field of its list items), a labelled choice or a tool
-argument the catalogue does not know, or an entry for something storyloom no longer
-ships. The server keeps its own English for the model; the catalogue is only what the
-page shows."""
+"""The web app's catalogue of storyloom's own node types, tools and workflows
+(web/src/locales/<lang>/nodes.json, builtinTools.json, builtinWorkflows.json) against what
+the server lists: a node type, a built-in tool or a built-in workflow (the chat pipeline)
+added without its English and Chinese texts fails here, as does a slot, a config field (or
+a field of its list items), a labelled choice, a tool argument or a workflow's interface
+slot the catalogue does not know, or an entry for something storyloom no longer ships.
+The server keeps its own English for the model; the catalogue is only what the page
+shows."""
 
 from __future__ import annotations
 
@@ -128,3 +129,44 @@ def test_the_chinese_texts_are_chinese_and_keep_the_placeholders(
         assert CJK.search(entry["name"]) and CJK.search(entry["description"]), tool_id
         for name, text in entry.get("parameters", {}).items():
             assert CJK.search(text), f"{tool_id} parameters.{name}"
+
+
+@pytest.fixture
+def builtin_workflows(client: httpx.Client) -> dict[str, Json]:
+    """The built-in workflows as the Workflows page opens them, by id."""
+    listed = client.get("/api/workflows").json()["workflows"]
+    ids = [entry["id"] for entry in listed if entry["builtin"]]
+    assert "chat-default" in ids
+    return {workflow_id: client.get(f"/api/workflows/{workflow_id}").json() for workflow_id in ids}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_builtin_workflow_has_its_texts(
+    language: str, builtin_workflows: dict[str, Json]
+) -> None:
+    catalogue = _catalogue(language, "builtinWorkflows")
+    shipped = set(builtin_workflows)
+    assert sorted(shipped - set(catalogue)) == [], f"{language}/builtinWorkflows.json lacks these"
+    assert sorted(set(catalogue) - shipped) == [], f"{language}/builtinWorkflows.json: not shipped"
+    for workflow_id, workflow in builtin_workflows.items():
+        entry = catalogue[workflow_id]
+        where = f"{language}/builtinWorkflows.json {workflow_id}"
+        assert entry["name"].strip() and entry["description"].strip(), where
+        for side, field in (("inputs", "interfaceInputs"), ("outputs", "interfaceOutputs")):
+            slots: Json = workflow.get(field) or {}
+            described = {name for name, slot in slots.items() if slot.get("description")}
+            assert set(entry.get(side, {})) == described, f"{where} {side}"
+            for name in described:
+                assert entry[side][name].strip(), f"{where} {side}.{name}"
+        if language == "en":
+            # The English is the server's own: the page shows the same words either way.
+            assert entry["name"] == workflow["name"], where
+            assert entry["description"] == workflow["description"], where
+            for side, field in (("inputs", "interfaceInputs"), ("outputs", "interfaceOutputs")):
+                for name, text in entry.get(side, {}).items():
+                    assert text == workflow[field][name]["description"], f"{where} {side}.{name}"
+        else:
+            texts = [entry["name"], entry["description"]]
+            texts += [*entry.get("inputs", {}).values(), *entry.get("outputs", {}).values()]
+            for text in texts:
+                assert CJK.search(text), f"{where}: {text!r} is not Chinese"

@@ -3,10 +3,10 @@
 // the server's English, marked `textLang: 'en'`.
 import { mount } from '@vue/test-utils'
 import { describe, expect, it } from 'vitest'
-import type { NodeTypeInfo } from '../src/api/workflows'
+import type { NodeTypeInfo, Workflow } from '../src/api/workflows'
 import NodePalette from '../src/components/workflow/NodePalette.vue'
 import { makeI18n } from '../src/i18n'
-import { BUILTIN_CATALOGUES, shownNodeType, shownParameters, shownTool } from '../src/lib/builtinCatalogue'
+import { BUILTIN_CATALOGUES, shownNodeType, shownParameters, shownTool, shownWorkflow, shownWorkflowEntry } from '../src/lib/builtinCatalogue'
 import { tool } from './toolFixtures'
 
 /** chat:Weaver as the server lists it (storyloom/workflow/nodes), in English. */
@@ -104,7 +104,7 @@ describe('shownNodeType', () => {
   })
 
   it('uses the catalogue it is given', () => {
-    const catalogues = { en: { nodes: {}, tools: {} }, zh: { nodes: { 'dice:Roll': { name: '掷骰', description: '掷骰子。' } }, tools: {} } }
+    const catalogues = { en: { nodes: {}, tools: {}, workflows: {} }, zh: { nodes: { 'dice:Roll': { name: '掷骰', description: '掷骰子。' } }, tools: {}, workflows: {} } }
     expect(shownNodeType(pluginNode(), 'zh', catalogues)).toMatchObject({ displayName: '掷骰', description: '掷骰子。' })
     expect(shownNodeType(pluginNode(), 'zh', catalogues).textLang).toBeUndefined()
   })
@@ -184,9 +184,62 @@ describe('shownParameters', () => {
   })
 })
 
+/** The chat pipeline as GET /api/workflows/chat-default gives it (default_pipeline.py). */
+function chatDefault(over: Partial<Workflow> = {}): Workflow {
+  return {
+    id: 'chat-default',
+    name: 'Chat (default)',
+    description: 'One chat turn: snapshot → Skein → prompt → model → reply and state.',
+    nodes: [{ id: 'input', type: 'core:GroupInput', config: {}, position: { x: 0, y: 0 } }],
+    edges: [],
+    interfaceInputs: { snapshot: { dataFlowType: 'OBJECT', required: true, description: "The turn's context snapshot (ContextSnapshot JSON)" } },
+    interfaceOutputs: {
+      reply: { dataFlowType: 'STRING', description: 'The visible reply' },
+      extra: { dataFlowType: 'STRING', description: 'A slot the catalogue does not know' },
+    },
+    ...over,
+  }
+}
+
+describe('shownWorkflow', () => {
+  it("gives the built-in chat pipeline's name, description and interface texts in Chinese", () => {
+    const zh = BUILTIN_CATALOGUES.zh.workflows['chat-default']!
+    const shown = shownWorkflow(chatDefault(), true, 'zh')
+    expect(shown.name).toBe(zh.name)
+    expect(shown.name).toMatch(/[\u4e00-\u9fff]/)
+    expect(shown.description).toBe(zh.description)
+    expect(shown.interfaceInputs!.snapshot!.description).toBe(zh.inputs!.snapshot)
+    expect(shown.interfaceOutputs!.reply!.description).toBe(zh.outputs!.reply)
+    // What is run and connected stays the server's; an unknown slot keeps its text.
+    expect(shown.interfaceInputs!.snapshot).toMatchObject({ dataFlowType: 'OBJECT', required: true })
+    expect(Object.keys(shown.interfaceOutputs!)).toEqual(['reply', 'extra'])
+    expect(shown.interfaceOutputs!.extra!.description).toBe('A slot the catalogue does not know')
+    expect(shown.nodes).toEqual(chatDefault().nodes)
+  })
+
+  it('follows the language of the page', () => {
+    expect(shownWorkflow(chatDefault(), true, 'en').name).toBe(BUILTIN_CATALOGUES.en.workflows['chat-default']!.name)
+  })
+
+  it("leaves the project's own copy of a built-in, and any other workflow, as the user wrote it", () => {
+    const copy = chatDefault({ name: 'My chat' })
+    expect(shownWorkflow(copy, false, 'zh')).toBe(copy)
+    const other = chatDefault({ id: 'chat-default-2', name: 'Chat (default) copy' })
+    expect(shownWorkflow(other, true, 'zh')).toBe(other)
+  })
+
+  it('shows a list entry by its builtin mark', () => {
+    const entry = { id: 'chat-default', name: 'Chat (default)', description: 'One chat turn', nodeCount: 12, builtin: true }
+    const zh = BUILTIN_CATALOGUES.zh.workflows['chat-default']!
+    expect(shownWorkflowEntry(entry, 'zh')).toEqual({ ...entry, name: zh.name, description: zh.description })
+    expect(shownWorkflowEntry({ ...entry, builtin: false }, 'zh').name).toBe('Chat (default)')
+  })
+})
+
 describe('the catalogues', () => {
-  it('know the same node types, slots, fields and tools in both languages', () => {
+  it('know the same node types, slots, fields, tools and workflows in both languages', () => {
     const shape = (c: (typeof BUILTIN_CATALOGUES)['en']) => ({
+      workflows: Object.entries(c.workflows).map(([id, w]) => [id, Object.keys(w.inputs ?? {}), Object.keys(w.outputs ?? {})]),
       tools: Object.entries(c.tools).map(([id, tl]) => [id, Object.keys(tl.parameters ?? {})]),
       nodes: Object.fromEntries(
         Object.entries(c.nodes).map(([id, n]) => [

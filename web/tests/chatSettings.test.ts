@@ -105,7 +105,8 @@ describe('the chat pipeline in the drawer', () => {
   it('lists the built-in pipeline and the project workflows, and links to the chosen one', async () => {
     const w = await mountDrawer()
     expect(options(w)).toEqual([
-      ['chat-default', 'Chat (chat-default) (built-in)'],
+      // The built-in's name is the web app's catalogue's (builtinWorkflows.json), in the page's language.
+      ['chat-default', 'Chat (default) (chat-default) (built-in)'],
       ['my-story', 'My story (my-story)'],
     ])
     expect((w.find(q('chat-settings-pipeline')).element as HTMLSelectElement).value).toBe('chat-default')

@@ -1,18 +1,20 @@
-// The texts of storyloom's own node types and tools in the page's language. The server
+// The texts of storyloom's own node types, tools and workflows in the page's language. The server
 // describes them in English, for the model that calls them (and that English is what the
 // model keeps getting); the web app shows its own translation, from the catalogue in
-// locales/<lang>/nodes.json and builtinTools.json, keyed by id. What the catalogue does not
+// locales/<lang>/nodes.json, builtinTools.json and builtinWorkflows.json, keyed by id. What the catalogue does not
 // know (a plugin's node type or tool, an MCP server's tool) keeps the server's English and
 // says so with `textLang: 'en'`, for screen readers and the page's language checks.
 // tests/server/test_builtin_catalogue.py holds the catalogue to the registry.
 import type { ToolInfo } from '../api/tools'
-import type { NodeTypeInfo, SlotInfo } from '../api/workflows'
+import type { InterfaceSlot, NodeTypeInfo, SlotInfo, WorkflowSummary } from '../api/workflows'
 import type { Locale } from '../i18n'
 import type { JsonSchema } from './jsonSchema'
 import enTools from '../locales/en/builtinTools.json'
 import enNodes from '../locales/en/nodes.json'
+import enWorkflows from '../locales/en/builtinWorkflows.json'
 import zhTools from '../locales/zh/builtinTools.json'
 import zhNodes from '../locales/zh/nodes.json'
+import zhWorkflows from '../locales/zh/builtinWorkflows.json'
 
 /** One config field's label, hint and the labels of its suggested values. */
 export interface FieldText {
@@ -40,14 +42,24 @@ export interface ToolText {
   parameters?: Record<string, string>
 }
 
+/** A built-in workflow's texts (the chat pipeline `chat-default`): its name, description
+ * and the descriptions of its interface slots, by slot name. */
+export interface WorkflowText {
+  name: string
+  description: string
+  inputs?: Record<string, string>
+  outputs?: Record<string, string>
+}
+
 export interface BuiltinCatalogue {
   nodes: Record<string, NodeText>
   tools: Record<string, ToolText>
+  workflows: Record<string, WorkflowText>
 }
 
 export const BUILTIN_CATALOGUES: Record<Locale, BuiltinCatalogue> = {
-  en: { nodes: enNodes, tools: enTools },
-  zh: { nodes: zhNodes, tools: zhTools },
+  en: { nodes: enNodes, tools: enTools, workflows: enWorkflows },
+  zh: { nodes: zhNodes, tools: zhTools, workflows: zhWorkflows },
 }
 
 /** `textLang` is `'en'` when the texts are the server's English (nobody here can translate
@@ -151,4 +163,49 @@ function parameterTexts(tool: ToolInfo, catalogue: BuiltinCatalogue): Record<str
   const texts: Record<string, string> = {}
   for (const [name, field] of Object.entries(node.config ?? {})) if (field.description !== undefined) texts[name] = field.description
   return { ...texts, ...node.inputs }
+}
+
+/** What a workflow's list entry and editor show of it: the name, description and interface. */
+export interface WorkflowTexts {
+  id: string
+  name?: string
+  description?: string
+  interfaceInputs?: Record<string, InterfaceSlot>
+  interfaceOutputs?: Record<string, InterfaceSlot>
+}
+
+/** A workflow as the page shows it: while it IS a built-in one (the server lists it
+ * `builtin`, the project has no file of its id), its name, description and interface
+ * slots' descriptions from the catalogue. A project's own workflow (its copy of a
+ * built-in included) is the user's words and is shown as it is. Only for showing: what
+ * is validated, run or duplicated stays the server's workflow. */
+export function shownWorkflow<T extends WorkflowTexts>(
+  workflow: T,
+  builtin: boolean,
+  locale: Locale,
+  catalogues = BUILTIN_CATALOGUES,
+): T {
+  const text = builtin ? catalogues[locale].workflows[workflow.id] : undefined
+  if (!text) return workflow
+  const shown: T = { ...workflow, name: text.name, description: text.description }
+  if (workflow.interfaceInputs) shown.interfaceInputs = shownInterface(workflow.interfaceInputs, text.inputs)
+  if (workflow.interfaceOutputs) shown.interfaceOutputs = shownInterface(workflow.interfaceOutputs, text.outputs)
+  return shown
+}
+
+/** A workflow list's entry as the page shows it (a built-in's name and description). */
+export function shownWorkflowEntry(entry: WorkflowSummary, locale: Locale, catalogues = BUILTIN_CATALOGUES): WorkflowSummary {
+  return shownWorkflow(entry, entry.builtin, locale, catalogues)
+}
+
+function shownInterface(
+  slots: Record<string, InterfaceSlot>,
+  texts: Record<string, string> | undefined,
+): Record<string, InterfaceSlot> {
+  const shown: Record<string, InterfaceSlot> = {}
+  for (const [name, slot] of Object.entries(slots)) {
+    const description = texts?.[name]
+    shown[name] = description === undefined ? slot : { ...slot, description }
+  }
+  return shown
 }

@@ -17,13 +17,13 @@ function byNamespace(files: Record<string, Messages>): Messages {
 }
 
 export const en = byNamespace(
-  import.meta.glob<Messages>(['./en/*.json', '!./en/nodes.json', '!./en/builtinTools.json'], {
+  import.meta.glob<Messages>(['./en/*.json', '!./en/nodes.json', '!./en/builtinTools.json', '!./en/builtinWorkflows.json'], {
     eager: true,
     import: 'default',
   }),
 )
 export const zh = byNamespace(
-  import.meta.glob<Messages>(['./zh/*.json', '!./zh/nodes.json', '!./zh/builtinTools.json'], {
+  import.meta.glob<Messages>(['./zh/*.json', '!./zh/nodes.json', '!./zh/builtinTools.json', '!./zh/builtinWorkflows.json'], {
     eager: true,
     import: 'default',
   }),
