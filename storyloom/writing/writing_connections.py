@@ -18,11 +18,17 @@ from pydantic.alias_generators import to_camel
 from storyloom.core.settings import ChatEndpoint, ConnectionNotFound, Settings
 
 
+def _chosen(role: str, settings: Settings) -> tuple[bool, str | None]:
+    """Whether ``role`` is the agent role, and the connection Settings → Writing picked
+    for it (None: the role's own model)."""
+    agent = role in ("agent", "agent_llm")
+    return agent, settings.writing.agent_connection if agent else settings.writing.user_connection
+
+
 def writing_endpoint(role: str, settings: Settings) -> ChatEndpoint:
     """The endpoint of writing role ``role`` ("agent" or "user"); a connection that is
     gone is a :class:`~storyloom.core.settings.ConnectionNotFound` naming it."""
-    agent = role in ("agent", "agent_llm")
-    chosen = settings.writing.agent_connection if agent else settings.writing.user_connection
+    agent, chosen = _chosen(role, settings)
     which = "agent" if agent else "user"
     return settings.endpoint_for(
         which, chosen, chosen_in=f"Settings → Writing ({which} connection)"
@@ -50,8 +56,7 @@ class WritingModelView(BaseModel):
 
 def writing_model(role: str, settings: Settings) -> WritingModelView:
     """What :func:`writing_endpoint` answers ``role`` with, described."""
-    agent = role in ("agent", "agent_llm")
-    chosen = settings.writing.agent_connection if agent else settings.writing.user_connection
+    agent, chosen = _chosen(role, settings)
     source: WritingModelSource = "connection" if chosen else "agent"
     if not chosen and (not agent or settings.agent_uses_user_model):
         source = "user"
