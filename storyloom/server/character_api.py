@@ -27,7 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.agent_consent import AgentConsents, CharacterAgent
 from storyloom.chat.personalab.card_export import card_charx, card_json, card_png
+from storyloom.chat.personalab.card_permissions import CardPermissions, CardPermissionStore
 from storyloom.chat.personalab.card_reimport import CardReimport
+from storyloom.chat.personalab.card_scripts import CardScripts, card_scripts
 from storyloom.chat.personalab.library import CharacterListing, PresetLibrary
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
 from storyloom.chat.store.turn_tree import ChatError
@@ -91,6 +93,13 @@ def _library(request: Request) -> PresetLibrary:
     return presets
 
 
+def _permissions(request: Request) -> CardPermissionStore:
+    store = server_state(request).chat.card_permissions
+    if store is None:
+        raise ChatError("characters need a project")
+    return store
+
+
 def _consents(request: Request) -> AgentConsents:
     consents = server_state(request).chat.agent_consents
     if consents is None:
@@ -131,6 +140,10 @@ class CharacterDocument(BaseModel):
     agent: CharacterAgent = Field(
         description="The agent profile the card suggests and the one the user confirmed "
         "(only a confirmed one runs)"
+    )
+    scripts: CardScripts = Field(
+        description="The card's regex and Tavern Helper scripts, whether each runs, and what "
+        "the user allowed for this character"
     )
 
 
@@ -243,6 +256,7 @@ def _document(request: Request, character_id: str) -> CharacterDocument:
         tokens=token_counts(request, preset),
         card_spec=preset.card_spec,
         agent=_consents(request).of(character_id, character),
+        scripts=card_scripts(preset.source_card or {}, _permissions(request).of(character_id)),
     )
 
 
@@ -382,12 +396,27 @@ def answer_agent(request: Request, character_id: str, body: AgentAnswer) -> Char
     return _document(request, character_id)
 
 
+@router.put("/{character_id}/permissions", response_model=CharacterDocument, responses=_ERRORS)
+def set_permissions(
+    request: Request, character_id: str, body: CardPermissions
+) -> CharacterDocument:
+    """What the character's card may run: its regex scripts, scripts in its HTML frames,
+    whether those may write variables, send messages or reach the network, and which of
+    its own Tavern Helper scripts run. Saving it answers the import question. New chats
+    start from it; a chat's own switches stay as they are."""
+    _library(request).character(character_id)  # 404 first
+    _permissions(request).set(character_id, body.model_copy(update={"asked": True}))
+    return _document(request, character_id)
+
+
 @router.delete("/{character_id}", status_code=204, responses=_ERRORS)
 def delete_character(request: Request, character_id: str) -> Response:
-    """Remove the character, its avatar and assets (and the agent the user confirmed for
-    it: a new character given its id asks again). Conversations keep their copy."""
+    """Remove the character, its avatar and assets, the agent the user confirmed for it and
+    what its card may run (a new character given its id asks again). Conversations keep
+    their copy."""
     _library(request).delete("characters", character_id)
     _consents(request).forget(character_id)
+    _permissions(request).forget(character_id)
     return Response(status_code=204)
 
 

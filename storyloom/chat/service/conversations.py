@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from storyloom.chat.personalab.agent_consent import AgentConsents
+from storyloom.chat.personalab.card_permissions import CardPermissionStore
 from storyloom.chat.personalab.director import initial_plot
 from storyloom.chat.personalab.library import (
     PresetLibrary,
@@ -190,6 +191,10 @@ class ChatService:
             AgentConsents(self.project_dir) if self.project_dir is not None else None
         )
         """The agent profile the user confirmed for each character (cards only suggest)."""
+        self.card_permissions = (
+            CardPermissionStore(self.project_dir) if self.project_dir is not None else None
+        )
+        """What each character's card may run, as the user allowed it."""
         self._publish = publish
         self._summaries = summaries
         self._turns: dict[str, ChatTurn] = {}
@@ -328,6 +333,15 @@ class ChatService:
             if background_id is not None:
                 background = background_snapshot(presets.background(background_id))
         chosen = (settings or ConversationSettings()).model_copy()
+        if character_id is not None and self.card_permissions is not None:
+            # a chat starts from what the user allowed for the card; the chat's own
+            # switches (sent with ``settings``) win where they were set
+            allowed = self.card_permissions.of(character_id)
+            sent = settings.model_fields_set if settings is not None else set()
+            if "allow_regex_scripts" not in sent:
+                chosen.allow_regex_scripts = allowed.regex_scripts
+            if "allow_html_scripts" not in sent:
+                chosen.allow_html_scripts = allowed.frame_scripts
         if user_name is not None and user_name.strip():
             chosen.user_name = user_name.strip()
         if persona is not None:
