@@ -29,9 +29,9 @@ from storyloom.chat.personalab.agent_consent import AgentConsents, CharacterAgen
 from storyloom.chat.personalab.card_export import card_charx, card_json, card_png
 from storyloom.chat.personalab.card_permissions import CardPermissions, CardPermissionStore
 from storyloom.chat.personalab.card_reimport import CardReimport
-from storyloom.chat.personalab.card_scripts import CardScripts, card_scripts
 from storyloom.chat.personalab.library import CharacterListing, PresetLibrary
 from storyloom.chat.personalab.personas import AVATAR_SUFFIXES
+from storyloom.chat.service.card_scripts import CardScripts, card_scripts
 from storyloom.chat.store.turn_tree import ChatError
 from storyloom.core.errors import FieldProblem, InvalidInput
 from storyloom.knowledge.card_knowledge import CHARACTER_DEFINITION, character_tag
