@@ -15,6 +15,7 @@ from storyloom.core.errors import StoryloomError
 from storyloom.core.home import ensure_home, resolve_home
 
 if TYPE_CHECKING:
+    from storyloom.chat.service.card_scripts import CardScripts
     from storyloom.core.settings import Settings
     from storyloom.knowledge.catalog import KnowledgeCatalog, LoadedKB
     from storyloom.knowledge.embedding_jobs import EmbeddingProgress
@@ -84,13 +85,24 @@ def import_(
             "--update", help="A card that is a character here: make it a new version of it."
         ),
     ] = False,
+    allow_scripts: Annotated[
+        bool,
+        typer.Option(
+            "--allow-scripts",
+            help="A card's regex scripts, the scripts in its pages (status bars) and its "
+            "own Tavern Helper scripts run in its new chats (as answering the web app's "
+            "import question; changing variables, sending messages and the network stay "
+            "off: the character page's Scripts section switches those).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     home: HomeOption = None,
 ) -> None:
     """Import a SillyTavern file or a knowledge package; print what was made. A book whose
     entries a KB here already has is reported, not stored again (unless --keep-both). A
     card that is a character here already writes nothing: the very same card is said to
-    be in the library; a changed one needs --update or --keep-both."""
+    be in the library; a changed one needs --update or --keep-both. A card's scripts are
+    listed with whether they run; none runs until allowed (--allow-scripts)."""
     from storyloom.chat.personalab.card_reimport import CardExists, CardReimport, OnConflict
     from storyloom.chat.personalab.library import PresetLibrary
     from storyloom.core.settings import SettingsStore
@@ -136,6 +148,8 @@ def import_(
                 f"{file}: already in your library as {match.name!r} ({match.character_id}); "
                 "nothing imported (--keep-both makes a second character)"
             )
+            if not as_json:
+                _card_scripts(library.project_dir, match.character_id, file, allow=allow_scripts)
             return
         raise fail(
             f"{file}: a changed card of {match.name!r} ({match.character_id}), which is in "
@@ -146,8 +160,15 @@ def import_(
         raise fail(exc) from None
     finally:
         database.close()
+    character_id = Path(summary.character_file).stem if summary.character_file else None
     if as_json:
-        typer.echo(json.dumps(asdict(summary), ensure_ascii=False, indent=2))
+        report = asdict(summary)
+        if character_id is not None:
+            found = _card_scripts(
+                library.project_dir, character_id, file, allow=allow_scripts, say=False
+            )
+            report["scripts"] = found.model_dump(mode="json") if found is not None else None
+        typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
         return
     typer.echo(f"{summary.source}: {summary.kind}")
     for kb in summary.created:
@@ -172,6 +193,66 @@ def import_(
         typer.echo(f"  chat of {summary.chat_messages} messages -> {summary.chat_file}")
     for warning in summary.warnings:
         typer.echo(f"  warning: {warning}")
+    if character_id is not None:
+        _card_scripts(library.project_dir, character_id, file, allow=allow_scripts)
+
+
+_STATUS_WORDS = {
+    "runs": "runs",
+    "native": "served by storyloom, never downloaded",
+    "off_in_card": "off in the card",
+    "not_allowed": "not allowed yet",
+}
+
+
+def _card_scripts(
+    root: Path, character_id: str, file: Path, *, allow: bool, say: bool = True
+) -> CardScripts | None:
+    """What the imported card carries and whether it runs (printed with ``say``); with
+    ``allow`` the user's answer is saved first (regex, page scripts, its own Tavern
+    Helper scripts). None when the character has no card to read."""
+    from storyloom.chat.personalab.card_permissions import CardPermissionStore
+    from storyloom.chat.personalab.library import PresetLibrary
+    from storyloom.chat.service.card_scripts import card_scripts
+
+    card = PresetLibrary(root).character(character_id).source_card
+    if not card:
+        return None
+    store = CardPermissionStore(root)
+    answer = store.of(character_id)
+    found = card_scripts(card, answer)
+    if allow and (found.regex or found.helper):
+        own = [h.id for h in found.helper if h.kind == "other" and h.status != "off_in_card"]
+        answer = answer.model_copy(
+            update={
+                "asked": True,
+                "regex_scripts": True,
+                "frame_scripts": True,
+                "helper_scripts": list(dict.fromkeys([*answer.helper_scripts, *own])),
+            }
+        )
+        found = card_scripts(card, store.set(character_id, answer))
+    if not say or not (found.regex or found.helper):
+        return found
+    typer.echo("  the card's scripts:")
+    for regex in found.regex:
+        where = {"display": "on display", "prompt": "in the prompt", "both": "both"}[regex.scope]
+        page = ", draws a page" + (" with scripts" if regex.frame_scripts else "")
+        typer.echo(
+            f"    regex {regex.name!r} ({where}{page if regex.frame else ''}): "
+            f"{_STATUS_WORDS[regex.status]}"
+        )
+    for helper in found.helper:
+        typer.echo(f"    Tavern Helper {helper.name!r}: {_STATUS_WORDS[helper.status]}")
+    for problem in found.problems:
+        typer.echo(f"    unreadable: {problem}")
+    waiting = [s.status for s in found.regex] + [s.status for s in found.helper]
+    if found.needs_answer or "not_allowed" in waiting):
+        typer.echo(
+            f"  they do not run until allowed: storyloom kb import {file} --allow-scripts "
+            "(or the character page's Scripts section)"
+        )
+    return found
 
 
 @kb_app.command("list")

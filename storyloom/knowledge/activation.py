@@ -713,6 +713,14 @@ class _Run:
             (entries[rank].key for rank in activated),
             self.engine._timed_configs,
         )
+        # SillyTavern cuts in the same order (sticky first, then priority): a constant
+        # entry of low priority is cut before keyword entries of higher priority, so
+        # the player is told which constant ones went.
+        budget_cut = [
+            rank
+            for rank in ranks
+            if any(reason.term in _GLOBAL_BUDGET_CUTS for reason in dropped.tail[rank])
+        ]
         warnings = []
         if overflowed and self.settings.overflow_alert:
             warnings.append(f"the lore budget of {budget} tokens was reached; entries were cut")
@@ -725,10 +733,17 @@ class _Run:
             recursion_steps=steps,
             budget_overflowed=overflowed,
             warnings=warnings,
+            budget_cut=len(budget_cut),
+            budget_cut_constant=[
+                entries[rank].name or entries[rank].entry_id
+                for rank in sorted(budget_cut)
+                if entries[rank].constant
+            ],
         )
 
 
 _UNSET: Any = object()
+_GLOBAL_BUDGET_CUTS = frozenset({"budget_needs", "budget_used_up"})
 
 
 def _group_roll(seed: int | str, step: int, group: str) -> float:

@@ -173,6 +173,11 @@ class ActivationResult:
     recursion_steps: int
     budget_overflowed: bool
     warnings: list[str] = field(default_factory=list)
+    budget_cut: int = 0
+    """How many entries the lore budget (the global one, not a book's own) cut."""
+    budget_cut_constant: list[str] = field(default_factory=list)
+    """The names of the constant entries among them, in priority order: what a player
+    most needs to know was left out (a card's world setting, its rules)."""
 
     def keys(self) -> list[EntryKey]:
         return [(entry.kb_id, entry.entry_id) for entry in self.activated]

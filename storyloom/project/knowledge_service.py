@@ -359,9 +359,12 @@ class KnowledgeService:
         *,
         global_kb_ids: Sequence[str] | None = None,
         insertion_strategy: str | None = None,
+        budget_percent: int | None = None,
+        budget_cap: int | None = None,
     ) -> ProjectFile:
-        """Set the project's global list (each kb_id must name a KB) and/or the insertion
-        strategy; :class:`InvalidInput` names a kb_id that does not exist."""
+        """Set the project's global list (each kb_id must name a KB), the insertion
+        strategy and the lore budget (each None: kept); :class:`InvalidInput` names a
+        kb_id that does not exist."""
         with self._lock:
             snap = self.snapshot()
             project = load_project(self.project_dir)
@@ -374,9 +377,18 @@ class KnowledgeService:
                     ]
                     raise InvalidInput.of("global lore", problems)
                 project.globalKnowledgeBases = list(dict.fromkeys(global_kb_ids))
-            if insertion_strategy is not None:
+            changes: dict[str, Any] = {
+                key: value
+                for key, value in (
+                    ("insertion_strategy", insertion_strategy),
+                    ("context_percent", budget_percent),
+                    ("budget_cap", budget_cap),
+                )
+                if value is not None
+            }
+            if changes:
                 settings = project.activationSettings.model_dump()
-                settings["insertion_strategy"] = insertion_strategy
+                settings.update(changes)
                 project.activationSettings = ActivationSettings.model_validate(settings)
             save_project(self.project_dir, project)
             return self.reload().knowledge.project

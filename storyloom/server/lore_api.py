@@ -42,6 +42,19 @@ class LoreSettings(BaseModel):
         "character_first / global_first: that scope's books first. Chat and persona lore "
         "always come first"
     )
+    budget_percent: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="The lore budget as a percent of the model's context window "
+        "(SillyTavern's world_info_budget); None in a request keeps it",
+    )
+    budget_cap: int | None = Field(
+        default=None,
+        ge=0,
+        description="Most tokens lore may take, 0: no cap (world_info_budget_cap); None in "
+        "a request keeps it",
+    )
 
 
 def _settings(service: KnowledgeService) -> LoreSettings:
@@ -49,6 +62,8 @@ def _settings(service: KnowledgeService) -> LoreSettings:
     return LoreSettings(
         global_knowledge_bases=list(project.globalKnowledgeBases),
         insertion_strategy=project.activationSettings.insertion_strategy,
+        budget_percent=project.activationSettings.context_percent,
+        budget_cap=project.activationSettings.budget_cap,
     )
 
 
@@ -59,13 +74,16 @@ def get_lore_settings(request: Request) -> LoreSettings:
 
 @router.put("/api/lore/project", response_model=LoreSettings, responses=_ERRORS)
 async def put_lore_settings(request: Request, body: LoreSettings) -> LoreSettings:
-    """Set the global list (every kb_id must name a KB) and the insertion strategy."""
+    """Set the global list (every kb_id must name a KB), the insertion strategy and the
+    lore budget (the chat's "lore was cut" notice links here)."""
     service = server_state(request).knowledge
     await asyncio.to_thread(
         functools.partial(
             service.set_lore_settings,
             global_kb_ids=body.global_knowledge_bases,
             insertion_strategy=body.insertion_strategy,
+            budget_percent=body.budget_percent,
+            budget_cap=body.budget_cap,
         )
     )
     return _settings(service)

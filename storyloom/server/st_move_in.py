@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
+from storyloom.chat.personalab.card_permissions import CardPermissionStore
 from storyloom.chat.personalab.card_reimport import card_digest, cards_here, update_from_card
 from storyloom.chat.personalab.chat_backgrounds import (
     ChatBackgrounds,
@@ -642,6 +643,21 @@ class _Import:
                     self.manifest.record(relative, digest, character_id=character_id)
                     self.counts.add("characters", "added")
             self.progress("characters", done, total)
+        self._allowed_regex()
+
+    def _allowed_regex(self) -> None:
+        """SillyTavern's answer to "allow this card's regex scripts?" becomes the
+        character's permission here, so its new chats run them as they did there."""
+        store = CardPermissionStore(self.target.project_dir)
+        for avatar in self.settings.allowed_card_regex:
+            character_id = self.character_ids.get(avatar)
+            if character_id is None:
+                continue
+            answer = store.of(character_id)
+            if not answer.regex_scripts:
+                store.set(
+                    character_id, answer.model_copy(update={"asked": True, "regex_scripts": True})
+                )
 
     def _same_character(self, library: PresetLibrary, card: CharacterDefinition) -> str | None:
         """A character here imported from the very same card (its kept card JSON equal)."""

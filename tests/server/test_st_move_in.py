@@ -337,3 +337,20 @@ def test_a_chat_that_does_not_read_is_named_and_its_checkpoints_come_alone(
     # The branch and the checkpoint have no main chat here: each is a chat of its own.
     titles = [c["title"] for c in client.get("/api/chats").json()["conversations"]]
     assert titles.count(MAIN_CHAT) == 2, titles
+
+
+def test_a_card_whose_regex_sillytavern_allowed_is_allowed_here(
+    moved_in: tuple[httpx.Client, Path, Path],
+) -> None:
+    client, root, _ = moved_in
+    run_import(client, root)
+    by_name = {c["name"]: c["id"] for c in client.get("/api/characters").json()["characters"]}
+    aria = client.get(f"/api/characters/{by_name['Aria']}").json()["scripts"]["permissions"]
+    assert (aria["asked"], aria["regex_scripts"]) == (True, True)
+    assert aria["frame_scripts"] is False  # SillyTavern was asked about regex only
+    others = [n for n in by_name if n != "Aria"]
+    for name in others:
+        answer = client.get(f"/api/characters/{by_name[name]}").json()["scripts"]["permissions"]
+        assert answer["regex_scripts"] is False, name
+    chat = client.post("/api/chats", json={"character_id": by_name["Aria"]}).json()
+    assert chat["settings"]["allow_regex_scripts"] is True

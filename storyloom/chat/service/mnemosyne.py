@@ -27,6 +27,7 @@ from storyloom.chat.store.message_marks import is_hidden
 from storyloom.chat.store.snapshot import (
     ContextSnapshot,
     HistoryMessage,
+    LoreCut,
     LoreHit,
     LoreRecord,
     RagHit,
@@ -390,6 +391,7 @@ async def build_snapshot(
     lore: list[LoreHit] = []
     report: list[LoreRecord] = []
     dropped: list[list[Any]] = []
+    cut: LoreCut | None = None
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
     if knowledge is not None:
         result, _, scope = await scan_lore(
@@ -410,6 +412,12 @@ async def build_snapshot(
                     lambda: {s.kb_id: knowledge.kb_tokens(s.loaded.kb) for s in scope.active}
                 )
             lore, report, dropped = lore_of(result, scope, needed)
+            if result.budget_cut:
+                cut = LoreCut(
+                    count=result.budget_cut,
+                    constant=result.budget_cut_constant,
+                    budget=result.budget,
+                )
             timed = result.timed_state.model_dump(mode="json")
     rag = await retrieve_memories(summaries, conversation, history) if summaries else []
     scripts: list[dict[str, Any]] = []
@@ -430,6 +438,7 @@ async def build_snapshot(
         lore=lore,
         lore_report=report,
         lore_dropped=dropped,
+        lore_cut=cut,
         lore_timed_effects=timed,
         rag=rag,
         summaries=summary_texts(presets, conversation, path) if presets is not None else [],

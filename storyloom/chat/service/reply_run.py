@@ -542,6 +542,10 @@ class ChatTurn:
         tool_steps = self._tool_steps(outputs)
         if tool_steps:
             extra["tool_steps"] = tool_steps
+        # What the lore budget cut from this reply's prompt (a swipe may cut nothing).
+        extra.pop("lore_cut", None)
+        if self.snapshot.lore_cut is not None:
+            extra["lore_cut"] = self.snapshot.lore_cut.model_dump(mode="json")
         text_prompt = outputs.get("prompt")
         prompt = inspector_record(
             skein if isinstance(skein, Mapping) else None,

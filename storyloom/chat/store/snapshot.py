@@ -108,6 +108,19 @@ class RagHit(BaseModel):
     source: str = Field(description="Conversation or summary preset it came from")
 
 
+class LoreCut(BaseModel):
+    """What the lore budget cut from a reply's prompt; the chat's notice words it in the
+    page's language (``extra.lore_cut`` of the reply)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    count: int = Field(ge=1, description="Entries the lore budget left out")
+    constant: list[str] = Field(
+        default_factory=list, description="The names of the constant entries among them"
+    )
+    budget: int = Field(description="The lore budget in tokens")
+
+
 class ContextSnapshot(BaseModel):
     """Everything a chat turn reads; nodes never reach into storage themselves."""
 
@@ -134,6 +147,9 @@ class ContextSnapshot(BaseModel):
         description="Dropped entries, one compact row each: [kb_id, kb_name, scope, "
         "entry_id, title, tokens needed, reasons that cut it]; a big book over its budget "
         "cuts thousands in every turn, so the full records are built only when read",
+    )
+    lore_cut: LoreCut | None = Field(
+        default=None, description="What the lore budget cut (None: nothing)"
     )
     lore_timed_effects: dict[str, Any] = Field(
         default_factory=dict,
