@@ -247,7 +247,7 @@ def _card_scripts(
     for problem in found.problems:
         typer.echo(f"    unreadable: {problem}")
     waiting = [s.status for s in found.regex] + [s.status for s in found.helper]
-    if found.needs_answer or "not_allowed" in waiting):
+    if found.needs_answer or "not_allowed" in waiting:
         typer.echo(
             f"  they do not run until allowed: storyloom kb import {file} --allow-scripts "
             "(or the character page's Scripts section)"
