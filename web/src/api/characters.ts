@@ -16,6 +16,11 @@ export type PersonaList = Schemas['PersonaList']
 export type PersonaImportReport = Schemas['PersonaImportReport']
 export type CardImport = Schemas['CardImport']
 export type CardConflict = Schemas['CardConflict']
+export type CardScripts = Schemas['CardScripts']
+export type CardPermissions = Schemas['CardPermissions']
+export type CardRegexView = Schemas['CardRegexView']
+export type HelperScriptView = Schemas['HelperScriptView']
+export type ScriptStatus = CardRegexView['status']
 /** What to do with a card that is a character here already: ask (the server answers
  * with the conflict and writes nothing), update it (a new version), or keep both. */
 export type OnCardConflict = 'ask' | 'update' | 'keep_both'
@@ -88,6 +93,11 @@ export function setFavourite(id: string, fav: boolean, fetchImpl?: Fetch): Promi
 /** The user's answer to which agent profile the character answers with (null: none). */
 export function answerCharacterAgent(id: string, profile: string | null, fetchImpl?: Fetch): Promise<CharacterDocument> {
   return requestJson<CharacterDocument>('PUT', `${CHARACTERS}/${enc(id)}/agent`, { profile }, fetchImpl)
+}
+
+/** What the character's card may run (saving it answers the import question). */
+export function setCardPermissions(id: string, permissions: CardPermissions, fetchImpl?: Fetch): Promise<CharacterDocument> {
+  return requestJson<CharacterDocument>('PUT', `${CHARACTERS}/${enc(id)}/permissions`, permissions, fetchImpl)
 }
 
 export function duplicateCharacter(id: string, fetchImpl?: Fetch): Promise<CreatedCharacter> {
