@@ -81,6 +81,9 @@ def test_the_global_list_puts_a_book_in_every_chat_and_off_takes_it_out(
     assert client.get("/api/lore/project").json() == {
         "global_knowledge_bases": [book],
         "insertion_strategy": "character_first",
+        # a request without the budget keeps it
+        "budget_percent": 25,
+        "budget_cap": 0,
     }
     listed = {b["kb_id"]: b for b in client.get("/api/knowledge/bases").json()["bases"]}
     assert listed[book]["global_lore"] and not listed[card_book]["global_lore"]

@@ -101,6 +101,10 @@ async def test_a_cut_names_how_many_and_the_constant_entries(
     prompt = (await api.get(f"/api/chats/{conversation_id}/messages/{reply['id']}/prompt")).json()
     left_out = [r["title"] for r in prompt["lore"] if not r["activated"]]
     assert set(cut["constant"]) <= set(left_out) and len(left_out) == cut["count"]
+    # SillyTavern's order: the budget goes to the entries of highest order first, constant
+    # or not, so the keyword entries above the constant ones are in the prompt.
+    kept = [r["title"] for r in prompt["lore"] if r["activated"]]
+    assert kept and all(title.startswith("港口") for title in kept)
 
 
 async def test_a_reply_whose_lore_fits_says_nothing_and_a_bad_budget_is_refused(
