@@ -170,6 +170,26 @@ def test_the_import_question_lists_the_scripts_and_its_answer_reaches_a_new_chat
     expect(page.locator(tid("chat-scripts-notice"))).to_have_count(0)
 
 
+def test_the_knowledge_pages_import_asks_the_same_question(
+    start_server: Callable[..., Any], card_page: Page, tmp_path: Path
+) -> None:
+    page = card_page
+    server = start_server(conftest.home_with())
+    page.goto(server.url + "knowledge")
+    page.set_input_files(tid("import-file"), str(_write(tmp_path, card(book=True))))
+    expect(page.locator(tid("import-report"))).to_contain_text("小穗")
+    question = page.locator(tid("card-scripts-question"))
+    expect(question).to_be_visible()
+    expect(page.locator(tid("card-scripts-question-form-regex"))).to_have_count(2)
+    no_sideways_scroll(page)
+    page.click(tid("card-scripts-allow"))
+    expect(question).to_have_count(0)
+    (character,) = server.api("/api/characters")["characters"]
+    answer = server.api(f"/api/characters/{quote(character['id'])}")["scripts"]["permissions"]
+    assert answer["asked"] and answer["regex_scripts"] and answer["frame_scripts"]
+    assert not answer["frame_network"] and answer["helper_scripts"] == []
+
+
 def test_not_now_stops_asking_and_the_scripts_section_changes_the_answer(
     start_server: Callable[..., Any], card_page: Page, tmp_path: Path
 ) -> None:
