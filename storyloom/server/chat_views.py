@@ -12,11 +12,14 @@ are, without FastAPI's ``jsonable_encoder`` walking every field again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from storyloom.chat.prompt.macros import expand_macros
+from storyloom.chat.prompt.macros import MacroContext, expand_macros
 from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
+from storyloom.chat.prompt.skein_builder import STATUS_PLACEHOLDER
 from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
 from storyloom.chat.store.conversation import Conversation
 from storyloom.chat.store.message import Message
@@ -55,28 +58,44 @@ def display_texts(
     messages: Sequence[Message],
     scripts: Sequence[RegexScript],
     newest_depth: int = 0,
+    variables_of: Callable[[str], dict[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Message id → text after the display-only (``markdownOnly``) ``scripts``, for the
-    messages they change; depth counts from the newest message of ``messages``."""
+    messages they change; depth counts from the newest message of ``messages``. MVU's
+    ``<StatusPlaceHolderImpl/>`` is left to the scripts (a card's status bar replaces it)
+    and removed where none did: no raw tag under a reply.
+
+    ``variables_of`` gives the chat variables at a message (the state after it), which
+    the scripts' macros read (``{{get_message_variable::stat_data.x}}`` in a status bar
+    shows the values of *that* reply, as Tavern Helper does); read only where a script's
+    replacement holds a macro (reading every message's state costs)."""
     shown = [s for s in scripts if s.markdownOnly and not s.disabled]
-    if not shown:
+    if not shown and not any(STATUS_PLACEHOLDER in m.content for m in messages):
         return {}
-    context = macro_context(conversation)
-
-    def macros(text: str) -> str:
-        return expand_macros(text, context)
-
+    base = macro_context(conversation)
+    reads_state = variables_of is not None and any("{{" in s.replaceString for s in shown)
     out: dict[str, str] = {}
     last = len(messages) - 1
     for n, message in enumerate(messages):
-        text = apply_regex_scripts(
-            message.content,
-            shown,
-            placement=placement_of(message.role),
-            phase="display",
-            depth=newest_depth + last - n,
-            macros=macros,
-        )
+        text = message.content
+        if shown:
+            context = base
+            if reads_state and variables_of is not None:
+                context = replace(base, variables=dict(variables_of(message.id)))
+
+            def macros(text: str, context: MacroContext = context) -> str:
+                return expand_macros(text, context)
+
+            text = apply_regex_scripts(
+                text,
+                shown,
+                placement=placement_of(message.role),
+                phase="display",
+                depth=newest_depth + last - n,
+                macros=macros,
+            )
+        if STATUS_PLACEHOLDER in text:
+            text = text.replace(STATUS_PLACEHOLDER, "")
         if text != message.content:
             out[message.id] = text
     return out
@@ -109,7 +128,13 @@ def message_views(
     newest_depth: int = 0,
 ) -> list[MessageView]:
     counts = tree.sibling_counts([m.id for m in messages])
-    shown = display_texts(conversation, messages, scripts, newest_depth)
+    shown = display_texts(
+        conversation,
+        messages,
+        scripts,
+        newest_depth,
+        variables_of=lambda message_id: tree.state_at(message_id).variables,
+    )
     return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
 
 
@@ -157,6 +182,8 @@ def chat_view_json(
         return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     pointer = conversation.pointer
     messages = tree.path_json(pointer, limit=tail)
+    if STATUS_PLACEHOLDER in messages:  # an MVU card's placeholder is taken out of the view
+        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     earlier = 0
     if tail is not None and pointer is not None:
         earlier = max(0, tree.message(pointer).depth + 1 - tail)

@@ -704,13 +704,21 @@ def _history_source(index: int, message: HistoryMessage) -> BlockSource:
     )
 
 
+STATUS_PLACEHOLDER = "<StatusPlaceHolderImpl/>"
+
+
+def without_status_placeholder(text: str) -> str:
+    """``text`` without MVU's status-bar placeholder: it marks where the page draws the
+    bar and means nothing to the model."""
+    return text.replace(STATUS_PLACEHOLDER, "") if STATUS_PLACEHOLDER in text else text
+
+
 def _with_tool_results(message: HistoryMessage) -> str:
     """An agent turn as the model saw it: its tool results first, then the reply."""
+    content = without_status_placeholder(message.content)
     if not message.tool_results:
-        return message.content
-    return (
-        f"{message.tool_results}\n\n{message.content}" if message.content else message.tool_results
-    )
+        return content
+    return f"{message.tool_results}\n\n{content}" if content else message.tool_results
 
 
 def _add_history(

@@ -39,7 +39,7 @@ from storyloom.chat.prompt.regex_scripts import (
     apply_regex_scripts,
     card_regex_scripts,
 )
-from storyloom.chat.reply.mvu import STAT_DATA, initial_variables
+from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
 from storyloom.chat.service.group_chat import (
     VIEW_KEY,
     answer_order,
@@ -320,7 +320,7 @@ class ChatService:
             if character_id is not None:
                 preset = presets.character(character_id)
                 character = character_snapshot(character_id, preset, moment)
-                stat_data, problems = initial_variables(preset.source_card or {})
+                stat_data, problems = mvu_start(preset.source_card or character.card)
                 for problem in problems:
                     logger.warning("character %s: %s", character_id, problem)
                 if stat_data:

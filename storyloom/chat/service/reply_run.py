@@ -26,6 +26,7 @@ from storyloom.chat.prompt.default_pipeline import (
     pipeline_extra_tags,
 )
 from storyloom.chat.reply.filament import FilamentEvent, FilamentParser, FilamentTags
+from storyloom.chat.reply.mvu_values import MVU_WARNING_KINDS, MvuWarning
 from storyloom.chat.store.message import Message, MessageStatus
 from storyloom.chat.store.snapshot import ContextSnapshot, dropped_lore_record
 from storyloom.chat.store.state import ChatState
@@ -244,6 +245,22 @@ _EXC_PREFIX = re.compile(r"^[A-Za-z_][\w.]*: ")
 def _plain(error: str) -> str:
     """A node error without the ``ExcType:`` the runner puts in front."""
     return _EXC_PREFIX.sub("", error, count=1)
+
+
+def split_problems(problems: Any) -> tuple[list[str], list[dict[str, Any]]]:
+    """A pipeline's ``problems``: the plain ones (text) and the refused MVU updates
+    (:class:`~storyloom.chat.reply.mvu_values.MvuWarning` as objects, kept structured so
+    the page can say them in the reader's language)."""
+    if not isinstance(problems, list):
+        return [], []
+    plain: list[str] = []
+    warnings: list[dict[str, Any]] = []
+    for problem in problems:
+        if isinstance(problem, Mapping) and problem.get("kind") in MVU_WARNING_KINDS:
+            warnings.append(MvuWarning.model_validate(problem).model_dump(mode="json"))
+        else:
+            plain.append(str(problem))
+    return plain, warnings
 
 
 # -- the turn -------------------------------------------------------------------------------
@@ -534,11 +551,16 @@ class ChatTurn:
         problems = outputs.get("problems")
         messages = outputs.get("messages")
         skein = outputs.get("skein")
+        plain, warnings = split_problems(problems)
         extra: dict[str, Any] = {
             **self._extra,
-            "problems": [str(p) for p in problems] if isinstance(problems, list) else [],
+            "problems": plain,
             "generation": self.snapshot.generation,
         }
+        if warnings:
+            extra["mvu_warnings"] = warnings
+        else:
+            extra.pop("mvu_warnings", None)
         tool_steps = self._tool_steps(outputs)
         if tool_steps:
             extra["tool_steps"] = tool_steps
