@@ -306,3 +306,77 @@ async def test_tavern_helper_scopes_read_the_card_and_the_user_s_globals(
     await turn(api, server, chat_id, "你好")
     sent = prompt_text(llm.chat_requests[-1])
     assert "称号=修女 好感=19 预设=[null] 全局=null" in sent
+
+
+async def post(api: httpx.AsyncClient, path: str, body: Json | None = None) -> Json:
+    answer = await api.post(path, json=body or {})
+    assert answer.status_code == 200, answer.text
+    data: Json = answer.json()
+    return data
+
+
+def plus(n: int) -> Reply:
+    return Reply(text=f"好感 +{n}。" + update({"op": "delta", "path": "/理/好感度", "value": n}))
+
+
+async def test_reinitialise_then_reparse_a_reply_through_the_routes(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    chat_id = await new_chat(api, await import_card(api, mvu_card()))
+    llm.script(plus(6))
+    reply = await turn(api, server, chat_id, "你好")
+    assert (await stat_data(api, chat_id, reply["id"]))["理"]["好感度"] == [25, "她对你的好感"]
+
+    before = (await api.get(f"/api/chats/{chat_id}")).json()["conversation"]["version"]
+    reset = await post(api, f"/api/chats/{chat_id}/mvu/reinitialise")
+    assert reset["version"] > before
+    data = await stat_data(api, chat_id, reply["id"])
+    assert data["理"]["好感度"] == [19, "她对你的好感"] and data["世界"]["天气"] == "晴"
+
+    await post(api, f"/api/chats/{chat_id}/messages/{reply['id']}/mvu/reparse")
+    assert (await stat_data(api, chat_id, reply["id"]))["理"]["好感度"] == [25, "她对你的好感"]
+
+    user = (await api.get(f"/api/chats/{chat_id}")).json()["messages"][-2]
+    refused = await api.post(f"/api/chats/{chat_id}/messages/{user['id']}/mvu/reparse")
+    assert refused.status_code == 422 and "only a reply" in refused.text
+
+
+async def test_replay_carries_the_updates_from_a_message_to_the_pointer(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    chat_id = await new_chat(api, await import_card(api, mvu_card()))
+    llm.script(plus(6), plus(5))
+    first = await turn(api, server, chat_id, "一")
+    second = await turn(api, server, chat_id, "二")
+    assert (await stat_data(api, chat_id, second["id"]))["理"]["好感度"][0] == 30
+    await post(api, f"/api/chats/{chat_id}/mvu/reinitialise")  # the pointer: back to 19
+    assert (await stat_data(api, chat_id, second["id"]))["理"]["好感度"][0] == 19
+
+    await post(api, f"/api/chats/{chat_id}/messages/{first['id']}/mvu/replay")
+    assert (await stat_data(api, chat_id, first["id"]))["理"]["好感度"][0] == 25
+    assert (await stat_data(api, chat_id, second["id"]))["理"]["好感度"][0] == 30
+
+
+async def test_snapshot_is_kept_when_old_variables_are_cleared(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    chat_id = await new_chat(api, await import_card(api, mvu_card()))
+    llm.script(plus(1), plus(2), plus(3))
+    first = await turn(api, server, chat_id, "一")
+    await post(api, f"/api/chats/{chat_id}/mvu/snapshot")
+    await turn(api, server, chat_id, "二")
+    await turn(api, server, chat_id, "三")
+    path = (await api.get(f"/api/chats/{chat_id}")).json()["messages"]
+    assert [m["id"] for m in path][2] == first["id"] and path[2]["extra"]["mvu_snapshot"]
+    last_before = await stat_data(api, chat_id, path[-1]["id"])
+
+    cleared = await post(api, f"/api/chats/{chat_id}/mvu/clear-old", {"keep": 2})
+    # greeting, 一, 二 and the reply to 二 go; the snapshot and the last two stay
+    assert cleared["cleared"] == [path[i]["id"] for i in (0, 1, 3, 4)]
+    assert await stat_data(api, chat_id, path[-1]["id"]) == last_before
+    assert last_before["理"]["好感度"][0] == 25
+    assert (await stat_data(api, chat_id, first["id"]))["理"]["好感度"][0] == 20
+    gone = await api.get(f"/api/chats/{chat_id}/messages/{path[0]['id']}/state")
+    assert gone.json()["state"]["variables"] == {}
+    bad = await api.post(f"/api/chats/{chat_id}/mvu/clear-old", json={"keep": 0})
+    assert bad.status_code == 422

@@ -253,6 +253,10 @@ class ChatService:
     def turn(self, conversation_id: str) -> ChatTurn | None:
         return self._turns.get(conversation_id)
 
+    def check_idle(self, conversation_id: str) -> None:
+        """Refuse (:class:`ChatError`) while a reply is being written in the conversation."""
+        self._check_idle(conversation_id)
+
     def _check_idle(self, conversation_id: str, expected_version: int | None = None) -> None:
         """Refuse a write while a reply is being written; a tab that has not seen the
         latest version hears that first (it must reload before anything else)."""
