@@ -380,3 +380,65 @@ async def test_snapshot_is_kept_when_old_variables_are_cleared(
     assert gone.json()["state"]["variables"] == {}
     bad = await api.post(f"/api/chats/{chat_id}/mvu/clear-old", json={"keep": 0})
     assert bad.status_code == 422
+
+
+def with_plot_entry(card: Json) -> Json:
+    card["data"]["character_book"]["entries"].append(
+        {
+            "id": 4,
+            "comment": "[mvu_plot]剧情推进",
+            "constant": True,
+            "enabled": True,
+            "keys": [],
+            "content": "PLOT: the bells ring at dusk.",
+        }
+    )
+    return card
+
+
+async def updater_chat(api: httpx.AsyncClient) -> str:
+    chat_id = await new_chat(api, await import_card(api, with_plot_entry(mvu_card())))
+    on = await api.patch(f"/api/chats/{chat_id}", json={"settings": {"mvu_updater": True}})
+    assert on.status_code == 200, on.text
+    return chat_id
+
+
+async def test_the_separate_updater_asks_the_agent_model_for_the_update(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    chat_id = await updater_chat(api)
+    llm.script(
+        Reply(text="她笑了，钟声响起。"),
+        Reply(text=update({"op": "replace", "path": "/理/好感度", "value": 40})),
+    )
+    reply = await turn(api, server, chat_id, "你好")
+    main, updater = llm.chat_requests[-2:]
+    assert "PLOT: the bells ring" in prompt_text(main)
+    assert "RULES: update" not in prompt_text(main)
+    asked = prompt_text(updater)
+    assert "RULES: update" in asked and "PLOT:" not in asked
+    assert "她笑了，钟声响起。" in asked and "好感度:\n    - 19\n" in asked
+    assert reply["content"] == "她笑了，钟声响起。"
+    assert (await stat_data(api, chat_id, reply["id"]))["理"]["好感度"] == [40, "她对你的好感"]
+
+
+async def test_a_failed_updater_keeps_the_reply_and_warns(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    chat_id = await updater_chat(api)
+    llm.script(Reply(text="她沉默。"), Reply(status=500, error_message="upstream down"))
+    reply = await turn(api, server, chat_id, "你好")
+    assert reply["content"] == "她沉默。"
+    assert [w["kind"] for w in reply["extra"]["mvu_warnings"]] == ["updater"]
+    assert (await stat_data(api, chat_id, reply["id"]))["理"]["好感度"] == [19, "她对你的好感"]
+
+
+async def test_with_the_updater_off_both_kinds_of_entry_go_to_the_reply_s_prompt(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    chat_id = await new_chat(api, await import_card(api, with_plot_entry(mvu_card())))
+    llm.script(Reply(text="嗯。"))
+    await turn(api, server, chat_id, "你好")
+    sent = prompt_text(llm.chat_requests[-1])
+    assert "RULES: update" in sent and "PLOT: the bells ring" in sent
+    assert len(llm.chat_requests) == 1

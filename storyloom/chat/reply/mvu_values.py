@@ -42,12 +42,13 @@ from storyloom.chat.reply.state_ops import (
 )
 from storyloom.chat.reply.update_blocks import MVU_ROOT
 
-MvuWarningKind = Literal["not_extensible", "required", "meta", "schema"]
+MvuWarningKind = Literal["not_extensible", "required", "meta", "schema", "updater"]
 MVU_WARNING_KINDS: frozenset[str] = frozenset(get_args(MvuWarningKind))
 
 
 class MvuWarning(BaseModel):
-    """An MVU update that was refused. ``path`` is dotted, under ``stat_data``
+    """An MVU update that was refused (or, ``updater``, the separate updater's call that
+    failed: ``detail`` says why). ``path`` is dotted, under ``stat_data``
     (``理.好感度``); a ``schema`` warning names the broken ``rule`` (JSON Schema keyword:
     ``maximum``, ``enum``, ``type``...), what it ``expected`` and the validator's words."""
 
@@ -69,6 +70,8 @@ class MvuWarning(BaseModel):
                 return f"MVU: {where}: $-keys are not written by replies"
             case "schema":
                 return f"MVU: {where}: breaks the card's schema ({self.rule}): {self.detail}"
+            case "updater":
+                return f"MVU: the separate updater failed, the state is the reply's: {self.detail}"
 
 
 @dataclass

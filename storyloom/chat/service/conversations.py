@@ -52,6 +52,7 @@ from storyloom.chat.service.group_chat import (
 )
 from storyloom.chat.service.group_chat import greetings as group_greetings
 from storyloom.chat.service.mnemosyne import build_snapshot, history_of
+from storyloom.chat.service.mvu_updater import run_updater
 from storyloom.chat.service.reply_run import (
     GENERATION_OF,
     INTERRUPTED,
@@ -801,6 +802,7 @@ class ChatService:
             clean_thought=clean_thought,
             publish=self.publish,
             keep_globals=self.save_globals,
+            updater=self._mvu_updater if conversation.settings.mvu_updater else None,
             prefix=target.content if target is not None else "",
             thought_prefix=(target.thought or "") if target is not None else "",
         )
@@ -943,6 +945,17 @@ class ChatService:
         if self.presets is None:
             raise ChatError("presets need a project; start the server with a project")
         return self.presets
+
+    async def _mvu_updater(
+        self, snapshot: ContextSnapshot, outputs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """MVU's separate updater on a finished reply (:mod:`.mvu_updater`)."""
+        endpoint: ChatEndpoint | Exception
+        try:
+            endpoint = self._agent_model("MVU's separate updater")
+        except LLMError as exc:
+            endpoint = exc
+        return await run_updater(endpoint, snapshot, outputs)
 
     def _agent_model(self, action: str) -> ChatEndpoint:
         """The agent model (the user's when no agent model is set up), or an error that

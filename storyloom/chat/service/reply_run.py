@@ -286,6 +286,9 @@ class TurnSetup:
     keep_globals: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
     """Saves the user's global variables a finished turn changed (as it began, as its
     macros left them)."""
+    updater: Callable[[ContextSnapshot, Mapping[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    """MVU's separate updater (the chat's ``mvu_updater``): given the finished pipeline's
+    outputs, the same with the agent model's updates applied to the state."""
     prefix: str = ""
     """Continue: the text the message already had; the new text is appended."""
     thought_prefix: str = ""
@@ -317,6 +320,8 @@ class ChatTurn:
         self.steps: list[dict[str, Any]] = []
         """The agent's tool steps of this turn as they were reported."""
         self.task: asyncio.Task[Message] | None = None
+        self._updated: dict[str, Any] | None = None
+        """The outputs after MVU's separate updater, when it ran."""
 
     def start(self) -> asyncio.Task[Message]:
         self.task = asyncio.get_running_loop().create_task(self._main())
@@ -472,6 +477,10 @@ class ChatTurn:
                     on_event=self._on_event,
                 )
                 result = await self.run.wait()
+                if result.status == "completed" and self.setup.updater is not None:
+                    self._updated = await self.setup.updater(
+                        self.snapshot, result.interface_outputs
+                    )
         except asyncio.CancelledError:
             if self.run is not None:
                 self.run.cancel()
@@ -535,6 +544,8 @@ class ChatTurn:
 
     def _complete(self, outputs: Mapping[str, Any]) -> Message:
         assert self.snapshot is not None
+        if self._updated is not None:
+            outputs = self._updated
         raw = outputs.get("raw")
         if isinstance(raw, str) and raw:
             self.raw = raw

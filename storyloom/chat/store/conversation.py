@@ -128,6 +128,12 @@ class ConversationSettings(BaseModel):
         description="The character's expression sprite this chat shows (a label of its "
         "sprites, picked by hand); None: the character's default sprite",
     )
+    mvu_updater: bool = Field(
+        default=False,
+        description="MVU's separate updater: lore entries named [mvu_update] leave the "
+        "reply's prompt and go, with the reply, to the agent model, whose update blocks "
+        "change the state (off: both go to the reply's prompt, as MVU's default)",
+    )
 
 
 class Conversation(BaseModel):
