@@ -20,10 +20,12 @@ from pydantic import BaseModel, Field, TypeAdapter
 from storyloom.chat.prompt.macros import MacroContext, expand_macros
 from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
 from storyloom.chat.prompt.skein_builder import STATUS_PLACEHOLDER
+from storyloom.chat.reply.mvu import STAT_DATA
 from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
 from storyloom.chat.store.conversation import Conversation
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
+from storyloom.sillytavern.tavern_helper import helper_scripts
 
 
 class MessageView(Message):
@@ -44,6 +46,11 @@ class ChatView(BaseModel):
     running: bool = Field(description="A reply is being written")
     earlier: int = Field(
         default=0, description="With ?tail=N: messages of the path before the first one sent"
+    )
+    mvu: bool = Field(
+        default=False,
+        description="The chat plays an MVU card (its state has stat_data, or its card carries "
+        "MVU's scripts): the page offers MVU's actions",
     )
 
 
@@ -99,6 +106,16 @@ def display_texts(
         if text != message.content:
             out[message.id] = text
     return out
+
+
+def is_mvu_chat(tree: TurnTree, conversation: Conversation) -> bool:
+    """Whether the chat plays an MVU card (see :attr:`ChatView.mvu`)."""
+    scripts = helper_scripts(conversation.character.card).scripts
+    if any(s.kind in ("mvu_bundle", "mvu_schema") for s in scripts):
+        return True
+    if conversation.pointer is None:
+        return False
+    return STAT_DATA in tree.state_at(conversation.pointer).variables
 
 
 _VIEW_FIELDS = frozenset(MessageView.model_fields)
@@ -163,6 +180,7 @@ def chat_view(
         continuation=message_views(tree, conversation, later, scripts),
         running=running,
         earlier=path[0].depth if path else 0,
+        mvu=is_mvu_chat(tree, conversation),
     )
 
 
@@ -200,6 +218,8 @@ def chat_view_json(
             b"true" if running else b"false",
             b',"earlier":',
             str(earlier).encode(),
+            b',"mvu":',
+            b"true" if is_mvu_chat(tree, conversation) else b"false",
             b"}",
         )
     )

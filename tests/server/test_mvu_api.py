@@ -274,8 +274,9 @@ async def test_the_status_placeholder_is_replaced_by_the_bar_or_removed(
     )
     reply = await turn(api, server, with_bar, "你好")
     assert reply["display"] == "她笑了。<div class=bar>好感度 40</div>"
-    greeting = (await api.get(f"/api/chats/{with_bar}")).json()["messages"][0]
-    assert greeting["display"] == "你来了。<div class=bar>好感度 19</div>"
+    view = (await api.get(f"/api/chats/{with_bar}")).json()
+    assert view["mvu"] is True  # the page offers MVU's actions
+    assert view["messages"][0]["display"] == "你来了。<div class=bar>好感度 19</div>"
 
     card = mvu_card(status_bar=False)
     card["data"]["name"] = "理二"
