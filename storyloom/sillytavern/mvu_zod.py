@@ -73,13 +73,17 @@ def zod_json_schema(code: str, *, name: str = "Zod schema") -> dict[str, Any]:
     if cached is not None:
         return cached
     body = _EXPORT.sub(r"\1", _IMPORT.sub("", code))
+    # the shim names the card's line where an unknown method was called
+    lines = f"var __zodLines = {body.count(chr(10)) + 1}; "
     try:
         result = run_script_blocking(
-            "javascript", _SHIM_LINE + body + _Z_FINISH, {}, name=name, limits=_LIMITS
+            "javascript", lines + _SHIM_LINE + body + _Z_FINISH, {}, name=name, limits=_LIMITS
         )
     except ScriptFailure as exc:
-        where = f" (line {exc.line})" if exc.line is not None else ""
-        raise ZodSchemaError(f"{name}{where}: {exc.message}") from None
+        message = exc.message.removeprefix("Error: ")
+        named = " (line " in message
+        where = f" (line {exc.line})" if exc.line is not None and not named else ""
+        raise ZodSchemaError(f"{name}{where}: {message}") from None
     schema = result.get("schema")
     if not isinstance(schema, dict):
         raise ZodSchemaError(f"{name}: registerMvuSchema was given something that is not a schema")

@@ -1,6 +1,10 @@
 /* storyloom's stand-in for Zod: builds a JSON Schema (see mvu_zod.py). Statements end
    with semicolons and hold no line comments: the file runs joined into one line. */
-var __zodErr = function (what) { throw new Error('Zod schema: ' + what + ' is not supported by storyloom'); };
+var __zodErr = function (what) {
+  var lines = String(new Error().stack || '').match(/:\d+:\d+\)/g) || [];
+  var at = lines.map(function (f) { return parseInt(f.slice(1), 10); }).filter(function (n) { return n > 1 && n <= __zodLines; });
+  throw new Error(what + ' is not supported by storyloom' + (at.length ? ' (line ' + at[0] + ')' : ''));
+};
 var __zodWrap = function (node) {
   return new Proxy(node, { get: function (t, p) {
     if (typeof p !== 'string' || p in t || p === 'then' || p === 'toJSON') { return t[p]; }

@@ -307,7 +307,8 @@ def _validator(schema: Mapping[str, Any] | None) -> jsonschema.protocols.Validat
 def _errors(validator: jsonschema.protocols.Validator, data: Any) -> dict[tuple[Any, ...], Any]:
     found: dict[tuple[Any, ...], Any] = {}
     for error in validator.iter_errors(data):
-        found.setdefault((tuple(error.absolute_path), error.validator, error.message), error)
+        # by where and which rule: a value that was already wrong may change and stay wrong
+        found.setdefault((tuple(error.absolute_path), error.validator), error)
     return found
 
 
