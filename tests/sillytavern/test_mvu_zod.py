@@ -63,5 +63,5 @@ def test_a_script_that_registers_nothing_says_so() -> None:
 
 
 def test_a_card_without_a_schema_script_has_no_schema() -> None:
-    card = {"data": {"extensions": {"tavern_helper": {"scripts": []}}}}
+    card: dict[str, object] = {"data": {"extensions": {"tavern_helper": {"scripts": []}}}}
     assert card_state_schema(card) is None

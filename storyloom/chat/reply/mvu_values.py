@@ -104,15 +104,27 @@ def apply_mvu_ops(
     doc: dict[str, Any] = copy.deepcopy(dict(variables))
     outcome = MvuOutcome(variables=doc)
     validator = _validator(schema)
+    plain: list[StateOp] = []  # ops outside stat_data, applied together as before
+
+    def flush() -> None:
+        nonlocal doc
+        if plain:
+            result = apply_ops(doc, plain)
+            outcome.problems.extend(result.problems)
+            outcome.applied.extend(result.applied)
+            doc = result.variables
+            plain.clear()
+
     for op in ops:
+        if not _touches_stat(op):
+            plain.append(op)
+            continue
+        flush()
         for single in _single_ops(op):
             target = _target(single)
             if not _under_stat(target):
-                result = apply_ops(doc, [single])
-                outcome.problems.extend(result.problems)
-                if result.applied:
-                    doc = result.variables
-                    outcome.applied.append(single)
+                plain.append(single)
+                flush()
                 continue
             single = _pair_aware(doc, single, target)
             refusal = _meta_refusal(doc, single, target)
@@ -133,8 +145,26 @@ def apply_mvu_ops(
                 new["stat_data"] = stat
             doc = new
             outcome.applied.append(single)
+    flush()
     outcome.variables = doc
     return outcome
+
+
+def _touches_stat(op: StateOp) -> bool:
+    """Whether ``op`` writes anywhere under ``stat_data`` (or replaces the variables)."""
+    if op.op != "patch":
+        return _under_stat(op.path) or not op.path
+    if _under_stat(op.path):
+        return True
+    return (
+        any(
+            isinstance(o, dict)
+            and isinstance(o.get("path"), str)
+            and _under_stat(op.path + o["path"])
+            for o in op.patch or []
+        )
+        or not op.path
+    )
 
 
 def _single_ops(op: StateOp) -> Iterator[StateOp]:
