@@ -88,3 +88,12 @@ def test_defaults_fill_what_is_missing_at_every_depth() -> None:
         },
     }
     assert with_defaults(schema, {"c": "kept"}) == {"a": {"b": 1}, "c": "kept"}
+
+
+def test_a_set_deep_under_a_closed_object_is_refused_at_the_key_it_would_add() -> None:
+    data, warnings = run(
+        {"stat_data": {"封": {"$meta": {"extensible": False}, "a": 1}}},
+        "_.set('封.新.深', 1);",
+    )
+    assert warnings == [("not_extensible", "封.新")]
+    assert data == {"封": {"$meta": {"extensible": False}, "a": 1}}

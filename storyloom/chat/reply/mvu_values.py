@@ -271,12 +271,15 @@ def _meta_refusal(doc: dict[str, Any], op: StateOp, target: str) -> MvuWarning |
         parts = _parts(pointer)
         if parts is None or len(parts) < 2:
             continue
-        found, _ = _lookup(doc, parts)
-        if found:
+        # the first key the op would add (a set makes missing parents too)
+        missing = next(
+            (n for n in range(2, len(parts) + 1) if not _lookup(doc, parts[:n])[0]), None
+        )
+        if missing is None:
             continue
-        parent_found, parent = _lookup(doc, parts[:-1])
-        if parent_found and isinstance(parent, dict) and _extensible(doc, parts[:-1]) is False:
-            return MvuWarning(kind="not_extensible", path=_dotted(parts))
+        _, parent = _lookup(doc, parts[: missing - 1])
+        if isinstance(parent, dict) and _extensible(doc, parts[: missing - 1]) is False:
+            return MvuWarning(kind="not_extensible", path=_dotted(parts[:missing]))
     for pointer in removes:
         parts = _parts(pointer)
         if parts is None or len(parts) < 2:
