@@ -74,24 +74,27 @@ def display_texts(
 
     ``variables_of`` gives the chat variables at a message (the state after it), which
     the scripts' macros read (``{{get_message_variable::stat_data.x}}`` in a status bar
-    shows the values of *that* reply, as Tavern Helper does); read only where a script's
-    replacement holds a macro (reading every message's state costs)."""
+    shows the values of *that* reply, as Tavern Helper does); read only for a message a
+    script matched (reading every message's state of a long chat costs)."""
     shown = [s for s in scripts if s.markdownOnly and not s.disabled]
     if not shown and not any(STATUS_PLACEHOLDER in m.content for m in messages):
         return {}
     base = macro_context(conversation)
-    reads_state = variables_of is not None and any("{{" in s.replaceString for s in shown)
     out: dict[str, str] = {}
     last = len(messages) - 1
     for n, message in enumerate(messages):
         text = message.content
         if shown:
-            context = base
-            if reads_state and variables_of is not None:
-                context = replace(base, variables=dict(variables_of(message.id)))
+            made: list[MacroContext] = []
 
-            def macros(text: str, context: MacroContext = context) -> str:
-                return expand_macros(text, context)
+            def macros(
+                text: str, message_id: str = message.id, made: list[MacroContext] = made
+            ) -> str:
+                # the message's state is read only once a script matched and asks a macro
+                if not made:
+                    state = None if variables_of is None else variables_of(message_id)
+                    made.append(base if state is None else replace(base, variables=dict(state)))
+                return expand_macros(text, made[0])
 
             text = apply_regex_scripts(
                 text,
