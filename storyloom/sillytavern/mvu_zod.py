@@ -16,8 +16,8 @@ filled into the starting state), ``coerce`` (``x-coerce``: a value of another ty
 converted first, as Zod does), ``catch`` (``x-catch``: a value that does not fit becomes
 it), ``describe`` (``description``) and ``transform``/``refine``/``check`` (kept as
 written but not run: their code is the card's, and a value is checked by the shape
-alone). Any other method is an error naming it. Schemas are computed once per script
-text (:data:`_CACHE`), not per turn.
+alone). Any other method is an error naming it. Schemas (and scripts' failures, but for
+hitting a limit) are computed once per script text (:data:`_CACHE`), not per turn.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ _IMPORT = re.compile(r"^[ \t]*import\b[^\n]*$", re.M)
 _EXPORT = re.compile(r"^([ \t]*)export\s+(?:default\s+)?", re.M)
 
 _LIMITS = ScriptLimits(time_ms=2000, memory_mb=64)
-_CACHE: dict[str, dict[str, Any]] = {}
+_CACHE: dict[str, dict[str, Any] | str] = {}
+"""Script text hash → its schema, or why it has none (text)."""
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 64
 
@@ -70,6 +71,8 @@ def zod_json_schema(code: str, *, name: str = "Zod schema") -> dict[str, Any]:
     key = hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
     with _CACHE_LOCK:
         cached = _CACHE.get(key)
+    if isinstance(cached, str):  # a script that failed fails the same way again
+        raise ZodSchemaError(cached)
     if cached is not None:
         return cached
     body = _EXPORT.sub(r"\1", _IMPORT.sub("", code))
@@ -83,15 +86,24 @@ def zod_json_schema(code: str, *, name: str = "Zod schema") -> dict[str, Any]:
         message = exc.message.removeprefix("Error: ")
         named = " (line " in message
         where = f" (line {exc.line})" if exc.line is not None and not named else ""
+        if exc.limit is not None:  # a loaded machine may pass next time: not remembered
+            raise ZodSchemaError(f"{name}{where}: {message}") from None
+        _remember(key, f"{name}{where}: {message}")
         raise ZodSchemaError(f"{name}{where}: {message}") from None
     schema = result.get("schema")
     if not isinstance(schema, dict):
+        _remember(key, f"{name}: registerMvuSchema was given something that is not a schema")
         raise ZodSchemaError(f"{name}: registerMvuSchema was given something that is not a schema")
+    _remember(key, schema)
+    return schema
+
+
+def _remember(key: str, outcome: dict[str, Any] | str) -> None:
+    """Keep a script's schema, or the reason it has none, for the next turn."""
     with _CACHE_LOCK:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = schema
-    return schema
+        _CACHE[key] = outcome
 
 
 def card_state_schema(card: Mapping[str, Any]) -> dict[str, Any] | None:
