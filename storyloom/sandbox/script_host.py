@@ -455,6 +455,19 @@ def _run_in_worker(
     return result
 
 
+def run_script_blocking(
+    language: ScriptLanguage,
+    code: str,
+    data: dict[str, Any],
+    *,
+    name: str,
+    limits: ScriptLimits = DEFAULT_LIMITS,
+) -> dict[str, Any]:
+    """:func:`run_script` for a caller that is not on an event loop (a sync route's
+    thread): blocks until the worker answers, within the same limits."""
+    return _run_in_worker(language, code, data, name, limits)
+
+
 async def run_script(
     language: ScriptLanguage,
     code: str,

@@ -22,6 +22,7 @@ from storyloom.server import (
     knowledge_api,
     lore_api,
     mcp_api,
+    mvu_api,
     persona_api,
     plugin_api,
     quick_reply_api,
@@ -121,6 +122,7 @@ def create_app(
     app.include_router(workflow_api.router)
     app.include_router(chat_api.router)
     app.include_router(chat_api.presets_router)
+    app.include_router(mvu_api.router)
     app.include_router(group_api.router)
     app.include_router(character_api.router)
     app.include_router(persona_api.router)

@@ -12,15 +12,20 @@ are, without FastAPI's ``jsonable_encoder`` walking every field again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from storyloom.chat.prompt.macros import expand_macros
+from storyloom.chat.prompt.macros import MacroContext, expand_macros
 from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
+from storyloom.chat.prompt.skein_builder import STATUS_PLACEHOLDER
+from storyloom.chat.reply.mvu import STAT_DATA
 from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
 from storyloom.chat.store.conversation import Conversation
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
+from storyloom.sillytavern.tavern_helper import helper_scripts
 
 
 class MessageView(Message):
@@ -42,6 +47,11 @@ class ChatView(BaseModel):
     earlier: int = Field(
         default=0, description="With ?tail=N: messages of the path before the first one sent"
     )
+    mvu: bool = Field(
+        default=False,
+        description="The chat plays an MVU card (its state has stat_data, or its card carries "
+        "MVU's scripts): the page offers MVU's actions",
+    )
 
 
 _chat_view_adapter: TypeAdapter[ChatView] = TypeAdapter(ChatView)
@@ -55,31 +65,60 @@ def display_texts(
     messages: Sequence[Message],
     scripts: Sequence[RegexScript],
     newest_depth: int = 0,
+    variables_of: Callable[[str], dict[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Message id → text after the display-only (``markdownOnly``) ``scripts``, for the
-    messages they change; depth counts from the newest message of ``messages``."""
+    messages they change; depth counts from the newest message of ``messages``. MVU's
+    ``<StatusPlaceHolderImpl/>`` is left to the scripts (a card's status bar replaces it)
+    and removed where none did: no raw tag under a reply.
+
+    ``variables_of`` gives the chat variables at a message (the state after it), which
+    the scripts' macros read (``{{get_message_variable::stat_data.x}}`` in a status bar
+    shows the values of *that* reply, as Tavern Helper does); read only for a message a
+    script matched (reading every message's state of a long chat costs)."""
     shown = [s for s in scripts if s.markdownOnly and not s.disabled]
-    if not shown:
+    if not shown and not any(STATUS_PLACEHOLDER in m.content for m in messages):
         return {}
-    context = macro_context(conversation)
-
-    def macros(text: str) -> str:
-        return expand_macros(text, context)
-
+    base = macro_context(conversation)
     out: dict[str, str] = {}
     last = len(messages) - 1
     for n, message in enumerate(messages):
-        text = apply_regex_scripts(
-            message.content,
-            shown,
-            placement=placement_of(message.role),
-            phase="display",
-            depth=newest_depth + last - n,
-            macros=macros,
-        )
+        text = message.content
+        if shown:
+            made: list[MacroContext] = []
+
+            def macros(
+                text: str, message_id: str = message.id, made: list[MacroContext] = made
+            ) -> str:
+                # the message's state is read only once a script matched and asks a macro
+                if not made:
+                    state = None if variables_of is None else variables_of(message_id)
+                    made.append(base if state is None else replace(base, variables=dict(state)))
+                return expand_macros(text, made[0])
+
+            text = apply_regex_scripts(
+                text,
+                shown,
+                placement=placement_of(message.role),
+                phase="display",
+                depth=newest_depth + last - n,
+                macros=macros,
+            )
+        if STATUS_PLACEHOLDER in text:
+            text = text.replace(STATUS_PLACEHOLDER, "")
         if text != message.content:
             out[message.id] = text
     return out
+
+
+def is_mvu_chat(tree: TurnTree, conversation: Conversation) -> bool:
+    """Whether the chat plays an MVU card (see :attr:`ChatView.mvu`)."""
+    scripts = helper_scripts(conversation.character.card).scripts
+    if any(s.kind in ("mvu_bundle", "mvu_schema") for s in scripts):
+        return True
+    if conversation.pointer is None:
+        return False
+    return STAT_DATA in tree.state_at(conversation.pointer).variables
 
 
 _VIEW_FIELDS = frozenset(MessageView.model_fields)
@@ -109,7 +148,13 @@ def message_views(
     newest_depth: int = 0,
 ) -> list[MessageView]:
     counts = tree.sibling_counts([m.id for m in messages])
-    shown = display_texts(conversation, messages, scripts, newest_depth)
+    shown = display_texts(
+        conversation,
+        messages,
+        scripts,
+        newest_depth,
+        variables_of=lambda message_id: tree.state_at(message_id).variables,
+    )
     return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
 
 
@@ -138,6 +183,7 @@ def chat_view(
         continuation=message_views(tree, conversation, later, scripts),
         running=running,
         earlier=path[0].depth if path else 0,
+        mvu=is_mvu_chat(tree, conversation),
     )
 
 
@@ -157,6 +203,8 @@ def chat_view_json(
         return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     pointer = conversation.pointer
     messages = tree.path_json(pointer, limit=tail)
+    if STATUS_PLACEHOLDER in messages:  # an MVU card's placeholder is taken out of the view
+        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     earlier = 0
     if tail is not None and pointer is not None:
         earlier = max(0, tree.message(pointer).depth + 1 - tail)
@@ -173,6 +221,8 @@ def chat_view_json(
             b"true" if running else b"false",
             b',"earlier":',
             str(earlier).encode(),
+            b',"mvu":',
+            b"true" if is_mvu_chat(tree, conversation) else b"false",
             b"}",
         )
     )

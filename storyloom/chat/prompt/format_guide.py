@@ -13,10 +13,12 @@ It is on unless something says otherwise, in this order:
 3. the card's ``extensions.storyloom.format_guide``: ``false`` turns it off, a string
    replaces the text;
 4. ``auto`` leaves it out for a card that brings its own update rules (its text mentions
-   ``<UpdateVariable>``, ``<JSONPatch>`` or ``<state_update>``, as MVU cards do): the
-   card's rules are the ones its author tuned, and two sets would confuse the model.
+   ``<UpdateVariable>``, ``<JSONPatch>`` or ``<state_update>``, or it carries MVU's Tavern
+   Helper scripts, as MVU cards do): the card's rules are the ones its author tuned, and
+   two sets would confuse the model.
 
-A replacement text may use ``{state}`` for the current variables as JSON.
+A replacement text may use ``{state}`` for the current variables as JSON (``$``-keys
+such as MVU's ``$meta`` left out, as Tavern Helper's macros leave them).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from storyloom.chat.prompt.helper_variables import without_dollar_keys
 from storyloom.chat.store.snapshot import ContextSnapshot
+from storyloom.sillytavern.tavern_helper import helper_scripts
 
 STATE_CHARS_MAX = 1200
 """The state shown is cut here: a guide must stay a small part of a small context."""
@@ -74,7 +78,8 @@ def chat_language(snapshot: ContextSnapshot) -> str:
 def _state_text(variables: dict[str, Any], language: str) -> str:
     if not variables:
         return _NOTHING_YET[language]
-    text = json.dumps(variables, ensure_ascii=False, separators=(", ", ": "))
+    shown = without_dollar_keys(variables)
+    text = json.dumps(shown, ensure_ascii=False, separators=(", ", ": "))
     return text if len(text) <= STATE_CHARS_MAX else text[: STATE_CHARS_MAX - 1] + "…"
 
 
@@ -92,7 +97,10 @@ def _brings_own_rules(card: dict[str, Any]) -> bool:
     extensions = card.get("extensions")
     if isinstance(extensions, dict) and extensions.get("regex_scripts"):
         texts.append(json.dumps(extensions["regex_scripts"], ensure_ascii=False))
-    return any(_OWN_RULES.search(text) for text in texts)
+    if any(_OWN_RULES.search(text) for text in texts):
+        return True
+    scripts = helper_scripts(card).scripts
+    return any(s.kind in ("mvu_bundle", "mvu_schema") and s.enabled for s in scripts)
 
 
 @dataclass(frozen=True)

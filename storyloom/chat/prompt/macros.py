@@ -36,8 +36,16 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, assert_never
 
+from storyloom.chat.prompt.helper_variables import (
+    HELPER_SCOPES,
+    HelperScope,
+    format_text,
+    get_text,
+    lodash_get,
+    without_dollar_keys,
+)
 from storyloom.chat.prompt.moment_format import format_moment, humanize
 
 __all__ = ["MacroContext", "expand_macros", "macro_spans"]
@@ -59,6 +67,9 @@ class MacroContext:
     global_variables: dict[str, Any] = field(default_factory=dict)
     """The user's global variables (``{{$x}}``, ``{{getglobalvar}}``...), shared by every
     chat; changed in place like ``variables``."""
+    character_variables: dict[str, Any] = field(default_factory=dict)
+    """The card's Tavern Helper character variables (``{{get_character_variable::x}}``);
+    read only."""
     now: datetime | None = None
     idle_since: datetime | None = None
     """When the user's message before the newest one was sent (``{{idle_duration}}``
@@ -1023,6 +1034,48 @@ def _variable_macros() -> dict[str, _Spec]:
     return specs
 
 
+def _helper_scope(ev: _Evaluator, scope: HelperScope) -> dict[str, Any]:
+    match scope:
+        case "message" | "chat":
+            return ev.ctx.variables
+        case "global":
+            return ev.ctx.global_variables
+        case "character":
+            return ev.ctx.character_variables
+        case "preset":
+            return {}  # storyloom keeps no preset variables: read as Tavern Helper's empty ones
+        case _:
+            assert_never(scope)
+
+
+def _helper_get(scope: HelperScope) -> Handler:
+    def handler(ev: _Evaluator, _macro: _Macro, args: list[str]) -> str:
+        value = without_dollar_keys(lodash_get(_helper_scope(ev, scope), args[0]))
+        return get_text(value)
+
+    return handler
+
+
+def _helper_format(scope: HelperScope, *, quoted: bool) -> Handler:
+    def handler(ev: _Evaluator, macro: _Macro, args: list[str]) -> str:
+        value = without_dollar_keys(lodash_get(_helper_scope(ev, scope), args[0]))
+        # later lines line up under the first: indented by the text before it on its line
+        line_start = ev.raw.rfind("\n", 0, macro.start) + 1
+        return format_text(value, prefix_width=macro.start - line_start, quoted=quoted)
+
+    return handler
+
+
+def _helper_macros() -> dict[str, _Spec]:
+    """Tavern Helper's ``get_…_variable`` / ``format_…_variable(_quoted)`` macros."""
+    specs: dict[str, _Spec] = {}
+    for scope in HELPER_SCOPES:
+        specs[f"get_{scope}_variable"] = _Spec(1, 1, _helper_get(scope))
+        specs[f"format_{scope}_variable"] = _Spec(1, 1, _helper_format(scope, quoted=False))
+        specs[f"format_{scope}_variable_quoted"] = _Spec(1, 1, _helper_format(scope, quoted=True))
+    return specs
+
+
 def _unreachable(_ev: _Evaluator, _macro: _Macro, _args: list[str]) -> str | None:
     return None  # {{if}} and {{//}} are resolved by the evaluator itself
 
@@ -1052,6 +1105,7 @@ _BUILTINS: dict[str, _Spec] = {
     "pick": _Spec(0, None, _pick),
     "roll": _Spec(1, 1, _roll),
     **_variable_macros(),
+    **_helper_macros(),
     "newline": _Spec(0, 1, _repeat("\n")),
     "space": _Spec(0, 1, _repeat(" ")),
     "noop": _Spec(0, 0, _constant(_PROTECTED)),

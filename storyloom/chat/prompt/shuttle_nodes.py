@@ -16,6 +16,7 @@ idempotent, because a swipe must get a new answer to the same prompt.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
@@ -42,7 +43,8 @@ from storyloom.chat.prompt.text_prompt import skein_text_prompt, template_cost
 from storyloom.chat.prompt.token_budget import CHAT_COST, apply_budget
 from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, NamesBehavior, weave
 from storyloom.chat.reply.filament import FilamentTags, parse_filament
-from storyloom.chat.reply.state_ops import StateOp, apply_ops, ops_from_json, ops_to_json
+from storyloom.chat.reply.mvu_values import MvuWarning, apply_mvu_ops
+from storyloom.chat.reply.state_ops import StateOp, ops_from_json, ops_to_json
 from storyloom.chat.reply.turn_variables import TurnVariables
 from storyloom.chat.store.snapshot import ContextSnapshot
 from storyloom.chat.store.state import ChatState
@@ -58,6 +60,7 @@ from storyloom.llm.instruct import ResolvedTemplates, TemplateLibrary, TextPromp
 from storyloom.llm.tokenizers import counter_for
 from storyloom.project.scripts import ScriptLibrary
 from storyloom.sandbox.script_host import ScriptLimits
+from storyloom.sillytavern.mvu_zod import ZodSchemaError, card_state_schema
 from storyloom.workflow.agent_host import AgentTurnRequest
 from storyloom.workflow.node_type import (
     CODE,
@@ -880,6 +883,8 @@ class StateUpdate:
     state: ChatState
     delta: list[dict[str, Any]]
     problems: list[str] = field(default_factory=list)
+    warnings: list[MvuWarning] = field(default_factory=list)
+    """MVU updates refused by ``$meta`` or the card's schema."""
 
 
 def next_state(
@@ -888,14 +893,16 @@ def next_state(
     *,
     variables: Mapping[str, Any] | None = None,
     progressed: bool = False,
+    schema: Mapping[str, Any] | None = None,
 ) -> StateUpdate:
     """The state after a turn: the snapshot's, with ``variables`` (what the prompt's
-    macros left; default the snapshot's) and then ``ops`` applied, the lore timers of
+    macros left; default the snapshot's) and then ``ops`` applied (with MVU's rules under
+    ``stat_data``, ``schema`` its JSON Schema: :func:`apply_mvu_ops`), the lore timers of
     this turn's activation, and the plot moved on by the director."""
     old = snapshot.state
     problems: list[str] = []
     base = dict(variables) if variables is not None else dict(old.variables)
-    outcome = apply_ops(base, ops)
+    outcome = apply_mvu_ops(base, ops, schema)
     problems.extend(outcome.problems)
     timed = old.timed_effects
     if snapshot.lore_timed_effects:
@@ -911,7 +918,7 @@ def next_state(
     )
     new = ChatState.model_validate(new.as_json())
     delta = state_delta(old.as_json(), new.as_json())
-    return StateUpdate(state=new, delta=delta, problems=problems)
+    return StateUpdate(state=new, delta=delta, problems=problems, warnings=outcome.warnings)
 
 
 class StateUpdater(NodeType):
@@ -975,15 +982,31 @@ class StateUpdater(NodeType):
         variables = None
         if inputs.get("skein") is not None:
             variables = skein_input(inputs).variables
+        schema: dict[str, Any] | None = None
+        try:
+            # run once per script text (cached), in the sandbox: off the event loop
+            schema = await asyncio.to_thread(card_state_schema, snapshot.character.card)
+        except ZodSchemaError as exc:
+            decode_problems.append(f"{exc}; the updates were applied without the schema")
         update = next_state(
-            snapshot, ops, variables=variables, progressed=bool(inputs.get("progress"))
+            snapshot,
+            ops,
+            variables=variables,
+            progressed=bool(inputs.get("progress")),
+            schema=schema,
         )
         earlier = inputs.get("parse_problems") or []
         problems = [str(p) for p in earlier] if isinstance(earlier, list) else [str(earlier)]
         return {
             "state": update.state.as_json(),
             "delta": update.delta,
-            "problems": [*problems, *decode_problems, *update.problems],
+            # refused MVU updates travel as objects: the turn keeps them for the page
+            "problems": [
+                *problems,
+                *decode_problems,
+                *update.problems,
+                *(w.model_dump(mode="json") for w in update.warnings),
+            ],
         }
 
 

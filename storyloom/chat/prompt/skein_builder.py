@@ -341,7 +341,7 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
     layout = _Layout()
 
     _add_card(layout, snapshot, card, prompts, options)
-    outlets = _add_lore(layout, snapshot.lore, options)
+    outlets = _add_lore(layout, prompt_lore(snapshot), options)
     _add_examples(layout, card, options, char_name, user_name)
     _add_history(layout, snapshot.history, options, snapshot.generation)
     _add_in_chat_extensions(layout, snapshot, card, options)
@@ -704,13 +704,37 @@ def _history_source(index: int, message: HistoryMessage) -> BlockSource:
     )
 
 
+STATUS_PLACEHOLDER = "<StatusPlaceHolderImpl/>"
+MVU_UPDATE_MARK = "[mvu_update]"
+"""MVU's name for the lore of its separate updater (the update rules and format)."""
+
+
+def mvu_update_lore(snapshot: ContextSnapshot) -> list[LoreHit]:
+    """The activated lore entries MVU's separate updater is sent (named ``[mvu_update]``)."""
+    return [hit for hit in snapshot.lore if MVU_UPDATE_MARK in hit.title.lower()]
+
+
+def prompt_lore(snapshot: ContextSnapshot) -> list[LoreHit]:
+    """The activated lore of the reply's prompt: all of it, except the ``[mvu_update]``
+    entries where the chat sends those to a separate updater (``[mvu_plot]`` entries
+    always stay: they are for the story)."""
+    if not snapshot.settings.mvu_updater:
+        return list(snapshot.lore)
+    return [hit for hit in snapshot.lore if MVU_UPDATE_MARK not in hit.title.lower()]
+
+
+def without_status_placeholder(text: str) -> str:
+    """``text`` without MVU's status-bar placeholder: it marks where the page draws the
+    bar and means nothing to the model."""
+    return text.replace(STATUS_PLACEHOLDER, "") if STATUS_PLACEHOLDER in text else text
+
+
 def _with_tool_results(message: HistoryMessage) -> str:
     """An agent turn as the model saw it: its tool results first, then the reply."""
+    content = without_status_placeholder(message.content)
     if not message.tool_results:
-        return message.content
-    return (
-        f"{message.tool_results}\n\n{message.content}" if message.content else message.tool_results
-    )
+        return content
+    return f"{message.tool_results}\n\n{content}" if content else message.tool_results
 
 
 def _add_history(

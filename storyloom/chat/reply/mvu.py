@@ -6,7 +6,8 @@ prompts ask the model to change them with JSON Patch inside ``<UpdateVariable>``
 paths under ``stat_data``. storyloom maps that onto the state chain: the entry's
 document becomes ``variables.stat_data`` in a new conversation's first state, and the
 Filament parser applies the patches there (:data:`~storyloom.chat.reply.filament.FilamentTags`
-``mvu_root``).
+``mvu_root``). A card with a Zod schema script (:mod:`storyloom.sillytavern.mvu_zod`)
+also fills in the schema's defaults (:func:`mvu_start`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from storyloom.chat.reply.mvu_values import with_defaults
+from storyloom.sillytavern.mvu_zod import ZodSchemaError, card_state_schema
 
 INIT_MARKER = "[initvar]"
 STAT_DATA = "stat_data"
@@ -59,3 +63,19 @@ def initial_variables(card: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
             continue
         merged.update(document)
     return merged, problems
+
+
+def mvu_start(card: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A new chat's ``stat_data``: the card's ``[InitVar]`` documents with the defaults of
+    its Zod schema (``prefault``/``default``) filled in where a value is missing, and the
+    problems found (a broken entry, a schema script that fails: the rest still counts)."""
+    stat_data, problems = initial_variables(card)
+    try:
+        schema = card_state_schema(card)
+    except ZodSchemaError as exc:
+        problems.append(str(exc))
+        schema = None
+    if schema is not None:
+        filled = with_defaults(schema, stat_data)
+        stat_data = filled if isinstance(filled, dict) else stat_data
+    return stat_data, problems

@@ -40,7 +40,7 @@ from storyloom.chat.prompt.regex_scripts import (
     apply_regex_scripts,
     card_regex_scripts,
 )
-from storyloom.chat.reply.mvu import STAT_DATA, initial_variables
+from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
 from storyloom.chat.service.group_chat import (
     VIEW_KEY,
     answer_order,
@@ -53,6 +53,7 @@ from storyloom.chat.service.group_chat import (
 )
 from storyloom.chat.service.group_chat import greetings as group_greetings
 from storyloom.chat.service.mnemosyne import build_snapshot, history_of
+from storyloom.chat.service.mvu_updater import run_updater
 from storyloom.chat.service.reply_run import (
     GENERATION_OF,
     INTERRUPTED,
@@ -258,6 +259,10 @@ class ChatService:
     def turn(self, conversation_id: str) -> ChatTurn | None:
         return self._turns.get(conversation_id)
 
+    def check_idle(self, conversation_id: str) -> None:
+        """Refuse (:class:`ChatError`) while a reply is being written in the conversation."""
+        self._check_idle(conversation_id)
+
     def _check_idle(self, conversation_id: str, expected_version: int | None = None) -> None:
         """Refuse a write while a reply is being written; a tab that has not seen the
         latest version hears that first (it must reload before anything else)."""
@@ -325,7 +330,7 @@ class ChatService:
             if character_id is not None:
                 preset = presets.character(character_id)
                 character = character_snapshot(character_id, preset, moment)
-                stat_data, problems = initial_variables(preset.source_card or {})
+                stat_data, problems = mvu_start(preset.source_card or character.card)
                 for problem in problems:
                     logger.warning("character %s: %s", character_id, problem)
                 if stat_data:
@@ -811,6 +816,7 @@ class ChatService:
             clean_thought=clean_thought,
             publish=self.publish,
             keep_globals=self.save_globals,
+            updater=self._mvu_updater if conversation.settings.mvu_updater else None,
             prefix=target.content if target is not None else "",
             thought_prefix=(target.thought or "") if target is not None else "",
         )
@@ -953,6 +959,17 @@ class ChatService:
         if self.presets is None:
             raise ChatError("presets need a project; start the server with a project")
         return self.presets
+
+    async def _mvu_updater(
+        self, snapshot: ContextSnapshot, outputs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """MVU's separate updater on a finished reply (:mod:`.mvu_updater`)."""
+        endpoint: ChatEndpoint | Exception
+        try:
+            endpoint = self._agent_model("MVU's separate updater")
+        except LLMError as exc:
+            endpoint = exc
+        return await run_updater(endpoint, snapshot, outputs)
 
     def _agent_model(self, action: str) -> ChatEndpoint:
         """The agent model (the user's when no agent model is set up), or an error that

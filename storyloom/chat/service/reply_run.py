@@ -26,6 +26,7 @@ from storyloom.chat.prompt.default_pipeline import (
     pipeline_extra_tags,
 )
 from storyloom.chat.reply.filament import FilamentEvent, FilamentParser, FilamentTags
+from storyloom.chat.reply.mvu_values import MVU_WARNING_KINDS, MvuWarning
 from storyloom.chat.store.message import Message, MessageStatus
 from storyloom.chat.store.snapshot import ContextSnapshot, dropped_lore_record
 from storyloom.chat.store.state import ChatState
@@ -246,6 +247,22 @@ def _plain(error: str) -> str:
     return _EXC_PREFIX.sub("", error, count=1)
 
 
+def split_problems(problems: Any) -> tuple[list[str], list[dict[str, Any]]]:
+    """A pipeline's ``problems``: the plain ones (text) and the refused MVU updates
+    (:class:`~storyloom.chat.reply.mvu_values.MvuWarning` as objects, kept structured so
+    the page can say them in the reader's language)."""
+    if not isinstance(problems, list):
+        return [], []
+    plain: list[str] = []
+    warnings: list[dict[str, Any]] = []
+    for problem in problems:
+        if isinstance(problem, Mapping) and problem.get("kind") in MVU_WARNING_KINDS:
+            warnings.append(MvuWarning.model_validate(problem).model_dump(mode="json"))
+        else:
+            plain.append(str(problem))
+    return plain, warnings
+
+
 # -- the turn -------------------------------------------------------------------------------
 
 
@@ -269,6 +286,9 @@ class TurnSetup:
     keep_globals: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
     """Saves the user's global variables a finished turn changed (as it began, as its
     macros left them)."""
+    updater: Callable[[ContextSnapshot, Mapping[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    """MVU's separate updater (the chat's ``mvu_updater``): given the finished pipeline's
+    outputs, the same with the agent model's updates applied to the state."""
     prefix: str = ""
     """Continue: the text the message already had; the new text is appended."""
     thought_prefix: str = ""
@@ -300,6 +320,8 @@ class ChatTurn:
         self.steps: list[dict[str, Any]] = []
         """The agent's tool steps of this turn as they were reported."""
         self.task: asyncio.Task[Message] | None = None
+        self._updated: dict[str, Any] | None = None
+        """The outputs after MVU's separate updater, when it ran."""
 
     def start(self) -> asyncio.Task[Message]:
         self.task = asyncio.get_running_loop().create_task(self._main())
@@ -455,6 +477,10 @@ class ChatTurn:
                     on_event=self._on_event,
                 )
                 result = await self.run.wait()
+                if result.status == "completed" and self.setup.updater is not None:
+                    self._updated = await self.setup.updater(
+                        self.snapshot, result.interface_outputs
+                    )
         except asyncio.CancelledError:
             if self.run is not None:
                 self.run.cancel()
@@ -518,6 +544,8 @@ class ChatTurn:
 
     def _complete(self, outputs: Mapping[str, Any]) -> Message:
         assert self.snapshot is not None
+        if self._updated is not None:
+            outputs = self._updated
         raw = outputs.get("raw")
         if isinstance(raw, str) and raw:
             self.raw = raw
@@ -534,11 +562,16 @@ class ChatTurn:
         problems = outputs.get("problems")
         messages = outputs.get("messages")
         skein = outputs.get("skein")
+        plain, warnings = split_problems(problems)
         extra: dict[str, Any] = {
             **self._extra,
-            "problems": [str(p) for p in problems] if isinstance(problems, list) else [],
+            "problems": plain,
             "generation": self.snapshot.generation,
         }
+        if warnings:
+            extra["mvu_warnings"] = warnings
+        else:
+            extra.pop("mvu_warnings", None)
         tool_steps = self._tool_steps(outputs)
         if tool_steps:
             extra["tool_steps"] = tool_steps

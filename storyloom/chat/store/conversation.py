@@ -7,6 +7,7 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.store.group import GroupSettings
+from storyloom.sillytavern.tavern_helper import helper_scripts
 
 DEFAULT_PIPELINE = "chat-default"
 """Id of the built-in chat pipeline workflow (see :mod:`storyloom.chat.prompt.default_pipeline`)."""
@@ -127,6 +128,12 @@ class ConversationSettings(BaseModel):
         description="The character's expression sprite this chat shows (a label of its "
         "sprites, picked by hand); None: the character's default sprite",
     )
+    mvu_updater: bool = Field(
+        default=False,
+        description="MVU's separate updater: lore entries named [mvu_update] leave the "
+        "reply's prompt and go, with the reply, to the agent model, whose update blocks "
+        "change the state (off: both go to the reply's prompt, as MVU's default)",
+    )
 
 
 class Conversation(BaseModel):
@@ -156,6 +163,7 @@ class CardMacros(TypedDict):
     personality: str
     scenario: str
     persona: str
+    character_variables: dict[str, Any]
 
 
 def card_macros(character: CharacterSnapshot, settings: ConversationSettings) -> CardMacros:
@@ -169,4 +177,6 @@ def card_macros(character: CharacterSnapshot, settings: ConversationSettings) ->
         personality=character.text("personality"),
         scenario=character.text("scenario"),
         persona=settings.persona,
+        # Tavern Helper's character variables ({{get_character_variable::x}})
+        character_variables=helper_scripts(character.card).variables,
     )

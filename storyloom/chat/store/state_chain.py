@@ -249,6 +249,22 @@ class StateChain:
             )
             conn.execute(_INSERT_SQL, child_row.as_params())
 
+    def pin(self, conn: apsw.Connection, message: Message) -> None:
+        """Store the state after ``message`` whole (a keyframe), whatever its depth: its
+        state then no longer depends on any row above it. The children's deltas are
+        relative to the same document and stay right."""
+        doc = self.document_at(message.id)
+        row = StateRow(message.id, message.conversation_id, "keyframe", _dumps(doc))
+        conn.execute(_INSERT_SQL, row.as_params())
+
+    def drop(self, conn: apsw.Connection, message_ids: Sequence[str]) -> None:
+        """Delete the stored states of ``message_ids`` (they read as empty afterwards);
+        whoever calls this pins the messages below them first (:meth:`pin`)."""
+        conn.executemany(
+            "DELETE FROM chat_state WHERE message_id = ?", [(mid,) for mid in message_ids]
+        )
+        self.clear()
+
     # reading
 
     def state_at(self, message_id: str | None) -> ChatState:

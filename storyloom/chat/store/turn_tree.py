@@ -354,6 +354,40 @@ class TurnTree:
             self._chain.remember(message.id, state.as_json())
         return message
 
+    def pin_state(self, message_id: str) -> Message:
+        """Store the state after a message whole (a keyframe: MVU's snapshot); nothing
+        it reads changes. Moves the conversation's version."""
+        message = self.message(message_id)
+        with self._db.transaction() as conn:
+            self._chain.pin(conn, message)
+            bump(conn, message.conversation_id, None)
+        return message
+
+    def clear_states(self, conversation_id: str, message_ids: Sequence[str]) -> list[str]:
+        """Forget the stored states of ``message_ids`` (MVU's "clear old variables"):
+        each message of the conversation below them that keeps its state is pinned first
+        (:meth:`pin_state`), so its state and its descendants' stay as they were; the
+        cleared ones read as empty. Returns the ids whose states were dropped."""
+        dropped = set(message_ids)
+        with self._db.transaction() as conn:
+            rows = fetch(
+                conn,
+                "SELECT id, parent_id FROM chat_message WHERE conversation_id = ?",
+                (conversation_id,),
+            )
+            below = [
+                str(mid)
+                for mid, parent in rows
+                if parent is not None and str(parent) in dropped and str(mid) not in dropped
+            ]
+            for mid in below:
+                self._chain.pin(conn, self.message(mid))
+            known = {str(mid) for mid, _ in rows}
+            ids = [mid for mid in message_ids if mid in known]
+            self._chain.drop(conn, ids)
+            bump(conn, conversation_id, None)
+        return ids
+
     def turn_record(self, message_id: str) -> TurnRecord:
         """What a reply was made from: its prompt inspector record and the model's raw
         text (each None when not recorded)."""

@@ -60,6 +60,8 @@ export interface ConversationSettings {
   background?: string | null
   /** The expression sprite picked for this chat (null: the character's default). */
   expression?: string | null
+  /** MVU's separate updater: [mvu_update] lore goes to the agent model with the reply. */
+  mvu_updater?: boolean
   keyframe_every?: number
   [extra: string]: unknown
 }
@@ -119,6 +121,8 @@ export interface ChatView {
   /** With `?tail=N`: how many messages of the path come before the first one sent (a
    * server that ignores `tail` sends the whole path and leaves this out). */
   earlier?: number
+  /** The chat plays an MVU card (its state has stat_data, or its card carries MVU's scripts). */
+  mvu?: boolean
 }
 
 export interface TreeNode {
@@ -484,6 +488,26 @@ export function setHidden(id: string, messageId: string, hidden: boolean, expect
     { hidden, expected_version: expectedVersion },
     fetchImpl,
   )
+}
+
+// -- MVU's actions (storyloom/chat/service/mvu_actions.py) ---------------------------------
+
+/** Re-parse a reply: its update blocks applied again to its parent's state. */
+export function mvuReparse(id: string, messageId: string, fetchImpl?: Fetch): Promise<Conversation> {
+  return requestJson<Conversation>('POST', `${BASE}/${enc(id)}/messages/${enc(messageId)}/mvu/reparse`, {}, fetchImpl)
+}
+
+/** Replay: every reply from this message to the pointer re-parsed in order. */
+export function mvuReplay(id: string, messageId: string, fetchImpl?: Fetch): Promise<Conversation> {
+  return requestJson<Conversation>('POST', `${BASE}/${enc(id)}/messages/${enc(messageId)}/mvu/replay`, {}, fetchImpl)
+}
+
+export type MvuChatAction = 'reinitialise' | 'snapshot' | 'clear-old'
+
+/** Re-initialise, snapshot, or clear the variables of messages older than `keep`. */
+export function mvuChatAction(id: string, action: MvuChatAction, keep = 10, fetchImpl?: Fetch): Promise<unknown> {
+  const body = action === 'clear-old' ? { keep } : {}
+  return requestJson<unknown>('POST', `${BASE}/${enc(id)}/mvu/${action}`, body, fetchImpl)
 }
 
 export interface TokenCounts {

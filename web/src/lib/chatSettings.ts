@@ -29,6 +29,8 @@ export interface SettingsForm {
   format_guide_text: string
   /** The image behind the chat, a name of the backgrounds folder ('' = none). */
   background: string
+  /** MVU's separate updater: the agent model writes the state updates. */
+  mvu_updater: boolean
 }
 
 export function formFromConversation(c: Conversation): SettingsForm {
@@ -48,6 +50,7 @@ export function formFromConversation(c: Conversation): SettingsForm {
     format_guide: s.format_guide === 'on' || s.format_guide === 'off' ? s.format_guide : 'auto',
     format_guide_text: typeof s.format_guide_text === 'string' ? s.format_guide_text : '',
     background: s.background ?? '',
+    mvu_updater: s.mvu_updater === true,
   }
 }
 

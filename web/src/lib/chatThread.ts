@@ -27,6 +27,8 @@ export interface ThreadState {
   running: boolean
   /** Messages of the path before `messages[0]` that were not fetched (a tail was asked). */
   earlier: number
+  /** The chat plays an MVU card: its actions are offered. */
+  mvu?: boolean
 }
 
 export interface ThreadChange {
@@ -43,6 +45,7 @@ export function threadFromView(view: ChatView): ThreadState {
     continuation: view.continuation ?? [],
     running: Boolean(view.running) || messages.some((m) => m.status === 'streaming'),
     earlier: typeof view.earlier === 'number' && view.earlier > 0 ? view.earlier : 0,
+    mvu: view.mvu === true,
   }
 }
 
@@ -121,6 +124,7 @@ export function applyChatMessage(state: ThreadState, message: ChatMessage, v?: n
       continuation: [],
       running,
       earlier: state.earlier,
+      mvu: state.mvu,
     },
     reload: false,
   }
@@ -347,6 +351,26 @@ export function messageProblems(message: Pick<ChatMessage, 'extra'>): string[] {
   const problems = message.extra?.problems
   if (!Array.isArray(problems)) return []
   return problems.filter((p): p is string => typeof p === 'string' && p.trim() !== '')
+}
+
+/** An MVU update the server refused, or MVU's separate updater that failed
+ * (`extra.mvu_warnings`, storyloom/chat/reply/mvu_values.py MvuWarning). */
+export interface MvuWarning {
+  kind: 'not_extensible' | 'required' | 'meta' | 'schema' | 'updater'
+  path: string
+  rule?: string
+  expected?: unknown
+  detail?: string
+}
+
+const MVU_KINDS: ReadonlySet<string> = new Set(['not_extensible', 'required', 'meta', 'schema', 'updater'])
+
+export function mvuWarnings(message: Pick<ChatMessage, 'extra'>): MvuWarning[] {
+  const warnings = message.extra?.mvu_warnings
+  if (!Array.isArray(warnings)) return []
+  return warnings.filter(
+    (w): w is MvuWarning => typeof w === 'object' && w !== null && MVU_KINDS.has(String((w as MvuWarning).kind)),
+  )
 }
 
 /** A reply that ended early may be generated again (a new sibling). */
