@@ -386,6 +386,15 @@ class _Run:
     def text(self, e: CompiledEntry) -> str:
         text = self.variables_text.get(e.rank)
         if text is None:
+            rendered = self.request.template_texts.get(e.key)
+            if rendered is not None:
+                # The template's output stands for the content (prefix and suffix kept).
+                content = e.caiu.content.model_copy(update={"value": rendered})
+                text = self.engine._render(e.kb, e.caiu.model_copy(update={"content": content}))
+                if "{{" in text and self.request.variables:
+                    text = apply_variables(text, self.request.variables)
+                self.variables_text[e.rank] = text
+                return text
             text = self.engine.text_of(e)
             if e.has_variables and self.request.variables:
                 text = apply_variables(text, self.request.variables)
@@ -441,7 +450,8 @@ class _Run:
                     continue
                 e = entries[rank]
                 sticky = rank in sticky_ranks
-                reason = None if e.simple and untimed else self.static.get(rank, _UNSET)
+                simple = e.simple and untimed and e.key not in request.template_excluded
+                reason = None if simple else self.static.get(rank, _UNSET)
                 if reason is _UNSET:
                     reason = self.static[rank] = static_block(
                         e, sticky, request, self.chat_length, self.timed, self.conditions_held

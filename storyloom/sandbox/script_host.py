@@ -455,6 +455,20 @@ def _run_in_worker(
     return result
 
 
+def run_script_blocking(
+    language: ScriptLanguage,
+    code: str,
+    data: dict[str, Any],
+    *,
+    name: str,
+    limits: ScriptLimits = DEFAULT_LIMITS,
+) -> dict[str, Any]:
+    """:func:`run_script` in the calling thread, for a caller that is not async (or is
+    already in a worker thread): blocks until the worker answers, at most the time limit
+    and its grace."""
+    return _run_in_worker(language, code, data, name, limits)
+
+
 async def run_script(
     language: ScriptLanguage,
     code: str,

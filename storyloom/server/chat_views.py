@@ -12,15 +12,23 @@ are, without FastAPI's ``jsonable_encoder`` walking every field again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from storyloom.chat.prompt.ejs_template import (
+    TemplateScopes,
+    TemplateSource,
+    has_template,
+    render_templates_blocking,
+)
 from storyloom.chat.prompt.macros import expand_macros
 from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
 from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
-from storyloom.chat.store.conversation import Conversation
+from storyloom.chat.store.conversation import Conversation, card_macros
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
+from storyloom.sillytavern.tavern_helper import helper_scripts
 
 
 class MessageView(Message):
@@ -28,7 +36,9 @@ class MessageView(Message):
 
     sibling_count: int = Field(default=1, description="Siblings including itself (n/m)")
     display: str | None = Field(
-        default=None, description="The text after display-only regex scripts, when different"
+        default=None,
+        description="The text after display-only regex scripts and its EJS template, "
+        "when different",
     )
 
 
@@ -101,6 +111,42 @@ def message_view(
     return view
 
 
+def rendered_templates(
+    tree: TurnTree,
+    conversation: Conversation,
+    messages: Sequence[Message],
+    shown: dict[str, str],
+) -> None:
+    """The messages whose shown text holds an EJS template, rendered in the sandbox
+    against the state at each message (``shown`` updated in place); a template that
+    fails is shown as written. Messages without ``<%`` cost nothing."""
+    helper_variables: dict[str, Any] | None = None
+    macros = card_macros(conversation.character, conversation.settings)
+    for message in messages:
+        text = shown.get(message.id, message.content)
+        if not has_template(text):
+            continue
+        if helper_variables is None:
+            helper_variables = helper_scripts(conversation.character.card).variables
+        scopes = TemplateScopes(
+            message=dict(tree.state_at(message.id).variables), character=helper_variables
+        )
+        source = TemplateSource(name=f"message {message.id}", text=text)
+        result = render_templates_blocking(
+            [source],
+            scopes,
+            names={"user": macros["user"], "char": macros["char"]},
+            message={
+                "id": message.id,
+                "is_user": message.role == "user",
+                "is_system": message.role == "system",
+            },
+            escape=True,
+        )[0]
+        if result.problem is None and result.text != message.content:
+            shown[message.id] = result.text
+
+
 def message_views(
     tree: TurnTree,
     conversation: Conversation,
@@ -110,6 +156,7 @@ def message_views(
 ) -> list[MessageView]:
     counts = tree.sibling_counts([m.id for m in messages])
     shown = display_texts(conversation, messages, scripts, newest_depth)
+    rendered_templates(tree, conversation, messages, shown)
     return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
 
 
@@ -149,7 +196,8 @@ def chat_view_json(
 ) -> bytes:
     """:func:`chat_view` as JSON bytes. Unless display-only regex scripts change the
     texts, the messages come as JSON from SQLite (:meth:`TurnTree.path_json`): that is
-    what keeps opening a 10,000-message chat within a frame or two."""
+    what keeps opening a 10,000-message chat within a frame or two. A chat holding an
+    EJS template (``<%``) takes the slow path, which renders it."""
     running = chat.running(conversation_id)
     conversation = tree.conversation(conversation_id)
     scripts = chat.regex_scripts(conversation)
@@ -157,6 +205,8 @@ def chat_view_json(
         return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     pointer = conversation.pointer
     messages = tree.path_json(pointer, limit=tail)
+    if has_template(messages):
+        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     earlier = 0
     if tail is not None and pointer is not None:
         earlier = max(0, tree.message(pointer).depth + 1 - tail)

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.director import director_guidance
+from storyloom.chat.prompt.ejs_template import TemplateProblem
 from storyloom.chat.prompt.format_guide import format_guide
 from storyloom.chat.prompt.skein import (
     BlockKind,
@@ -405,17 +406,33 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
                 values={"count": snapshot.history_omitted},
             )
         )
-    return Skein(
+    warnings = layout.warnings + [template_warning(p) for p in snapshot.template_problems]
+    skein = Skein(
         blocks=_unique_ids(blocks),
         variables=dict(snapshot.state.variables),
         lore=[record.model_copy() for record in snapshot.lore_report],
         lore_dropped=snapshot.lore_dropped,
         cut=cut,
-        warnings=layout.warnings,
+        warnings=warnings,
         char_name=char_name,
         user_name=user_name,
         outlets=outlets,
     )
+    if snapshot.template_global_variables is not None:
+        # What the templates wrote is saved with the turn, as a {{setglobalvar}} would be.
+        # (an extra field of the skein, as prompt_ast keeps it)
+        setattr(skein, GLOBAL_VARIABLES_EXTRA, dict(snapshot.template_global_variables))
+    return skein
+
+
+GLOBAL_VARIABLES_EXTRA = "global_variables"
+"""The skein's extra field holding the global variables (prompt_ast.GLOBAL_VARIABLES)."""
+
+
+def template_warning(problem: TemplateProblem) -> str:
+    """A template left as written, as the reply's warnings say it."""
+    where = f" (line {problem.line})" if problem.line is not None else ""
+    return f"template {problem.name}{where}: {problem.message}; its text is left as written"
 
 
 def _last_index(blocks: Sequence[SkeinBlock], kind: BlockKind) -> int:

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from storyloom.chat.personalab.director import initial_plot
 from storyloom.chat.personalab.personas import PersonaLibrary
+from storyloom.chat.prompt.ejs_template import TemplateProblem
 from storyloom.chat.prompt.regex_scripts import RegexScript, card_regex_scripts
 from storyloom.chat.service.lore_scope import LoreScope, chat_lore_scope
-from storyloom.chat.store.conversation import CharacterSnapshot, Conversation
+from storyloom.chat.service.turn_templates import TurnTemplates, evaluate_turn_templates
+from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, card_macros
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.message_marks import is_hidden
 from storyloom.chat.store.snapshot import (
@@ -272,10 +274,12 @@ async def scan_lore(
     chat_length: int | None = None,
     character: CharacterSnapshot | None = None,
     presets: PresetLibrary | None = None,
-) -> tuple[ActivationResult | None, list[str], LoreScope]:
+    global_variables: Mapping[str, Any] | None = None,
+) -> tuple[ActivationResult | None, list[str], LoreScope, TurnTemplates]:
     """One lore scan over the knowledge bases in the chat's scopes (global, the speaking
     character's, the persona's, the chat's), from the timers stored with the state at the
-    pointer; also the scope, which names each KB.
+    pointer; also the scope, which names each KB, and the turn's EJS templates (lore and
+    card fields, rendered in one sandboxed call before the scan: :mod:`turn_templates`).
 
     The result is None when no KB is in scope. The scan is the one
     ``KnowledgeService.activate`` runs, with the chat's timed state and length added and
@@ -284,10 +288,18 @@ async def scan_lore(
     speaker = character or conversation.character
     scope = await asyncio.to_thread(turn_lore_scope, knowledge, conversation, speaker, presets)
     kbs = scope.kbs()
+    macros = card_macros(speaker, conversation.settings)
+    templates = await evaluate_turn_templates(
+        kbs,
+        speaker,
+        state.variables,
+        global_variables or {},
+        {"user": macros["user"], "char": macros["char"]},
+    )
     if not kbs:
-        return None, list(scope.problems), scope
+        return None, list(scope.problems), scope, templates
     settings = await asyncio.to_thread(knowledge.activation_settings, {})
-    variables = dict(state.variables)
+    variables = dict(templates.variables)
     messages = [
         ScanMessage(m.name or m.role, m.content, is_user=m.role == "user", number=m.number)
         for m in history
@@ -306,8 +318,10 @@ async def scan_lore(
         timed_state=state.timed_effects,
         generation_type=generation,
         kb_rank=scope.ranks(settings.insertion_strategy),
+        template_texts=templates.lore_texts,
+        template_excluded=templates.excluded,
     )
-    return result, [*scope.problems, *problems], scope
+    return result, [*scope.problems, *problems], scope, templates
 
 
 async def retrieve_memories(
@@ -361,6 +375,7 @@ async def build_snapshot(
     confirmed_agents: Mapping[str, str] | None = None,
     global_regex_scripts: Sequence[RegexScript] = (),
     regex_problems: Sequence[str] = (),
+    global_variables: Mapping[str, Any] | None = None,
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
 
@@ -372,7 +387,8 @@ async def build_snapshot(
     reads the whole chain. ``confirmed_agents``: the agent profile the user confirmed
     per character (None: none confirmed, so a card's suggestion runs no agent).
     ``global_regex_scripts``: the user's enabled global regex scripts (they run before the
-    card's); ``regex_problems``: why some could not be read.
+    card's); ``regex_problems``: why some could not be read. ``global_variables``: the
+    user's global variables (what templates read; their writes are the skein's).
     """
     if count_tokens is None:
         path = tree.path(pointer)
@@ -391,8 +407,10 @@ async def build_snapshot(
     report: list[LoreRecord] = []
     dropped: list[list[Any]] = []
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
+    globals_before = dict(global_variables or {})
+    templates: TurnTemplates | None = None
     if knowledge is not None:
-        result, _, scope = await scan_lore(
+        result, _, scope, templates = await scan_lore(
             knowledge,
             conversation,
             history,
@@ -401,6 +419,7 @@ async def build_snapshot(
             generation=generation,
             chat_length=chain_length,
             presets=presets,
+            global_variables=globals_before,
         )
         if result is not None:
             needed = None
@@ -411,6 +430,27 @@ async def build_snapshot(
                 )
             lore, report, dropped = lore_of(result, scope, needed)
             timed = result.timed_state.model_dump(mode="json")
+    else:
+        macros = card_macros(conversation.character, conversation.settings)
+        names = {"user": macros["user"], "char": macros["char"]}
+        templates = await evaluate_turn_templates(
+            [], conversation.character, state.variables, globals_before, names
+        )
+    character = conversation.character
+    templated_globals: dict[str, Any] | None = None
+    template_problems: list[TemplateProblem] = []
+    if templates is not None:
+        lore, report = mark_template_lore(lore, report, templates)
+        variables, globals_after = templates.variables_after([(h.kb_id, h.entry_id) for h in lore])
+        if variables != state.variables:
+            state = state.model_copy(update={"variables": variables})
+        if globals_after != globals_before:
+            templated_globals = globals_after
+        if templates.fields:
+            character = character.model_copy(
+                update={"card": {**character.card, **templates.fields}}
+            )
+        template_problems = templates.problems
     rag = await retrieve_memories(summaries, conversation, history) if summaries else []
     scripts: list[dict[str, Any]] = []
     if conversation.settings.allow_regex_scripts:
@@ -424,7 +464,7 @@ async def build_snapshot(
         history=history,
         history_omitted=chain_length - len(path),
         state=state,
-        character=conversation.character,
+        character=character,
         background=background,
         settings=conversation.settings,
         lore=lore,
@@ -443,4 +483,29 @@ async def build_snapshot(
         idle_since=idle_since(path),
         agent_profile=agent_profile_of(conversation, confirmed_agents or {}),
         turn_key=turn_key,
+        global_variables=globals_before,
+        template_global_variables=templated_globals,
+        template_problems=template_problems,
     )
+
+
+def mark_template_lore(
+    lore: list[LoreHit], report: list[LoreRecord], templates: TurnTemplates
+) -> tuple[list[LoreHit], list[LoreRecord]]:
+    """The hits of ``[GENERATE:BEFORE]``/``[GENERATE:AFTER]`` entries moved to the top /
+    the end of the prompt, and the records of template entries marked (with the problem
+    that left one as written)."""
+    hits = [
+        h.model_copy(update={"placement": templates.placements[key].value, "depth": None})
+        if (key := (h.kb_id, h.entry_id)) in templates.placements
+        else h
+        for h in lore
+    ]
+    records: list[LoreRecord] = []
+    for record in report:
+        result = templates.lore.get((record.kb_id, record.entry_id))
+        if result is not None:
+            problem = result.problem.model_dump() if result.problem is not None else None
+            record = record.model_copy(update={"template": True, "template_problem": problem})
+        records.append(record)
+    return hits, records

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from storyloom.chat.prompt.ejs_template import TemplateProblem
 from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
     CharacterSnapshot,
@@ -42,6 +43,14 @@ class LoreRecord(BaseModel):
     tokens: int = 0
     reasons: list[dict[str, Any]] = Field(
         default_factory=list, description="[{rule, detail, outcome}]"
+    )
+    template: bool = Field(
+        default=False, description="Its content is an EJS template, rendered for this turn"
+    )
+    template_problem: dict[str, Any] | None = Field(
+        default=None,
+        description="TemplateProblem {name, line, message, limit}: why the template was "
+        "left as written",
     )
 
 
@@ -169,6 +178,15 @@ class ContextSnapshot(BaseModel):
     global_variables: dict[str, Any] = Field(
         default_factory=dict,
         description="The user's global variables as the turn starts ({{$x}}, {{getglobalvar}})",
+    )
+    template_global_variables: dict[str, Any] | None = Field(
+        default=None,
+        description="The global variables once the turn's EJS templates wrote to them "
+        "(the prompt's macros start from these); None: templates wrote none",
+    )
+    template_problems: list[TemplateProblem] = Field(
+        default_factory=list,
+        description="The turn's EJS templates left as written, and why",
     )
     agent_profile: str | None = Field(
         default=None,
