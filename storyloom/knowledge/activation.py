@@ -104,7 +104,7 @@ from storyloom.knowledge.activation_result import (
 from storyloom.knowledge.activation_settings import MAX_SCAN_DEPTH, ActivationSettings
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.compiled_entry import CompiledEntry, compile_entry
-from storyloom.knowledge.entry_text import injected_text
+from storyloom.knowledge.entry_text import injected_text, with_affixes
 from storyloom.knowledge.inclusion_groups import (
     GroupMember,
     GroupVerdict,
@@ -389,8 +389,7 @@ class _Run:
             rendered = self.request.template_texts.get(e.key)
             if rendered is not None:
                 # The template's output stands for the content (prefix and suffix kept).
-                content = e.caiu.content.model_copy(update={"value": rendered})
-                text = self.engine._render(e.kb, e.caiu.model_copy(update={"content": content}))
+                text = with_affixes(e.caiu, rendered)
                 if "{{" in text and self.request.variables:
                     text = apply_variables(text, self.request.variables)
                 self.variables_text[e.rank] = text

@@ -296,6 +296,8 @@ class _Layout:
 
 def _lore_block(hit: LoreHit, group: str | None, group_format: str | None) -> SkeinBlock:
     extra: dict[str, Any] = {}
+    if hit.prompt_top:
+        extra[PROMPT_TOP] = True
     if group:
         extra["group"] = group
         extra["group_format"] = group_format or "{0}"
@@ -319,6 +321,9 @@ def _lore_block(hit: LoreHit, group: str | None, group_format: str | None) -> Sk
         **extra,
     )
 
+
+PROMPT_TOP = "prompt_top"
+"""A lore block's extra field: it goes first in the prompt ([GENERATE:BEFORE])."""
 
 _WORLD_INFO_BEFORE = {
     Placement.BEFORE_CHARACTER.value,
@@ -390,6 +395,10 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
     insert_at = history_end + 1 if history_end >= 0 else len(blocks)
     blocks[insert_at:insert_at] = in_chat
     blocks.extend(layout.control)
+    # [GENERATE:BEFORE] lore opens the prompt, whatever the preset's order.
+    top = [b for b in blocks if (b.model_extra or {}).get(PROMPT_TOP)]
+    if top:
+        blocks = top + [b for b in blocks if not (b.model_extra or {}).get(PROMPT_TOP)]
 
     # The snapshot brought only the history the context window can hold: what lies
     # before it is shown in the inspector as cut, like the budget's own cuts.

@@ -495,12 +495,17 @@ def mark_template_lore(
     """The hits of ``[GENERATE:BEFORE]``/``[GENERATE:AFTER]`` entries moved to the top /
     the end of the prompt, and the records of template entries marked (with the problem
     that left one as written)."""
-    hits = [
-        h.model_copy(update={"placement": templates.placements[key].value, "depth": None})
-        if (key := (h.kb_id, h.entry_id)) in templates.placements
-        else h
-        for h in lore
-    ]
+    hits: list[LoreHit] = []
+    for hit in lore:
+        placement = templates.placements.get((hit.kb_id, hit.entry_id))
+        if placement is Placement.AT_DEPTH:
+            hit = hit.model_copy(
+                update={"placement": placement.value, "depth": 0, "role": "system"}
+            )
+        elif placement is not None:
+            update = {"placement": placement.value, "depth": None, "prompt_top": True}
+            hit = hit.model_copy(update=update)
+        hits.append(hit)
     records: list[LoreRecord] = []
     for record in report:
         result = templates.lore.get((record.kb_id, record.entry_id))

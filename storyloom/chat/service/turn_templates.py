@@ -52,8 +52,10 @@ CARD_FIELDS = (
 message: it renders where messages are shown)."""
 
 INJECTION_PLACEMENT = {
+    # Where the prompt starts the skein builder moves it to the top (LoreHit.prompt_top).
     "generate_before": Placement.BEFORE_PROMPT,
-    "generate_after": Placement.AFTER_PROMPT,
+    # The end of the prompt: in the chat, after the newest message.
+    "generate_after": Placement.AT_DEPTH,
 }
 
 

@@ -104,6 +104,10 @@ class LoreHit(BaseModel):
     role: str | None = None
     priority: int = 0
     tokens: int = 0
+    prompt_top: bool = Field(
+        default=False,
+        description="A [GENERATE:BEFORE] entry (ST-Prompt-Template): the first block of the prompt",
+    )
 
 
 class RagHit(BaseModel):
