@@ -21,7 +21,6 @@ from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.project.knowledge_service import KnowledgeService
 from storyloom.project.project_file import init_project
 from storyloom.project.project_knowledge import add_local_knowledge_base
-from storyloom.server.chat_views import message_views
 from storyloom.store.database import Database
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.chat.conftest import llm_settings, running_chat_service, write_characters
@@ -168,17 +167,3 @@ async def test_a_broken_template_is_sent_as_written_and_named_with_its_line(
     assert broken["template_problem"]["line"] == 2
     assert broken["template_problem"]["name"] == "lore broken entry"
     assert any("lore broken entry (line 2)" in w for w in record["warnings"])
-
-
-async def test_a_displayed_message_holding_a_template_is_rendered_from_its_state(
-    harness: Harness,
-) -> None:
-    chat = harness.service.create_conversation(character_id="shen")
-    harness.llm.script(Reply(text="HP: <%= getvar('hp') %> <%= '<b>' %>"))
-    await harness.service.send(chat.id, "状态？", expected_version=None)
-    reply = await harness.service.wait(chat.id)
-    assert reply is not None
-    conversation = harness.tree.conversation(chat.id)
-    views = message_views(harness.tree, conversation, [reply], [])
-    assert views[0].content == "HP: <%= getvar('hp') %> <%= '<b>' %>"
-    assert views[0].display == "HP: 10 &lt;b&gt;"
