@@ -428,6 +428,11 @@ async def build_snapshot(
                 needed = await asyncio.to_thread(
                     lambda: {s.kb_id: knowledge.kb_tokens(s.loaded.kb) for s in scope.active}
                 )
+                if templates.lore_texts:
+                    # A template entry needed what it rendered, not its code.
+                    needed = await asyncio.to_thread(
+                        rendered_needs, needed, templates, knowledge.count_tokens
+                    )
             lore, report, dropped = lore_of(result, scope, needed)
             timed = result.timed_state.model_dump(mode="json")
     else:
@@ -487,6 +492,18 @@ async def build_snapshot(
         template_global_variables=templated_globals,
         template_problems=template_problems,
     )
+
+
+def rendered_needs(
+    needed: Mapping[str, Mapping[str, int]],
+    templates: TurnTemplates,
+    count: Callable[[str], int],
+) -> dict[str, dict[str, int]]:
+    """``needed`` (per kb_id, per entry_id) with each template entry's rendered tokens."""
+    out = {kb_id: dict(entries) for kb_id, entries in needed.items()}
+    for (kb_id, entry_id), text in templates.lore_texts.items():
+        out.setdefault(kb_id, {})[entry_id] = count(text)
+    return out
 
 
 def mark_template_lore(

@@ -198,7 +198,19 @@ export interface LoreRecord {
   placement?: string | null
   tokens?: number
   reasons?: LoreReason[]
+  /** Its content is an EJS template (ST-Prompt-Template), rendered for this turn. */
+  template?: boolean
+  /** Why the template was left as written (TemplateProblem). */
+  template_problem?: TemplateProblem | null
   [extra: string]: unknown
+}
+
+/** A template left as written: which one, its line, the engine's message, the limit. */
+export interface TemplateProblem {
+  name: string
+  line?: number | null
+  message: string
+  limit?: string | null
 }
 
 export interface CutBlock {
