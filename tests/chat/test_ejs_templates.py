@@ -110,7 +110,8 @@ async def test_lodash_functions_cards_call() -> None:
     scopes = TemplateScopes(message={"stat_data": {"好感": [40, "好感度"], "items": [3, 1, 2]}})
     text = (
         "<%= _.has(getvar('stat_data'), '好感') %>,<%= _.get(variables, 'stat_data.好感[0]') %>,"
-        "<%= _.sum(variables.stat_data.items) %>,<%= _.sortBy(variables.stat_data.items).join('') %>,"
+        "<%= _.sum(variables.stat_data.items) %>,"
+        "<%= _.sortBy(variables.stat_data.items).join('') %>,"
         "<%= _.clamp(120, 0, 100) %>,<%= _.isEqual({a: [1]}, {a: [1]}) %>,"
         "<%= _.uniq([1, 1, 2]).length %>,<%= _.range(3).join('') %>"
     )
@@ -185,7 +186,7 @@ async def test_the_names_and_the_message_a_template_sees() -> None:
     assert result == "Ann/Sera/true"
 
 
-plain = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200).filter(
+plain = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=200).filter(
     lambda t: "<%" not in t
 )
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.prompt.ejs_compiler import EjsSyntaxError, compile_ejs, has_template
+from storyloom.chat.store.template_problem import TemplateProblem
 from storyloom.sandbox.script_host import ScriptFailure, ScriptLimits, run_script_blocking
 
 __all__ = [
@@ -63,16 +64,6 @@ class TemplateSource(BaseModel):
     name: str = Field(description="What the template is, for its errors: 'lore 阶段指导'")
     text: str
     kind: TemplateKind = "text"
-
-
-class TemplateProblem(BaseModel):
-    """Why a template was left as written: structured, so the page can say it in the
-    reader's language."""
-
-    name: str = Field(description="The template: the entry, field or message it is")
-    line: int | None = Field(default=None, description="Its line (1 first), when known")
-    message: str = Field(description="The JavaScript error or the limit, as the engine said it")
-    limit: str | None = Field(default=None, description="time, memory or stack: what stopped it")
 
 
 class VariableWrite(BaseModel):

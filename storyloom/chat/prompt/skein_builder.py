@@ -34,7 +34,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.director import director_guidance
-from storyloom.chat.prompt.ejs_template import TemplateProblem
 from storyloom.chat.prompt.format_guide import format_guide
 from storyloom.chat.prompt.skein import (
     BlockKind,
@@ -46,6 +45,7 @@ from storyloom.chat.prompt.skein import (
 )
 from storyloom.chat.prompt.source_label import PROMPT_NAMES, SourceWhat
 from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage, LoreHit
+from storyloom.chat.store.template_problem import TemplateProblem
 from storyloom.knowledge.caiu import Placement
 
 # -- the preset's prompts ---------------------------------------------------------------

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from storyloom.chat.personalab.director import initial_plot
 from storyloom.chat.personalab.personas import PersonaLibrary
-from storyloom.chat.prompt.ejs_template import TemplateProblem
 from storyloom.chat.prompt.regex_scripts import RegexScript, card_regex_scripts
 from storyloom.chat.service.lore_scope import LoreScope, chat_lore_scope
 from storyloom.chat.service.turn_templates import TurnTemplates, evaluate_turn_templates
@@ -34,6 +33,7 @@ from storyloom.chat.store.snapshot import (
     RagHit,
 )
 from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.template_problem import TemplateProblem
 from storyloom.core.errors import StoryloomError
 from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.activation import (

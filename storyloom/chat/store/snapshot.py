@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from storyloom.chat.prompt.ejs_template import TemplateProblem
 from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
     CharacterSnapshot,
@@ -24,6 +23,7 @@ from storyloom.chat.store.conversation import (
 )
 from storyloom.chat.store.message import Role
 from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.template_problem import TemplateProblem
 
 
 class LoreRecord(BaseModel):
