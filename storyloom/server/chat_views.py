@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter
 
 from storyloom.chat.prompt.ejs_template import (
+    DISPLAY_LIMITS,
     TemplateScopes,
     TemplateSource,
     has_template,
@@ -142,6 +143,7 @@ def rendered_templates(
                 "is_system": message.role == "system",
             },
             escape=True,
+            limits=DISPLAY_LIMITS,
         )[0]
         if result.problem is None and result.text != message.content:
             shown[message.id] = result.text

@@ -238,3 +238,15 @@ def test_any_template_renders_or_errors_without_raising(text: str) -> None:
         assert result.text == text
     else:
         assert isinstance(result.text, str)
+
+
+async def test_a_write_that_is_not_json_data_fails_only_its_template() -> None:
+    results = await render_templates(
+        [
+            TemplateSource(name="big", text="<% setvar('n', 10n) %>x"),
+            TemplateSource(name="next", text="<%= 1 %>"),
+        ],
+        TemplateScopes(),
+    )
+    assert results[0].problem is not None and "not JSON data" in results[0].problem.message
+    assert results[1].text == "1"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from storyloom.chat.service.conversations import ChatService
+from storyloom.chat.store.global_variables import GlobalVariables
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.knowledge.caiu import CAIU
@@ -72,6 +73,7 @@ BOOK = KnowledgeBase(
         entry("broken", "BROKEN\n<% null.x %>", name="broken entry"),
         entry("top", "TOP-OF-PROMPT <%= 1 + 1 %>", name="[GENERATE:BEFORE] top"),
         entry("shown", "SHOWN-ONLY", metadata={"template": {"render_after": ""}}),
+        entry("turns", "<% incvar('turns', 1, {scope: 'global'}) %>", name="global counter"),
     ],
 )
 CARD: dict[str, Any] = {
@@ -87,6 +89,7 @@ class Harness:
     service: ChatService
     tree: TurnTree
     llm: ReplayLLMServer
+    global_variables: GlobalVariables
 
     async def turn(self, conversation_id: str, text: str) -> Message:
         self.llm.script(Reply(text="好的。"))
@@ -107,9 +110,12 @@ async def harness(tmp_path: Path, llm: ReplayLLMServer) -> AsyncIterator[Harness
     knowledge = KnowledgeService(
         tmp_path / "home", project, settings=lambda: settings, database=database
     )
+    global_variables = GlobalVariables.in_home(tmp_path / "home")
     try:
-        async with running_chat_service(project, database, llm, knowledge=knowledge) as service:
-            yield Harness(service, service.tree, llm)
+        async with running_chat_service(
+            project, database, llm, knowledge=knowledge, global_variables=global_variables
+        ) as service:
+            yield Harness(service, service.tree, llm, global_variables)
     finally:
         await knowledge.aclose()
         database.close()
@@ -140,6 +146,14 @@ async def test_lore_and_card_templates_reach_the_model_rendered(harness: Harness
     assert "DRAGON-LORE" in sent_text(harness.llm)
     state = harness.tree.state_at(reply.id).variables
     assert state["visits"] == 2 and state["dragon_seen"] is True
+
+
+async def test_a_global_write_is_saved_in_the_users_global_variables(harness: Harness) -> None:
+    chat = harness.service.create_conversation(character_id="shen")
+    await harness.turn(chat.id, "一")
+    assert harness.global_variables.load()["turns"] == 1
+    await harness.turn(chat.id, "二")
+    assert harness.global_variables.load()["turns"] == 2
 
 
 async def test_a_lore_template_is_counted_as_its_rendered_text(harness: Harness) -> None:

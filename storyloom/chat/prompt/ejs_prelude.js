@@ -276,11 +276,17 @@
           result.line = found ? Number(found[1]) : null;
         }
       }
-      for (const [scope, key] of touched.values()) {
-        const value = S[scope][key];
-        result.writes.push(value === undefined
-          ? { scope, key, value: null, deleted: true }
-          : { scope, key, value: cloneDeep(value), deleted: false });
+      try {
+        for (const [scope, key] of touched.values()) {
+          const value = S[scope][key];
+          result.writes.push(value === undefined
+            ? { scope, key, value: null, deleted: true }
+            : { scope, key, value: cloneDeep(value), deleted: false });
+        }
+      } catch (e) {
+        // A BigInt or a cycle: not variables the chat can keep.
+        result.error = "a variable it wrote is not JSON data: " + describe(e);
+        result.writes = [];
       }
       touched = null;
       results.push(result);

@@ -35,6 +35,7 @@ from storyloom.chat.store.template_problem import TemplateProblem
 from storyloom.sandbox.script_host import ScriptFailure, ScriptLimits, run_script_blocking
 
 __all__ = [
+    "DISPLAY_LIMITS",
     "TEMPLATE_LIMITS",
     "TemplateProblem",
     "TemplateResult",
@@ -50,6 +51,9 @@ __all__ = [
 TEMPLATE_LIMITS = ScriptLimits(time_ms=500, memory_mb=64)
 """What one turn's batch of templates may use: a card's endless loop costs a turn half a
 second (and as much again to find which template it was), never the turn."""
+
+DISPLAY_LIMITS = ScriptLimits(time_ms=200, memory_mb=64)
+"""What rendering one displayed message may use (a page view waits for it)."""
 
 TemplateKind = Literal["text", "condition"]
 WriteScope = Literal["message", "global"]
@@ -188,8 +192,10 @@ def render_templates_blocking(
         try:
             done = _run(batch, scopes, context, limits)
         except ScriptFailure as failure:
-            if failure.limit is None:
-                done = [_failed(sources[i], failure.message, None, None) for i, _ in batch]
+            if failure.limit is None or len(batch) == 1:
+                # (a lone template a limit stopped is the culprit: no second run)
+                line = failure.line if failure.limit is None else None
+                done = [_failed(sources[i], failure.message, line, failure.limit) for i, _ in batch]
             else:
                 done = _one_by_one(batch, sources, scopes, context, limits)
         for (index, _), raw in zip(batch, done, strict=True):
