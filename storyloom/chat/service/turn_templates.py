@@ -35,7 +35,8 @@ from storyloom.chat.prompt.ejs_template import (
 from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.knowledge.caiu import CAIU, Placement
 from storyloom.knowledge.catalog import LoadedKB
-from storyloom.knowledge.st_decorators import TemplateMarks, template_marks
+from storyloom.knowledge.knowledge_base import KnowledgeBase
+from storyloom.knowledge.st_decorators import TEMPLATE_METADATA, TemplateMarks, template_marks
 from storyloom.sillytavern.tavern_helper import helper_scripts
 
 EntryKey = tuple[str, str]
@@ -95,6 +96,34 @@ class TurnTemplates:
         return variables, global_variables
 
 
+_CANDIDATES: dict[int, tuple[KnowledgeBase, int, list[CAIU]]] = {}
+_CANDIDATES_KEPT = 64
+
+
+def template_entries(kb: KnowledgeBase) -> list[CAIU]:
+    """The enabled entries of ``kb`` that may be templates (content with ``<%``, template
+    decorators, a title tag): read once per loaded book, so a 10,000-entry book of plain
+    text costs a turn nothing here. The catalog loads a book anew when it changes."""
+    found = _CANDIDATES.get(id(kb))
+    if found is not None and found[0] is kb and found[1] == len(kb.entries):
+        return found[2]
+    entries = [
+        entry
+        for entry in kb.entries
+        if entry.management_metadata.is_enabled
+        and (
+            TEMPLATE_METADATA in entry.content.metadata
+            or (entry.displayName or "").lstrip().startswith("[")
+            or has_template(entry.content.value or "")
+        )
+    ]
+    if len(_CANDIDATES) >= _CANDIDATES_KEPT:
+        _CANDIDATES.clear()
+    # The book itself is kept with its id, so the id cannot be reused by another book.
+    _CANDIDATES[id(kb)] = (kb, len(kb.entries), entries)
+    return entries
+
+
 def _lore_name(entry: CAIU) -> str:
     return f"lore {entry.displayName or entry.id}"
 
@@ -150,12 +179,10 @@ async def evaluate_turn_templates(
     lore: list[tuple[EntryKey, TemplateSource]] = []
     initial: dict[str, Any] = {}
     for loaded in kbs:
-        for entry in loaded.kb.entries:
-            if not entry.management_metadata.is_enabled:
-                continue
+        for entry in template_entries(loaded.kb):
             key = (loaded.kb_id, entry.id)
-            marks = template_marks(entry)
             text = entry.content.value or ""
+            marks = template_marks(entry)
             if marks.initial_variables:
                 out.excluded[key] = "template_render_only"
                 _fill_missing(initial, _initial_variables(entry, out.problems))
