@@ -132,7 +132,9 @@ def rendered_templates(
         scopes = TemplateScopes(
             message=dict(tree.state_at(message.id).variables), character=helper_variables
         )
-        source = TemplateSource(name=f"message {message.id}", text=text)
+        source = TemplateSource(
+            name=f"message {message.id}", text=text, origin="message", label=message.id
+        )
         result = render_templates_blocking(
             [source],
             scopes,

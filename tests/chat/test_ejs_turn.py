@@ -79,6 +79,7 @@ BOOK = KnowledgeBase(
 CARD: dict[str, Any] = {
     "name": "沈念",
     "description": "DESC <%= getvar('hp') * 2 %> <%= user %>",
+    "personality": "PERS\n<% if ( %>",
     "first_mes": "你好。",
     "knowledge_bases": ["kb_ejs"],
 }
@@ -181,3 +182,7 @@ async def test_a_broken_template_is_sent_as_written_and_named_with_its_line(
     assert broken["template_problem"]["line"] == 2
     assert broken["template_problem"]["name"] == "lore broken entry"
     assert any("lore broken entry (line 2)" in w for w in record["warnings"])
+    # A card field too, said as structure for the inspector's Templates section.
+    assert "PERS\n<% if ( %>" in sent_text(harness.llm)
+    where = {(p["origin"], p["label"], p["line"]) for p in record["templates"]}
+    assert where == {("lore", "broken entry", 2), ("card", "personality", 2)}

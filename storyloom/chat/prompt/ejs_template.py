@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.prompt.ejs_compiler import EjsSyntaxError, compile_ejs, has_template
-from storyloom.chat.store.template_problem import TemplateProblem
+from storyloom.chat.store.template_problem import TemplateOrigin, TemplateProblem
 from storyloom.sandbox.script_host import ScriptFailure, ScriptLimits, run_script_blocking
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "VariableWrite",
     "apply_writes",
     "has_template",
+    "problem_of",
     "render_templates",
     "render_templates_blocking",
 ]
@@ -68,6 +69,8 @@ class TemplateSource(BaseModel):
     name: str = Field(description="What the template is, for its errors: 'lore 阶段指导'")
     text: str
     kind: TemplateKind = "text"
+    origin: TemplateOrigin = "lore"
+    label: str = Field(default="", description="The entry's title, the field, the message")
 
 
 class VariableWrite(BaseModel):
@@ -131,6 +134,20 @@ def apply_writes(
             variables[write.key] = copy.deepcopy(write.value)
 
 
+def problem_of(
+    source: TemplateSource, message: str, line: int | None = None, limit: str | None = None
+) -> TemplateProblem:
+    """Why ``source`` was left as written."""
+    return TemplateProblem(
+        name=source.name,
+        origin=source.origin,
+        label=source.label,
+        line=line,
+        message=message,
+        limit=limit,
+    )
+
+
 def _compiled(source: TemplateSource, escape: bool) -> str | TemplateProblem:
     if source.kind == "condition":
         # One line, as ST-Prompt-Template's @@if asks: a newline cannot end it early.
@@ -138,7 +155,7 @@ def _compiled(source: TemplateSource, escape: bool) -> str | TemplateProblem:
     try:
         return compile_ejs(source.text, escape=escape)
     except EjsSyntaxError as error:
-        return TemplateProblem(name=source.name, line=error.line, message=error.message)
+        return problem_of(source, error.message, error.line)
 
 
 async def render_templates(
@@ -257,11 +274,11 @@ def _failed(
 def _result(source: TemplateSource, raw: Mapping[str, Any]) -> TemplateResult:
     error = raw.get("error")
     if error:
-        problem = TemplateProblem(
-            name=source.name,
-            line=raw.get("line") if isinstance(raw.get("line"), int) else None,
-            message=str(error),
-            limit=raw.get("limit") if isinstance(raw.get("limit"), str) else None,
+        problem = problem_of(
+            source,
+            str(error),
+            raw.get("line") if isinstance(raw.get("line"), int) else None,
+            raw.get("limit") if isinstance(raw.get("limit"), str) else None,
         )
         return TemplateResult(name=source.name, text=source.text, problem=problem)
     output = raw.get("output")

@@ -30,6 +30,7 @@ from storyloom.chat.prompt.ejs_template import (
     TemplateSource,
     apply_writes,
     has_template,
+    problem_of,
     render_templates,
 )
 from storyloom.chat.store.conversation import CharacterSnapshot
@@ -124,8 +125,9 @@ def template_entries(kb: KnowledgeBase) -> list[CAIU]:
     return entries
 
 
-def _lore_name(entry: CAIU) -> str:
-    return f"lore {entry.displayName or entry.id}"
+def _lore_source(entry: CAIU, text: str) -> TemplateSource:
+    title = entry.displayName or entry.id
+    return TemplateSource(name=f"lore {title}", text=text, origin="lore", label=title)
 
 
 def _fill_missing(target: dict[str, Any], source: Mapping[str, Any]) -> None:
@@ -138,19 +140,14 @@ def _fill_missing(target: dict[str, Any], source: Mapping[str, Any]) -> None:
 
 def _initial_variables(entry: CAIU, problems: list[TemplateProblem]) -> dict[str, Any]:
     text = entry.content.value or ""
+    source = _lore_source(entry, text)
     try:
         value = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as error:
-        problems.append(
-            TemplateProblem(
-                name=_lore_name(entry), line=error.lineno, message=f"not JSON: {error.msg}"
-            )
-        )
+        problems.append(problem_of(source, f"not JSON: {error.msg}", error.lineno))
         return {}
     if not isinstance(value, dict):
-        problems.append(
-            TemplateProblem(name=_lore_name(entry), message="not a JSON object of variables")
-        )
+        problems.append(problem_of(source, "not a JSON object of variables"))
         return {}
     return value
 
@@ -193,16 +190,26 @@ async def evaluate_turn_templates(
             if marks.injection in INJECTION_PLACEMENT:
                 out.placements[key] = INJECTION_PLACEMENT[marks.injection]
             if marks.condition is not None:
+                title = entry.displayName or entry.id
                 source = TemplateSource(
-                    name=f"{_lore_name(entry)} @@if", text=marks.condition, kind="condition"
+                    name=f"lore {title} @@if",
+                    text=marks.condition,
+                    kind="condition",
+                    origin="lore_condition",
+                    label=title,
                 )
                 conditions.append((key, source))
             if has_template(text):
-                source = TemplateSource(name=_lore_name(entry), text=_template_text(text, marks))
+                source = _lore_source(entry, _template_text(text, marks))
                 lore.append((key, source))
     _fill_missing(out.variables, initial)
     card_fields = [
-        (name, TemplateSource(name=f"card {name}", text=character.card[name]))
+        (
+            name,
+            TemplateSource(
+                name=f"card {name}", text=character.card[name], origin="card", label=name
+            ),
+        )
         for name in CARD_FIELDS
         if isinstance(character.card.get(name), str) and has_template(character.card[name])
     ]

@@ -205,13 +205,9 @@ export interface LoreRecord {
   [extra: string]: unknown
 }
 
-/** A template left as written: which one, its line, the engine's message, the limit. */
-export interface TemplateProblem {
-  name: string
-  line?: number | null
-  message: string
-  limit?: string | null
-}
+/** An EJS template left as written: where it is (origin, label), its line, the engine's
+ * message, the limit that stopped it. */
+export type TemplateProblem = components['schemas']['TemplateProblem']
 
 export interface CutBlock {
   id: string
@@ -254,6 +250,8 @@ export interface PromptInspection {
   messages: PromptMessage[]
   /** The chat:Script runs that shaped this prompt, in order. */
   scripts?: ScriptRunRecord[]
+  /** The turn's EJS templates left as written, and why. */
+  templates?: TemplateProblem[]
   /** On a text-completion API: the one string sent, each piece with its source. */
   text_prompt?: TextPromptView | null
   [extra: string]: unknown
