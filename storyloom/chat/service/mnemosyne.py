@@ -33,7 +33,6 @@ from storyloom.chat.store.snapshot import (
     RagHit,
 )
 from storyloom.chat.store.state import ChatState
-from storyloom.chat.store.template_problem import TemplateProblem
 from storyloom.core.errors import StoryloomError
 from storyloom.core.settings import DEFAULT_CONTEXT_WINDOW
 from storyloom.knowledge.activation import (
@@ -408,7 +407,7 @@ async def build_snapshot(
     dropped: list[list[Any]] = []
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
     globals_before = dict(global_variables or {})
-    templates: TurnTemplates | None = None
+    templates: TurnTemplates
     if knowledge is not None:
         result, _, scope, templates = await scan_lore(
             knowledge,
@@ -441,21 +440,15 @@ async def build_snapshot(
         templates = await evaluate_turn_templates(
             [], conversation.character, state.variables, globals_before, names
         )
+    # What the templates wrote (the card fields', the activated entries') is the turn's.
+    lore, report = mark_template_lore(lore, report, templates)
+    variables, globals_after = templates.variables_after([(h.kb_id, h.entry_id) for h in lore])
+    if variables != state.variables:
+        state = state.model_copy(update={"variables": variables})
+    templated_globals = globals_after if globals_after != globals_before else None
     character = conversation.character
-    templated_globals: dict[str, Any] | None = None
-    template_problems: list[TemplateProblem] = []
-    if templates is not None:
-        lore, report = mark_template_lore(lore, report, templates)
-        variables, globals_after = templates.variables_after([(h.kb_id, h.entry_id) for h in lore])
-        if variables != state.variables:
-            state = state.model_copy(update={"variables": variables})
-        if globals_after != globals_before:
-            templated_globals = globals_after
-        if templates.fields:
-            character = character.model_copy(
-                update={"card": {**character.card, **templates.fields}}
-            )
-        template_problems = templates.problems
+    if templates.fields:
+        character = character.model_copy(update={"card": {**character.card, **templates.fields}})
     rag = await retrieve_memories(summaries, conversation, history) if summaries else []
     scripts: list[dict[str, Any]] = []
     if conversation.settings.allow_regex_scripts:
@@ -490,7 +483,7 @@ async def build_snapshot(
         turn_key=turn_key,
         global_variables=globals_before,
         template_global_variables=templated_globals,
-        template_problems=template_problems,
+        template_problems=templates.problems,
     )
 
 
