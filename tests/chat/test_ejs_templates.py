@@ -250,3 +250,10 @@ async def test_a_write_that_is_not_json_data_fails_only_its_template() -> None:
     )
     assert results[0].problem is not None and "not JSON data" in results[0].problem.message
     assert results[1].text == "1"
+
+
+async def test_random_is_seeded_so_the_same_turn_renders_the_same_text() -> None:
+    text = "<%= _.random(1, 1000000) %>,<%= Math.random() %>"
+    first = await render(text, seed=7)
+    assert await render(text, seed=7) == first
+    assert await render(text, seed=8) != first

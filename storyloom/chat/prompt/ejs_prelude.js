@@ -3,7 +3,7 @@
 // (storyloom/chat/prompt/ejs_compiler.py). Nothing here reaches the host: the templates see
 // the turn's variables as plain data, and ctx.results is all that goes back.
 //
-// ctx = {scopes: {message, global, character, initial}, names: {user, char},
+// ctx = {scopes: {message, global, character, initial}, names: {user, char}, seed,
 //        message: {...} | null, templates: [{name, kind: "text"|"condition", code}]}
 // ctx.results[i] = {output, value, error, line, writes: [{scope, key, value, deleted}]}
 (function () {
@@ -13,6 +13,16 @@
   const WRITABLE = { message: "message", local: "message", chat: "message", global: "global", cache: "cache" };
   const READABLE = { ...WRITABLE, character: "character", initial: "initial" };
   S.cache = {};
+  // Math.random seeded from the turn (mulberry32), so a turn rebuilt from the same
+  // stored data renders the same text; a swipe has a seed of its own.
+  let seed = (Number(ctx.seed) >>> 0) || 0x9e3779b9;
+  Math.random = function () {
+    seed = (seed + 0x6d2b79f5) >>> 0;
+    let t = seed;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
   S.initial = S.initial || {};
   let touched = null;
 
@@ -292,7 +302,7 @@
       results.push(result);
     }
     // Only the results go back to the host.
-    for (const k of ["scopes", "templates", "names", "message"]) delete ctx[k];
+    for (const k of ["scopes", "templates", "names", "message", "seed"]) delete ctx[k];
   };
 })();
 __ejs_main();

@@ -166,11 +166,13 @@ async def render_templates(
     message: Mapping[str, Any] | None = None,
     escape: bool = False,
     limits: ScriptLimits = TEMPLATE_LIMITS,
+    seed: int = 0,
 ) -> list[TemplateResult]:
     """Each of ``sources`` rendered, in order, in one sandboxed call (the results in the
     same order). ``names``: ``user`` and ``char``; ``message``: the displayed message a
     template is in (``id``, ``is_user``, ``is_system``); ``escape``: ``<%=`` escapes
-    HTML (a displayed message). Never raises for what a template does."""
+    HTML (a displayed message); ``seed``: what ``Math.random`` (and ``_.random``) start
+    from, so the same turn renders the same text. Never raises for what a template does."""
     return await asyncio.to_thread(
         render_templates_blocking,
         sources,
@@ -179,6 +181,7 @@ async def render_templates(
         message=message,
         escape=escape,
         limits=limits,
+        seed=seed,
     )
 
 
@@ -190,6 +193,7 @@ def render_templates_blocking(
     message: Mapping[str, Any] | None = None,
     escape: bool = False,
     limits: ScriptLimits = TEMPLATE_LIMITS,
+    seed: int = 0,
 ) -> list[TemplateResult]:
     """:func:`render_templates` in the calling thread (a page view built synchronously)."""
     results: list[TemplateResult | None] = [None] * len(sources)
@@ -205,7 +209,11 @@ def render_templates_blocking(
         else:
             batch.append((index, {"name": source.name, "kind": source.kind, "code": code}))
     if batch:
-        context = {"names": dict(names or {}), "message": dict(message) if message else None}
+        context = {
+            "names": dict(names or {}),
+            "message": dict(message) if message else None,
+            "seed": seed & 0xFFFFFFFF,
+        }
         try:
             done = _run(batch, scopes, context, limits)
         except ScriptFailure as failure:

@@ -294,6 +294,7 @@ async def scan_lore(
         state.variables,
         global_variables or {},
         {"user": macros["user"], "char": macros["char"]},
+        seed,
     )
     if not kbs:
         return None, list(scope.problems), scope, templates
@@ -438,7 +439,7 @@ async def build_snapshot(
         macros = card_macros(conversation.character, conversation.settings)
         names = {"user": macros["user"], "char": macros["char"]}
         templates = await evaluate_turn_templates(
-            [], conversation.character, state.variables, globals_before, names
+            [], conversation.character, state.variables, globals_before, names, seed
         )
     # What the templates wrote (the card fields', the activated entries') is the turn's.
     lore, report = mark_template_lore(lore, report, templates)

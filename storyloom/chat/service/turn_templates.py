@@ -164,10 +164,12 @@ async def evaluate_turn_templates(
     variables: Mapping[str, Any],
     global_variables: Mapping[str, Any],
     names: Mapping[str, str],
+    seed: int = 0,
 ) -> TurnTemplates:
     """The templates of the lore in ``kbs`` and of ``character``'s card, rendered against
     the turn's ``variables``, the user's ``global_variables`` and the card's Tavern Helper
-    variables; no sandbox call when none holds a template."""
+    variables, ``Math.random`` seeded by the turn's ``seed``; no sandbox call when none
+    holds a template."""
     out = TurnTemplates(
         variables=copy.deepcopy(dict(variables)),
         global_variables=copy.deepcopy(dict(global_variables)),
@@ -222,7 +224,7 @@ async def evaluate_turn_templates(
         character=helper_scripts(character.card).variables,
         initial=initial,
     )
-    results = await render_templates(sources, scopes, names=names)
+    results = await render_templates(sources, scopes, names=names, seed=seed)
     done = iter(results)
     for key, _ in conditions:
         result = next(done)
