@@ -186,3 +186,19 @@ async def test_a_broken_template_is_sent_as_written_and_named_with_its_line(
     assert "PERS\n<% if ( %>" in sent_text(harness.llm)
     where = {(p["origin"], p["label"], p["line"]) for p in record["templates"]}
     assert where == {("lore", "broken entry", 2), ("card", "personality", 2)}
+
+
+async def test_a_chat_message_holding_a_template_reaches_the_model_rendered(
+    harness: Harness,
+) -> None:
+    chat = harness.service.create_conversation(character_id="shen")
+    harness.llm.script(Reply(text="HP <%= getvar('hp') %>, <%= is_user ? 'user' : 'char' %>"))
+    await harness.service.send(chat.id, "状态？", expected_version=None)
+    first = await harness.service.wait(chat.id)
+    assert first is not None
+    await harness.turn(chat.id, "<%= user %> 继续。")
+    sent = sent_text(harness.llm)
+    # Each message against the variables at it; the stored text stays as written.
+    assert "HP 10, char" in sent and "User 继续。" in sent
+    assert "<%= getvar('hp') %>" not in sent
+    assert harness.tree.message(first.id).content.startswith("HP <%= getvar('hp') %>")

@@ -4,7 +4,8 @@
 // the turn's variables as plain data, and ctx.results is all that goes back.
 //
 // ctx = {scopes: {message, global, character, initial}, names: {user, char}, seed,
-//        message: {...} | null, templates: [{name, kind: "text"|"condition", code}]}
+//        message: {...} | null, states: [{...variables at a message}],
+//        templates: [{name, kind: "text"|"condition", code, state?: index, message?}]}
 // ctx.results[i] = {output, value, error, line, writes: [{scope, key, value, deleted}]}
 (function () {
   "use strict";
@@ -244,10 +245,20 @@
   g.char = (ctx.names && ctx.names.char) || "";
   g.userName = g.user;
   g.charName = g.char;
-  const message = ctx.message || {};
-  g.is_user = !!message.is_user;
-  g.is_system = !!message.is_system;
-  g.message_id = message.id === undefined ? null : message.id;
+  // The message a template is in (a displayed one, a chat message of the prompt): each
+  // template may bring its own, with the variables as they were at it (ctx.states).
+  const turnMessage = S.message;
+  const enter = (t) => {
+    const message = t.message || ctx.message || {};
+    g.is_user = !!message.is_user;
+    g.is_system = !!message.is_system;
+    g.message_id = message.id === undefined ? null : message.id;
+    const own = t.state === undefined || t.state === null ? turnMessage : ctx.states[t.state];
+    if (S.message !== own) {
+      S.message = own;
+      g.variables = merged();
+    }
+  };
 
   // ---- the run -----------------------------------------------------------------------
   const HTML = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" };
@@ -266,6 +277,7 @@
       const append = (v) => { if (v !== null && v !== undefined) out.push(String(v)); };
       const print = (...args) => { for (const a of args) append(a); };
       const result = { output: null, value: null, error: null, line: null, writes: [] };
+      enter(t);
       touched = new Map();
       let fn = null;
       try {
@@ -302,7 +314,7 @@
       results.push(result);
     }
     // Only the results go back to the host.
-    for (const k of ["scopes", "templates", "names", "message", "seed"]) delete ctx[k];
+    for (const k of ["scopes", "templates", "names", "message", "seed", "states"]) delete ctx[k];
   };
 })();
 __ejs_main();

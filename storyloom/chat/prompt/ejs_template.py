@@ -71,6 +71,14 @@ class TemplateSource(BaseModel):
     kind: TemplateKind = "text"
     origin: TemplateOrigin = "lore"
     label: str = Field(default="", description="The entry's title, the field, the message")
+    variables: dict[str, Any] | None = Field(
+        default=None,
+        description="The message scope this template sees instead of the batch's (a chat "
+        "message's state); what it writes there goes nowhere",
+    )
+    message: dict[str, Any] | None = Field(
+        default=None, description="The message it is in: id, is_user, is_system"
+    )
 
 
 class VariableWrite(BaseModel):
@@ -198,6 +206,7 @@ def render_templates_blocking(
     """:func:`render_templates` in the calling thread (a page view built synchronously)."""
     results: list[TemplateResult | None] = [None] * len(sources)
     batch: list[tuple[int, dict[str, Any]]] = []
+    states: list[dict[str, Any]] = []
     for index, source in enumerate(sources):
         if source.kind == "text" and not has_template(source.text):
             # Not a template: as it is, and no reason to run anything.
@@ -207,12 +216,19 @@ def render_templates_blocking(
         if isinstance(code, TemplateProblem):
             results[index] = TemplateResult(name=source.name, text=source.text, problem=code)
         else:
-            batch.append((index, {"name": source.name, "kind": source.kind, "code": code}))
+            item: dict[str, Any] = {"name": source.name, "kind": source.kind, "code": code}
+            if source.variables is not None:
+                item["state"] = len(states)
+                states.append(source.variables)
+            if source.message is not None:
+                item["message"] = source.message
+            batch.append((index, item))
     if batch:
         context = {
             "names": dict(names or {}),
             "message": dict(message) if message else None,
             "seed": seed & 0xFFFFFFFF,
+            "states": states,
         }
         try:
             done = _run(batch, scopes, context, limits)
@@ -266,7 +282,8 @@ def _one_by_one(
             line = failure.line if failure.limit is None else None
             raw = _failed(sources[index], failure.message, line, failure.limit)
         done.append(raw)
-        if not raw.get("error"):
+        # (a template with a message scope of its own writes into that one, not the turn's)
+        if not raw.get("error") and "state" not in template:
             writes = [VariableWrite.model_validate(w) for w in raw.get("writes") or []]
             apply_writes(running.message, writes, "message")
             apply_writes(running.global_, writes, "global")

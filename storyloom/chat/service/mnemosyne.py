@@ -19,9 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from storyloom.chat.personalab.director import initial_plot
 from storyloom.chat.personalab.personas import PersonaLibrary
+from storyloom.chat.prompt.ejs_compiler import has_template
 from storyloom.chat.prompt.regex_scripts import RegexScript, card_regex_scripts
 from storyloom.chat.service.lore_scope import LoreScope, chat_lore_scope
-from storyloom.chat.service.turn_templates import TurnTemplates, evaluate_turn_templates
+from storyloom.chat.service.turn_templates import (
+    HistoryTemplate,
+    TurnTemplates,
+    evaluate_turn_templates,
+)
 from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, card_macros
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.message_marks import is_hidden
@@ -53,6 +58,9 @@ if TYPE_CHECKING:
     from storyloom.project.knowledge_service import KnowledgeService
 
 RAG_TOP_K = 4
+HISTORY_TEMPLATES = 64
+"""Chat messages of the prompt rendered as templates, the newest first (older ones that
+hold one go as written): each costs a state reconstruction."""
 """Memories retrieved per turn."""
 FIRST_TAIL = 128
 """Messages read first when looking for the history window; read four times more until
@@ -274,11 +282,13 @@ async def scan_lore(
     character: CharacterSnapshot | None = None,
     presets: PresetLibrary | None = None,
     global_variables: Mapping[str, Any] | None = None,
+    history_templates: Sequence[HistoryTemplate] = (),
 ) -> tuple[ActivationResult | None, list[str], LoreScope, TurnTemplates]:
     """One lore scan over the knowledge bases in the chat's scopes (global, the speaking
     character's, the persona's, the chat's), from the timers stored with the state at the
-    pointer; also the scope, which names each KB, and the turn's EJS templates (lore and
-    card fields, rendered in one sandboxed call before the scan: :mod:`turn_templates`).
+    pointer; also the scope, which names each KB, and the turn's EJS templates (lore, card
+    fields and ``history_templates``, rendered in one sandboxed call before the scan,
+    which reads the messages as rendered: :mod:`turn_templates`).
 
     The result is None when no KB is in scope. The scan is the one
     ``KnowledgeService.activate`` runs, with the chat's timed state and length added and
@@ -295,13 +305,19 @@ async def scan_lore(
         global_variables or {},
         {"user": macros["user"], "char": macros["char"]},
         seed,
+        history_templates,
     )
     if not kbs:
         return None, list(scope.problems), scope, templates
     settings = await asyncio.to_thread(knowledge.activation_settings, {})
     variables = dict(templates.variables)
     messages = [
-        ScanMessage(m.name or m.role, m.content, is_user=m.role == "user", number=m.number)
+        ScanMessage(
+            m.name or m.role,
+            templates.history.get(m.id, m.content),
+            is_user=m.role == "user",
+            number=m.number,
+        )
         for m in history
     ]
     if messages:
@@ -408,6 +424,11 @@ async def build_snapshot(
     dropped: list[list[Any]] = []
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
     globals_before = dict(global_variables or {})
+    # The newest messages holding a template, each with the variables at it.
+    said = [m for m in history if has_template(m.content)][-HISTORY_TEMPLATES:]
+    history_templates = [
+        HistoryTemplate(m.id, m.role, m.content, tree.state_at(m.id).variables) for m in said
+    ]
     templates: TurnTemplates
     if knowledge is not None:
         result, _, scope, templates = await scan_lore(
@@ -420,6 +441,7 @@ async def build_snapshot(
             chat_length=chain_length,
             presets=presets,
             global_variables=globals_before,
+            history_templates=history_templates,
         )
         if result is not None:
             needed = None
@@ -439,7 +461,13 @@ async def build_snapshot(
         macros = card_macros(conversation.character, conversation.settings)
         names = {"user": macros["user"], "char": macros["char"]}
         templates = await evaluate_turn_templates(
-            [], conversation.character, state.variables, globals_before, names, seed
+            [],
+            conversation.character,
+            state.variables,
+            globals_before,
+            names,
+            seed,
+            history_templates,
         )
     # What the templates wrote (the card fields', the activated entries') is the turn's.
     lore, report = mark_template_lore(lore, report, templates)
@@ -447,6 +475,13 @@ async def build_snapshot(
     if variables != state.variables:
         state = state.model_copy(update={"variables": variables})
     templated_globals = globals_after if globals_after != globals_before else None
+    if templates.history:
+        history = [
+            h.model_copy(update={"content": templates.history[h.id]})
+            if h.id in templates.history
+            else h
+            for h in history
+        ]
     character = conversation.character
     if templates.fields:
         character = character.model_copy(update={"card": {**character.card, **templates.fields}})

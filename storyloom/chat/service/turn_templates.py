@@ -61,6 +61,16 @@ INJECTION_PLACEMENT = {
 }
 
 
+@dataclass(frozen=True)
+class HistoryTemplate:
+    """A chat message of the prompt holding a template, with the variables at it."""
+
+    message_id: str
+    role: str
+    text: str
+    variables: Mapping[str, Any]
+
+
 @dataclass
 class TurnTemplates:
     """What a turn's templates gave."""
@@ -81,6 +91,8 @@ class TurnTemplates:
     global_variables: dict[str, Any] = field(default_factory=dict)
     always: list[TemplateResult] = field(default_factory=list)
     """Results whose writes count whatever the scan does (card fields)."""
+    history: dict[str, str] = field(default_factory=dict)
+    """Chat messages of the prompt that hold a template, as rendered (message id → text)."""
 
     def variables_after(
         self, activated: Sequence[EntryKey]
@@ -165,11 +177,14 @@ async def evaluate_turn_templates(
     global_variables: Mapping[str, Any],
     names: Mapping[str, str],
     seed: int = 0,
+    history: Sequence[HistoryTemplate] = (),
 ) -> TurnTemplates:
     """The templates of the lore in ``kbs`` and of ``character``'s card, rendered against
     the turn's ``variables``, the user's ``global_variables`` and the card's Tavern Helper
-    variables, ``Math.random`` seeded by the turn's ``seed``; no sandbox call when none
-    holds a template."""
+    variables, ``Math.random`` seeded by the turn's ``seed``, and the chat messages of the
+    prompt that hold one (``history``, each against the variables at it; what they write
+    is not kept, as a message's template wrote when it was shown); no sandbox call when
+    none holds a template."""
     out = TurnTemplates(
         variables=copy.deepcopy(dict(variables)),
         global_variables=copy.deepcopy(dict(global_variables)),
@@ -215,7 +230,24 @@ async def evaluate_turn_templates(
         for name in CARD_FIELDS
         if isinstance(character.card.get(name), str) and has_template(character.card[name])
     ]
+    said = [
+        TemplateSource(
+            name=f"message {m.message_id}",
+            text=m.text,
+            origin="message",
+            label=m.message_id,
+            variables=dict(m.variables),
+            message={
+                "id": m.message_id,
+                "is_user": m.role == "user",
+                "is_system": m.role == "system",
+            },
+        )
+        for m in history
+        if has_template(m.text)
+    ]
     sources = [s for _, s in conditions] + [s for _, s in lore] + [s for _, s in card_fields]
+    sources += said
     if not sources:
         return out
     scopes = TemplateScopes(
@@ -248,4 +280,10 @@ async def evaluate_turn_templates(
         else:
             out.fields[name] = result.text
             out.always.append(result)
+    for source in said:
+        result = next(done)
+        if result.problem is not None:
+            out.problems.append(result.problem)
+        else:
+            out.history[source.label] = result.text
     return out
