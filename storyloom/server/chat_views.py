@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -119,39 +118,43 @@ def rendered_templates(
     messages: Sequence[Message],
     shown: dict[str, str],
 ) -> None:
-    """The messages whose shown text holds an EJS template, rendered in the sandbox
-    against the state at each message (``shown`` updated in place); a template that
-    fails is shown as written. Messages without ``<%`` cost nothing."""
-    helper_variables: dict[str, Any] | None = None
-    macros = card_macros(conversation.character, conversation.settings)
-    for message in messages:
-        text = shown.get(message.id, message.content)
-        if not has_template(text):
-            continue
-        if helper_variables is None:
-            helper_variables = helper_scripts(conversation.character.card).variables
-        scopes = TemplateScopes(
-            message=dict(tree.state_at(message.id).variables), character=helper_variables
-        )
-        source = TemplateSource(
-            name=f"message {message.id}", text=text, origin="message", label=message.id
-        )
-        result = render_templates_blocking(
-            [source],
-            scopes,
-            names={"user": macros["user"], "char": macros["char"]},
+    """The messages whose shown text holds an EJS template, rendered in the sandbox (one
+    call for all of them), each against the state at that message (``shown`` updated in
+    place); a template that fails is shown as written. Messages without ``<%`` cost
+    nothing."""
+    sources = [
+        TemplateSource(
+            name=f"message {message.id}",
+            text=text,
+            origin="message",
+            label=message.id,
+            variables=dict(tree.state_at(message.id).variables),
             message={
                 "id": message.id,
                 "is_user": message.role == "user",
                 "is_system": message.role == "system",
             },
-            escape=True,
-            limits=DISPLAY_LIMITS,
             # The same message shows the same text each time it is drawn.
             seed=zlib.crc32(message.id.encode()),
-        )[0]
-        if result.problem is None and result.text != message.content:
-            shown[message.id] = result.text
+        )
+        for message in messages
+        if has_template(text := shown.get(message.id, message.content))
+    ]
+    if not sources:
+        return
+    macros = card_macros(conversation.character, conversation.settings)
+    scopes = TemplateScopes(character=helper_scripts(conversation.character.card).variables)
+    results = render_templates_blocking(
+        sources,
+        scopes,
+        names={"user": macros["user"], "char": macros["char"]},
+        escape=True,
+        limits=DISPLAY_LIMITS,
+    )
+    stored = {m.id: m.content for m in messages}
+    for source, result in zip(sources, results, strict=True):
+        if result.problem is None and result.text != stored[source.label]:
+            shown[source.label] = result.text
 
 
 def message_views(

@@ -72,3 +72,14 @@ async def test_a_broken_template_in_a_message_is_shown_as_written(
     reply = (await get_chat(api, created["id"]))["messages"][-1]
     assert reply["content"] == "before <% null.x %> after"
     assert reply.get("display") is None
+
+
+async def test_every_message_of_the_chat_is_rendered_from_its_own_state(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    created = await new_chat(api)
+    for hp in (4, 9):
+        llm.script(Reply(text=f"<% setvar('hp', {hp}) %>now <%= getvar('hp') %>"))
+        await turn(api, server, created["id"], f"set {hp}")
+    shown = [m.get("display") for m in (await get_chat(api, created["id"]))["messages"]]
+    assert shown == ["Maren is calm; User has 3 HP.", None, "now 4", None, "now 9"]

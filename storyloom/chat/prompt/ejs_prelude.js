@@ -5,7 +5,7 @@
 //
 // ctx = {scopes: {message, global, character, initial}, names: {user, char}, seed,
 //        message: {...} | null, states: [{...variables at a message}],
-//        templates: [{name, kind: "text"|"condition", code, state?: index, message?}]}
+//        templates: [{name, kind: "text"|"condition", code, state?: index, message?, seed?}]}
 // ctx.results[i] = {output, value, error, line, writes: [{scope, key, value, deleted}]}
 (function () {
   "use strict";
@@ -249,6 +249,7 @@
   // template may bring its own, with the variables as they were at it (ctx.states).
   const turnMessage = S.message;
   const enter = (t) => {
+    if (t.seed !== undefined && t.seed !== null) seed = (Number(t.seed) >>> 0) || 0x9e3779b9;
     const message = t.message || ctx.message || {};
     g.is_user = !!message.is_user;
     g.is_system = !!message.is_system;

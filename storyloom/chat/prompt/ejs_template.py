@@ -79,6 +79,9 @@ class TemplateSource(BaseModel):
     message: dict[str, Any] | None = Field(
         default=None, description="The message it is in: id, is_user, is_system"
     )
+    seed: int | None = Field(
+        default=None, description="Math.random starts again from this for this template"
+    )
 
 
 class VariableWrite(BaseModel):
@@ -222,6 +225,8 @@ def render_templates_blocking(
                 states.append(source.variables)
             if source.message is not None:
                 item["message"] = source.message
+            if source.seed is not None:
+                item["seed"] = source.seed & 0xFFFFFFFF
             batch.append((index, item))
     if batch:
         context = {
