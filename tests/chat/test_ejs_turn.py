@@ -73,6 +73,7 @@ BOOK = KnowledgeBase(
         entry("broken", "BROKEN\n<% null.x %>", name="broken entry"),
         entry("top", "TOP-OF-PROMPT <%= 1 + 1 %>", name="[GENERATE:BEFORE] top"),
         entry("shown", "SHOWN-ONLY", metadata={"template": {"render_after": ""}}),
+        entry("tail", "TAIL-OF-PROMPT", name="[GENERATE:AFTER] tail"),
         entry("turns", "<% incvar('turns', 1, {scope: 'global'}) %>", name="global counter"),
     ],
 )
@@ -138,6 +139,8 @@ async def test_lore_and_card_templates_reach_the_model_rendered(harness: Harness
     assert "DESC 20 User" in sent
     # [GENERATE:BEFORE] opens the prompt; render-only and initial-variable entries never go.
     assert sent.startswith("TOP-OF-PROMPT 2")
+    # [GENERATE:AFTER] closes it, after the newest message.
+    assert sent.index("TAIL-OF-PROMPT") > sent.index("我们出发吧。")
     # (the entry's JSON is ASCII-escaped; the state the model is told is not)
     assert "SHOWN-ONLY" not in sent and "\\u7cfb" not in sent
     # A keyword entry that did not activate wrote nothing; the guide that did, did.
