@@ -104,7 +104,7 @@ from storyloom.knowledge.activation_result import (
 from storyloom.knowledge.activation_settings import MAX_SCAN_DEPTH, ActivationSettings
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.compiled_entry import CompiledEntry, compile_entry
-from storyloom.knowledge.entry_text import injected_text
+from storyloom.knowledge.entry_text import injected_text, with_affixes
 from storyloom.knowledge.inclusion_groups import (
     GroupMember,
     GroupVerdict,
@@ -386,6 +386,14 @@ class _Run:
     def text(self, e: CompiledEntry) -> str:
         text = self.variables_text.get(e.rank)
         if text is None:
+            rendered = self.request.template_texts.get(e.key)
+            if rendered is not None:
+                # The template's output stands for the content (prefix and suffix kept).
+                text = with_affixes(e.caiu, rendered)
+                if "{{" in text and self.request.variables:
+                    text = apply_variables(text, self.request.variables)
+                self.variables_text[e.rank] = text
+                return text
             text = self.engine.text_of(e)
             if e.has_variables and self.request.variables:
                 text = apply_variables(text, self.request.variables)
@@ -441,7 +449,8 @@ class _Run:
                     continue
                 e = entries[rank]
                 sticky = rank in sticky_ranks
-                reason = None if e.simple and untimed else self.static.get(rank, _UNSET)
+                simple = e.simple and untimed and e.key not in request.template_excluded
+                reason = None if simple else self.static.get(rank, _UNSET)
                 if reason is _UNSET:
                     reason = self.static[rank] = static_block(
                         e, sticky, request, self.chat_length, self.timed, self.conditions_held

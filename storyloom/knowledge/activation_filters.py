@@ -27,6 +27,14 @@ def static_block(
     Trigger conditions that held leave their reason (kept) in ``conditions_held``."""
     if not e.enabled:
         return Reason("disabled", "the entry is disabled", "dropped", "disabled")
+    template = request.template_excluded.get(e.key)
+    if template is not None:
+        detail = (
+            "its @@if condition is false"
+            if template == "template_if_false"
+            else "a template entry that is only shown, never sent (render or initial variables)"
+        )
+        return Reason("template", detail, "dropped", template)
     if e.caiu.activation_criteria.never_activate:
         detail = "a scan never activates it (@@dont_activate)"
         return Reason("disabled", detail, "dropped", "never_activate")

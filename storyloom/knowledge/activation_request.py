@@ -71,3 +71,9 @@ class ActivationRequest:
     """Similarity per (kb_id, entry_id), computed by the caller."""
     extra_scan_texts: Sequence[str] = ()
     """More text scanned with the chat, e.g. an author's note that allows scanning."""
+    template_texts: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """Per (kb_id, entry_id): the entry's content as its EJS template rendered it this
+    turn, which the scan, the token count and the prompt use instead of the content."""
+    template_excluded: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """Per (kb_id, entry_id): why a template keeps the entry out of this scan (a reason
+    term: ``template_if_false``, ``template_render_only``)."""

@@ -19,6 +19,11 @@ GROUP_JOINER = "\n"
 TextHook = Callable[[KnowledgeBase, CAIU, str], str]
 
 
+def with_affixes(entry: CAIU, body: str) -> str:
+    """``body`` wrapped in ``entry``'s enabled prefix and suffix."""
+    return _wrap(entry, body)
+
+
 def _wrap(entry: CAIU, body: str) -> str:
     usage = entry.usage_metadata
     prefix = usage.prefix.text if usage.prefix.is_enabled else ""

@@ -19,6 +19,24 @@ text is the content without the block:
 ``@@exclude_keys``    secondary keys, NOT ANY (merged into NOT ANY ones)
 ====================  ==========================================================
 
+ST-Prompt-Template's decorators (its EJS templates, :mod:`storyloom.chat.prompt.ejs_template`)
+are kept in ``content.metadata["template"]`` and read with :func:`template_marks`, which
+also reads its title tags (``[GENERATE:BEFORE]``, ``[RENDER:AFTER]``, ``[InitialVariables]``
+... at the start of the entry's name):
+
+========================  ======================================================
+``@@if <expr>``           the entry takes part only when ``expr`` is true
+``@@private``             the template runs in a block of its own (its ``const``
+                          names cannot clash with another entry's)
+``@@preprocessing``       evaluated before the scan (every template entry is)
+``@@generate_before``     ``[GENERATE:BEFORE]``: at the top of the prompt
+``@@generate_after``      ``[GENERATE:AFTER]``: at the end of the prompt
+``@@render_before``       ``[RENDER:BEFORE]``: shown before each displayed reply,
+                          never sent to the model
+``@@render_after``        ``[RENDER:AFTER]``: shown after each displayed reply
+``@@initial_variables``   ``[InitialVariables]``: a JSON object of starting variables
+========================  ======================================================
+
 Everything else is reported in the import warnings and left out of the prompt: the spec's
 other decorators (greetings, instruct depths, user icons...), decorators of other
 applications and values storyloom cannot use. A ``@@@`` fallback counts when the decorator
@@ -35,7 +53,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from storyloom.knowledge.caiu import CAIU, Placement, SecondaryLogic
 from storyloom.sillytavern.lorebook_decorators import (
@@ -79,6 +99,67 @@ _POSITION_NAME = {
 }
 _MULTI = frozenset({"additional_keys"})  # the spec lets this one repeat
 
+TemplateInjection = Literal["generate_before", "generate_after", "render_before", "render_after"]
+#: ST-Prompt-Template's decorators without a value, kept as template marks.
+TEMPLATE_FLAGS: tuple[str, ...] = (
+    "private",
+    "preprocessing",
+    "generate_before",
+    "generate_after",
+    "render_before",
+    "render_after",
+    "initial_variables",
+)
+TEMPLATE_METADATA = "template"
+"""The key of ``content.metadata`` holding an entry's template decorators."""
+#: Its title tags (the start of the entry's name), as the decorator each one stands for.
+TITLE_TAGS: dict[str, str] = {
+    "[generate:before]": "generate_before",
+    "[generate:after]": "generate_after",
+    "[render:before]": "render_before",
+    "[render:after]": "render_after",
+    "[initialvariables]": "initial_variables",
+    "[preprocessing]": "preprocessing",
+}
+
+
+class TemplateMarks(BaseModel):
+    """What ST-Prompt-Template's decorators and title tags say of one entry."""
+
+    condition: str | None = Field(default=None, description="@@if: JavaScript, one line")
+    private: bool = False
+    preprocessing: bool = False
+    injection: TemplateInjection | None = None
+    initial_variables: bool = False
+
+    @property
+    def prompt_only_when_rendered(self) -> bool:
+        """A render entry or the starting variables: never part of the prompt."""
+        return self.initial_variables or self.injection in ("render_before", "render_after")
+
+
+def template_marks(entry: CAIU) -> TemplateMarks:
+    """``entry``'s template decorators (kept at import) and the tags of its title."""
+    stored = entry.content.metadata.get(TEMPLATE_METADATA)
+    names: dict[str, str] = dict(stored) if isinstance(stored, dict) else {}
+    title = (entry.displayName or "").lstrip().lower()
+    for tag, name in TITLE_TAGS.items():
+        if title.startswith(tag):
+            names.setdefault(name, "")
+    injection: TemplateInjection | None = None
+    for name in ("generate_before", "generate_after", "render_before", "render_after"):
+        if name in names:
+            injection = name  # type: ignore[assignment]  # one of the four names above
+            break
+    condition = names.get("if")
+    return TemplateMarks(
+        condition=condition if condition else None,
+        private="private" in names,
+        preprocessing="preprocessing" in names,
+        injection=injection,
+        initial_variables="initial_variables" in names,
+    )
+
 
 def _number(value: str) -> int | None:
     try:
@@ -114,8 +195,10 @@ class Honoured:
 
 def _usable(name: str, value: str, secondary: _Secondary) -> str | None:
     """Why storyloom cannot honour ``@@name value`` here; None when it can."""
-    if name in ("activate", "dont_activate"):
+    if name in ("activate", "dont_activate") or name in TEMPLATE_FLAGS:
         return None
+    if name == "if":
+        return None if value else "no condition"
     if name in ("depth", "scan_depth"):
         number = _number(value)
         if number is None:
@@ -200,6 +283,9 @@ def apply_decorators(entry: CAIU, label: str, warnings: list[str]) -> None:
     honoured = _honour(block, secondary, lambda note: warnings.append(f"entry {label}: {note}"))
     values = honoured.values
     entry.content.value = block.body
+    template = {n: values[n] for n in ("if", *TEMPLATE_FLAGS) if n in values}
+    if template:
+        entry.content.metadata[TEMPLATE_METADATA] = template
     if "activate" in values:
         act.constant = True
     elif "dont_activate" in values:

@@ -476,13 +476,16 @@ class KnowledgeService:
         timed_state: TimedEffectsState | None = None,
         generation_type: str = "normal",
         kb_rank: Mapping[str, int] | None = None,
+        template_texts: Mapping[tuple[str, str], str] | None = None,
+        template_excluded: Mapping[tuple[str, str], str] | None = None,
     ) -> tuple[ActivationEngine, ActivationResult, list[str]]:
         """Run one scan; semantic entries get scores from the chat's newest messages.
 
         ``engine``: one compiled by the caller for ``kbs`` (a workflow node scanning a
         subset of entries); None compiles, or reuses, the engine of ``kbs`` as stored.
         A chat passes its length, the timed effects stored with the turn and the whole
-        character (names, filters, texts scanned with the chat).
+        character (names, filters, texts scanned with the chat), and what its EJS
+        templates made of the entries (``template_texts``, ``template_excluded``).
         """
         problems: list[str] = []
         if engine is None:
@@ -498,6 +501,8 @@ class KnowledgeService:
             chat_length=chat_length,
             timed_state=timed_state or TimedEffectsState(),
             generation_type=generation_type,
+            template_texts=dict(template_texts or {}),
+            template_excluded=dict(template_excluded or {}),
         )
         result = await asyncio.to_thread(engine.activate, request)
         return engine, result, problems

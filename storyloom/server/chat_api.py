@@ -44,6 +44,7 @@ from storyloom.chat.store.conversation import Conversation, ConversationSettings
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.st_chat import export_st_chat, import_st_chat
 from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.template_problem import TemplateProblem
 from storyloom.chat.store.turn_tree import ChatError, ConversationSummary, TreeNode, TurnTree
 from storyloom.core.errors import InvalidInput, NotFound
 from storyloom.core.image_kind import image_type
@@ -581,6 +582,10 @@ class PromptInspector(BaseModel):
     cut: list[dict[str, Any]] = Field(description="CutBlock: what the token budget removed")
     budget: int | None = None
     warnings: list[str] = Field(default_factory=list)
+    templates: list[TemplateProblem] = Field(
+        default_factory=list,
+        description="The EJS templates of the turn left as written, and why",
+    )
     scripts: list[ScriptRun] = Field(default_factory=list, description="What each script did")
     messages: list[dict[str, Any]] = Field(description="[{role, content, name?}] as sent")
     text_prompt: TextPromptView | None = Field(

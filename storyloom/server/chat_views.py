@@ -11,18 +11,26 @@ are, without FastAPI's ``jsonable_encoder`` walking every field again.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from storyloom.chat.prompt.ejs_template import (
+    DISPLAY_LIMITS,
+    TemplateScopes,
+    TemplateSource,
+    has_template,
+    render_templates_blocking,
+)
 from storyloom.chat.prompt.macros import MacroContext, expand_macros
 from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
 from storyloom.chat.prompt.skein_builder import STATUS_PLACEHOLDER
 from storyloom.chat.reply.mvu import STAT_DATA
 from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
-from storyloom.chat.store.conversation import Conversation
+from storyloom.chat.store.conversation import Conversation, card_macros
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
 from storyloom.sillytavern.tavern_helper import helper_scripts
@@ -33,7 +41,9 @@ class MessageView(Message):
 
     sibling_count: int = Field(default=1, description="Siblings including itself (n/m)")
     display: str | None = Field(
-        default=None, description="The text after display-only regex scripts, when different"
+        default=None,
+        description="The text after display-only regex scripts and its EJS template, "
+        "when different",
     )
 
 
@@ -140,6 +150,51 @@ def message_view(
     return view
 
 
+def rendered_templates(
+    tree: TurnTree,
+    conversation: Conversation,
+    messages: Sequence[Message],
+    shown: dict[str, str],
+) -> None:
+    """The messages whose shown text holds an EJS template, rendered in the sandbox (one
+    call for all of them), each against the state at that message (``shown`` updated in
+    place); a template that fails is shown as written. Messages without ``<%`` cost
+    nothing."""
+    sources = [
+        TemplateSource(
+            name=f"message {message.id}",
+            text=text,
+            origin="message",
+            label=message.id,
+            variables=dict(tree.state_at(message.id).variables),
+            message={
+                "id": message.id,
+                "is_user": message.role == "user",
+                "is_system": message.role == "system",
+            },
+            # The same message shows the same text each time it is drawn.
+            seed=zlib.crc32(message.id.encode()),
+        )
+        for message in messages
+        if has_template(text := shown.get(message.id, message.content))
+    ]
+    if not sources:
+        return
+    macros = card_macros(conversation.character, conversation.settings)
+    scopes = TemplateScopes(character=helper_scripts(conversation.character.card).variables)
+    results = render_templates_blocking(
+        sources,
+        scopes,
+        names={"user": macros["user"], "char": macros["char"]},
+        escape=True,
+        limits=DISPLAY_LIMITS,
+    )
+    stored = {m.id: m.content for m in messages}
+    for source, result in zip(sources, results, strict=True):
+        if result.problem is None and result.text != stored[source.label]:
+            shown[source.label] = result.text
+
+
 def message_views(
     tree: TurnTree,
     conversation: Conversation,
@@ -155,6 +210,7 @@ def message_views(
         newest_depth,
         variables_of=lambda message_id: tree.state_at(message_id).variables,
     )
+    rendered_templates(tree, conversation, messages, shown)
     return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
 
 
@@ -195,7 +251,8 @@ def chat_view_json(
 ) -> bytes:
     """:func:`chat_view` as JSON bytes. Unless display-only regex scripts change the
     texts, the messages come as JSON from SQLite (:meth:`TurnTree.path_json`): that is
-    what keeps opening a 10,000-message chat within a frame or two."""
+    what keeps opening a 10,000-message chat within a frame or two. A chat holding an
+    EJS template (``<%``) takes the slow path, which renders it."""
     running = chat.running(conversation_id)
     conversation = tree.conversation(conversation_id)
     scripts = chat.regex_scripts(conversation)
@@ -203,7 +260,8 @@ def chat_view_json(
         return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     pointer = conversation.pointer
     messages = tree.path_json(pointer, limit=tail)
-    if STATUS_PLACEHOLDER in messages:  # an MVU card's placeholder is taken out of the view
+    # an MVU card's placeholder is taken out of the view; templates are rendered
+    if STATUS_PLACEHOLDER in messages or has_template(messages):
         return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
     earlier = 0
     if tail is not None and pointer is not None:

@@ -204,3 +204,66 @@ describe('the prompt inspector on a text-completion API', () => {
     expect(w.find(q('chat-prompt-stop')).text()).toContain('"<|im_end|>"')
   })
 })
+
+describe('the prompt inspector and EJS templates', () => {
+  const inspection: PromptInspection = {
+    blocks: [],
+    lore: [
+      { kb_id: 'kb', entry_id: 'guide', title: '阶段指导', activated: true, tokens: 60, kb_name: 'Book', template: true, template_problem: null },
+      { kb_id: 'kb', entry_id: 'bad', title: 'Broken', activated: true, tokens: 9, kb_name: 'Book', template: true,
+        template_problem: { name: 'lore Broken', origin: 'lore', label: 'Broken', line: 2, message: "TypeError: cannot read property 'x' of null", limit: null } },
+      { kb_id: 'kb', entry_id: 'loop', title: 'Loop', activated: true, tokens: 5, kb_name: 'Book', template: true,
+        template_problem: { name: 'lore Loop', origin: 'lore', label: 'Loop', line: null, message: 'stopped by the time limit (500 ms)', limit: 'time' } },
+      { kb_id: 'kb', entry_id: 'low', title: 'Low', activated: false, tokens: 4, kb_name: 'Book',
+        reasons: [{ rule: 'template', detail: 'its @@if condition is false', outcome: 'dropped', term: 'template_if_false', values: {} }] },
+    ],
+    cut: [],
+    budget: 100,
+    messages: [],
+    templates: [
+      { name: 'lore Broken', origin: 'lore', label: 'Broken', line: 2, message: "TypeError: cannot read property 'x' of null", limit: null },
+      { name: 'card description', origin: 'card', label: 'description', line: 1, message: 'SyntaxError: unexpected token', limit: null },
+    ],
+  }
+
+  function mountIn(locale: 'en' | 'zh') {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => new Response(JSON.stringify(inspection), { status: 200, headers: { 'Content-Type': 'application/json' } })),
+    )
+    return mount(PromptInspector, { props: { conversationId: 'c1', messageId: 'm1' }, global: { plugins: [makeI18n(locale)] } })
+  }
+
+  it('lists the templates left as written, each with where it is', async () => {
+    const w = mountIn('en')
+    await flushPromises()
+    const items = w.findAll(q('chat-prompt-template')).map((i) => i.text())
+    expect(items).toEqual([
+      "lore Broken · template left as written, line 2: TypeError: cannot read property 'x' of null",
+      'card field description · template left as written, line 1: SyntaxError: unexpected token',
+    ])
+    const zh = mountIn('zh')
+    await flushPromises()
+    expect(zh.find(q('chat-prompt-template')).text()).toContain('世界书条目 Broken')
+  })
+
+  it('marks template entries and says which line left one as written', async () => {
+    const w = mountIn('en')
+    await flushPromises()
+    expect(w.findAll(q('chat-lore-template'))).toHaveLength(3)
+    const problems = w.findAll(q('chat-lore-template-problem')).map((p) => p.text())
+    expect(problems).toEqual([
+      "template left as written, line 2: TypeError: cannot read property 'x' of null",
+      'template left as written: stopped by the time limit',
+    ])
+    expect(w.find(q('chat-lore-dropped')).text()).toContain('its if condition (the if decorator) is false')
+  })
+
+  it('says it in Chinese', async () => {
+    const w = mountIn('zh')
+    await flushPromises()
+    expect(w.find(q('chat-lore-template')).text()).toBe('EJS 模板')
+    expect(w.find(q('chat-lore-template-problem')).text()).toContain('第 2 行')
+    expect(w.find(q('chat-lore-dropped')).text()).toContain('其 if 条件（if 装饰器）为假')
+  })
+})

@@ -45,6 +45,7 @@ from storyloom.chat.prompt.skein import (
 )
 from storyloom.chat.prompt.source_label import PROMPT_NAMES, SourceWhat
 from storyloom.chat.store.snapshot import ContextSnapshot, HistoryMessage, LoreHit
+from storyloom.chat.store.template_problem import TemplateProblem
 from storyloom.knowledge.caiu import Placement
 
 # -- the preset's prompts ---------------------------------------------------------------
@@ -295,6 +296,8 @@ class _Layout:
 
 def _lore_block(hit: LoreHit, group: str | None, group_format: str | None) -> SkeinBlock:
     extra: dict[str, Any] = {}
+    if hit.prompt_top:
+        extra[PROMPT_TOP] = True
     if group:
         extra["group"] = group
         extra["group_format"] = group_format or "{0}"
@@ -318,6 +321,9 @@ def _lore_block(hit: LoreHit, group: str | None, group_format: str | None) -> Sk
         **extra,
     )
 
+
+PROMPT_TOP = "prompt_top"
+"""A lore block's extra field: it goes first in the prompt ([GENERATE:BEFORE])."""
 
 _WORLD_INFO_BEFORE = {
     Placement.BEFORE_CHARACTER.value,
@@ -389,6 +395,10 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
     insert_at = history_end + 1 if history_end >= 0 else len(blocks)
     blocks[insert_at:insert_at] = in_chat
     blocks.extend(layout.control)
+    # [GENERATE:BEFORE] lore opens the prompt, whatever the preset's order.
+    top = [b for b in blocks if (b.model_extra or {}).get(PROMPT_TOP)]
+    if top:
+        blocks = top + [b for b in blocks if not (b.model_extra or {}).get(PROMPT_TOP)]
 
     # The snapshot brought only the history the context window can hold: what lies
     # before it is shown in the inspector as cut, like the budget's own cuts.
@@ -405,17 +415,33 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
                 values={"count": snapshot.history_omitted},
             )
         )
-    return Skein(
+    warnings = layout.warnings + [template_warning(p) for p in snapshot.template_problems]
+    skein = Skein(
         blocks=_unique_ids(blocks),
         variables=dict(snapshot.state.variables),
         lore=[record.model_copy() for record in snapshot.lore_report],
         lore_dropped=snapshot.lore_dropped,
         cut=cut,
-        warnings=layout.warnings,
+        warnings=warnings,
         char_name=char_name,
         user_name=user_name,
         outlets=outlets,
     )
+    if snapshot.template_global_variables is not None:
+        # What the templates wrote is saved with the turn, as a {{setglobalvar}} would be.
+        # (an extra field of the skein, as prompt_ast keeps it)
+        setattr(skein, GLOBAL_VARIABLES_EXTRA, dict(snapshot.template_global_variables))
+    return skein
+
+
+GLOBAL_VARIABLES_EXTRA = "global_variables"
+"""The skein's extra field holding the global variables (prompt_ast.GLOBAL_VARIABLES)."""
+
+
+def template_warning(problem: TemplateProblem) -> str:
+    """A template left as written, as the reply's warnings say it."""
+    where = f" (line {problem.line})" if problem.line is not None else ""
+    return f"template {problem.name}{where}: {problem.message}; its text is left as written"
 
 
 def _last_index(blocks: Sequence[SkeinBlock], kind: BlockKind) -> int:

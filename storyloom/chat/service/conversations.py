@@ -873,10 +873,10 @@ class ChatService:
             confirmed_agents=self.confirmed_agents(),
             global_regex_scripts=global_scripts,
             regex_problems=regex_problems,
+            global_variables=self.load_globals(),
         )
         return snapshot.model_copy(
             update={
-                "global_variables": self.load_globals(),
                 "connection": choice.name,
                 "connection_chosen_in": choice.chosen_in,
             }

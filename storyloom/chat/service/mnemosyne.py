@@ -19,9 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from storyloom.chat.personalab.director import initial_plot
 from storyloom.chat.personalab.personas import PersonaLibrary
+from storyloom.chat.prompt.ejs_compiler import has_template
 from storyloom.chat.prompt.regex_scripts import RegexScript, card_regex_scripts
 from storyloom.chat.service.lore_scope import LoreScope, chat_lore_scope
-from storyloom.chat.store.conversation import CharacterSnapshot, Conversation
+from storyloom.chat.service.turn_templates import (
+    HistoryTemplate,
+    TurnTemplates,
+    evaluate_turn_templates,
+)
+from storyloom.chat.store.conversation import CharacterSnapshot, Conversation, card_macros
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.message_marks import is_hidden
 from storyloom.chat.store.snapshot import (
@@ -53,6 +59,9 @@ if TYPE_CHECKING:
     from storyloom.project.knowledge_service import KnowledgeService
 
 RAG_TOP_K = 4
+HISTORY_TEMPLATES = 64
+"""Chat messages of the prompt rendered as templates, the newest first (older ones that
+hold one go as written): each costs a state reconstruction."""
 """Memories retrieved per turn."""
 FIRST_TAIL = 128
 """Messages read first when looking for the history window; read four times more until
@@ -273,10 +282,14 @@ async def scan_lore(
     chat_length: int | None = None,
     character: CharacterSnapshot | None = None,
     presets: PresetLibrary | None = None,
-) -> tuple[ActivationResult | None, list[str], LoreScope]:
+    global_variables: Mapping[str, Any] | None = None,
+    history_templates: Sequence[HistoryTemplate] = (),
+) -> tuple[ActivationResult | None, list[str], LoreScope, TurnTemplates]:
     """One lore scan over the knowledge bases in the chat's scopes (global, the speaking
     character's, the persona's, the chat's), from the timers stored with the state at the
-    pointer; also the scope, which names each KB.
+    pointer; also the scope, which names each KB, and the turn's EJS templates (lore, card
+    fields and ``history_templates``, rendered in one sandboxed call before the scan,
+    which reads the messages as rendered: :mod:`turn_templates`).
 
     The result is None when no KB is in scope. The scan is the one
     ``KnowledgeService.activate`` runs, with the chat's timed state and length added and
@@ -285,12 +298,27 @@ async def scan_lore(
     speaker = character or conversation.character
     scope = await asyncio.to_thread(turn_lore_scope, knowledge, conversation, speaker, presets)
     kbs = scope.kbs()
+    macros = card_macros(speaker, conversation.settings)
+    templates = await evaluate_turn_templates(
+        kbs,
+        speaker,
+        state.variables,
+        global_variables or {},
+        {"user": macros["user"], "char": macros["char"]},
+        seed,
+        history_templates,
+    )
     if not kbs:
-        return None, list(scope.problems), scope
+        return None, list(scope.problems), scope, templates
     settings = await asyncio.to_thread(knowledge.activation_settings, {})
-    variables = dict(state.variables)
+    variables = dict(templates.variables)
     messages = [
-        ScanMessage(m.name or m.role, m.content, is_user=m.role == "user", number=m.number)
+        ScanMessage(
+            m.name or m.role,
+            templates.history.get(m.id, m.content),
+            is_user=m.role == "user",
+            number=m.number,
+        )
         for m in history
     ]
     if messages:
@@ -307,8 +335,10 @@ async def scan_lore(
         timed_state=state.timed_effects,
         generation_type=generation,
         kb_rank=scope.ranks(settings.insertion_strategy),
+        template_texts=templates.lore_texts,
+        template_excluded=templates.excluded,
     )
-    return result, [*scope.problems, *problems], scope
+    return result, [*scope.problems, *problems], scope, templates
 
 
 async def retrieve_memories(
@@ -362,6 +392,7 @@ async def build_snapshot(
     confirmed_agents: Mapping[str, str] | None = None,
     global_regex_scripts: Sequence[RegexScript] = (),
     regex_problems: Sequence[str] = (),
+    global_variables: Mapping[str, Any] | None = None,
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
 
@@ -373,7 +404,8 @@ async def build_snapshot(
     reads the whole chain. ``confirmed_agents``: the agent profile the user confirmed
     per character (None: none confirmed, so a card's suggestion runs no agent).
     ``global_regex_scripts``: the user's enabled global regex scripts (they run before the
-    card's); ``regex_problems``: why some could not be read.
+    card's); ``regex_problems``: why some could not be read. ``global_variables``: the
+    user's global variables (what templates read; their writes are the skein's).
     """
     if count_tokens is None:
         path = tree.path(pointer)
@@ -393,8 +425,15 @@ async def build_snapshot(
     dropped: list[list[Any]] = []
     cut: LoreCut | None = None
     timed: dict[str, Any] = state.timed_effects.model_dump(mode="json")
+    globals_before = dict(global_variables or {})
+    # The newest messages holding a template, each with the variables at it.
+    said = [m for m in history if has_template(m.content)][-HISTORY_TEMPLATES:]
+    history_templates = [
+        HistoryTemplate(m.id, m.role, m.content, tree.state_at(m.id).variables) for m in said
+    ]
+    templates: TurnTemplates
     if knowledge is not None:
-        result, _, scope = await scan_lore(
+        result, _, scope, templates = await scan_lore(
             knowledge,
             conversation,
             history,
@@ -403,6 +442,8 @@ async def build_snapshot(
             generation=generation,
             chat_length=chain_length,
             presets=presets,
+            global_variables=globals_before,
+            history_templates=history_templates,
         )
         if result is not None:
             needed = None
@@ -411,6 +452,11 @@ async def build_snapshot(
                 needed = await asyncio.to_thread(
                     lambda: {s.kb_id: knowledge.kb_tokens(s.loaded.kb) for s in scope.active}
                 )
+                if templates.lore_texts:
+                    # A template entry needed what it rendered, not its code.
+                    needed = await asyncio.to_thread(
+                        rendered_needs, needed, templates, knowledge.count_tokens
+                    )
             lore, report, dropped = lore_of(result, scope, needed)
             if result.budget_cut:
                 cut = LoreCut(
@@ -419,6 +465,34 @@ async def build_snapshot(
                     budget=result.budget,
                 )
             timed = result.timed_state.model_dump(mode="json")
+    else:
+        macros = card_macros(conversation.character, conversation.settings)
+        names = {"user": macros["user"], "char": macros["char"]}
+        templates = await evaluate_turn_templates(
+            [],
+            conversation.character,
+            state.variables,
+            globals_before,
+            names,
+            seed,
+            history_templates,
+        )
+    # What the templates wrote (the card fields', the activated entries') is the turn's.
+    lore, report = mark_template_lore(lore, report, templates)
+    variables, globals_after = templates.variables_after([(h.kb_id, h.entry_id) for h in lore])
+    if variables != state.variables:
+        state = state.model_copy(update={"variables": variables})
+    templated_globals = globals_after if globals_after != globals_before else None
+    if templates.history:
+        history = [
+            h.model_copy(update={"content": templates.history[h.id]})
+            if h.id in templates.history
+            else h
+            for h in history
+        ]
+    character = conversation.character
+    if templates.fields:
+        character = character.model_copy(update={"card": {**character.card, **templates.fields}})
     rag = await retrieve_memories(summaries, conversation, history) if summaries else []
     scripts: list[dict[str, Any]] = []
     if conversation.settings.allow_regex_scripts:
@@ -432,7 +506,7 @@ async def build_snapshot(
         history=history,
         history_omitted=chain_length - len(path),
         state=state,
-        character=conversation.character,
+        character=character,
         background=background,
         settings=conversation.settings,
         lore=lore,
@@ -452,4 +526,46 @@ async def build_snapshot(
         idle_since=idle_since(path),
         agent_profile=agent_profile_of(conversation, confirmed_agents or {}),
         turn_key=turn_key,
+        global_variables=globals_before,
+        template_global_variables=templated_globals,
+        template_problems=templates.problems,
     )
+
+
+def rendered_needs(
+    needed: Mapping[str, Mapping[str, int]],
+    templates: TurnTemplates,
+    count: Callable[[str], int],
+) -> dict[str, dict[str, int]]:
+    """``needed`` (per kb_id, per entry_id) with each template entry's rendered tokens."""
+    out = {kb_id: dict(entries) for kb_id, entries in needed.items()}
+    for (kb_id, entry_id), text in templates.lore_texts.items():
+        out.setdefault(kb_id, {})[entry_id] = count(text)
+    return out
+
+
+def mark_template_lore(
+    lore: list[LoreHit], report: list[LoreRecord], templates: TurnTemplates
+) -> tuple[list[LoreHit], list[LoreRecord]]:
+    """The hits of ``[GENERATE:BEFORE]``/``[GENERATE:AFTER]`` entries moved to the top /
+    the end of the prompt, and the records of template entries marked (with the problem
+    that left one as written)."""
+    hits: list[LoreHit] = []
+    for hit in lore:
+        placement = templates.placements.get((hit.kb_id, hit.entry_id))
+        if placement is Placement.AT_DEPTH:
+            hit = hit.model_copy(
+                update={"placement": placement.value, "depth": 0, "role": "system"}
+            )
+        elif placement is not None:
+            update = {"placement": placement.value, "depth": None, "prompt_top": True}
+            hit = hit.model_copy(update=update)
+        hits.append(hit)
+    records: list[LoreRecord] = []
+    for record in report:
+        result = templates.lore.get((record.kb_id, record.entry_id))
+        if result is not None:
+            problem = result.problem.model_dump() if result.problem is not None else None
+            record = record.model_copy(update={"template": True, "template_problem": problem})
+        records.append(record)
+    return hits, records

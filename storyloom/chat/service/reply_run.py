@@ -160,6 +160,8 @@ def inspector_record(
         "scripts": skein.get("scripts") or [],
         "messages": sent,
     }
+    if snapshot.template_problems:
+        record["templates"] = [p.model_dump(mode="json") for p in snapshot.template_problems]
     if text_prompt and isinstance(text_prompt.get("text"), str) and text_prompt["text"]:
         record["text_prompt"] = _compact_text(text_prompt, stored)
     return record

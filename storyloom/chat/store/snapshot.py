@@ -23,6 +23,7 @@ from storyloom.chat.store.conversation import (
 )
 from storyloom.chat.store.message import Role
 from storyloom.chat.store.state import ChatState
+from storyloom.chat.store.template_problem import TemplateProblem
 
 
 class LoreRecord(BaseModel):
@@ -42,6 +43,14 @@ class LoreRecord(BaseModel):
     tokens: int = 0
     reasons: list[dict[str, Any]] = Field(
         default_factory=list, description="[{rule, detail, outcome}]"
+    )
+    template: bool = Field(
+        default=False, description="Its content is an EJS template, rendered for this turn"
+    )
+    template_problem: dict[str, Any] | None = Field(
+        default=None,
+        description="TemplateProblem {name, line, message, limit}: why the template was "
+        "left as written",
     )
 
 
@@ -95,6 +104,10 @@ class LoreHit(BaseModel):
     role: str | None = None
     priority: int = 0
     tokens: int = 0
+    prompt_top: bool = Field(
+        default=False,
+        description="A [GENERATE:BEFORE] entry (ST-Prompt-Template): the first block of the prompt",
+    )
 
 
 class RagHit(BaseModel):
@@ -185,6 +198,15 @@ class ContextSnapshot(BaseModel):
     global_variables: dict[str, Any] = Field(
         default_factory=dict,
         description="The user's global variables as the turn starts ({{$x}}, {{getglobalvar}})",
+    )
+    template_global_variables: dict[str, Any] | None = Field(
+        default=None,
+        description="The global variables once the turn's EJS templates wrote to them "
+        "(the prompt's macros start from these); None: templates wrote none",
+    )
+    template_problems: list[TemplateProblem] = Field(
+        default_factory=list,
+        description="The turn's EJS templates left as written, and why",
     )
     agent_profile: str | None = Field(
         default=None,

@@ -202,8 +202,16 @@ export interface LoreRecord {
   placement?: string | null
   tokens?: number
   reasons?: LoreReason[]
+  /** Its content is an EJS template (ST-Prompt-Template), rendered for this turn. */
+  template?: boolean
+  /** Why the template was left as written (TemplateProblem). */
+  template_problem?: TemplateProblem | null
   [extra: string]: unknown
 }
+
+/** An EJS template left as written: where it is (origin, label), its line, the engine's
+ * message, the limit that stopped it. */
+export type TemplateProblem = components['schemas']['TemplateProblem']
 
 export interface CutBlock {
   id: string
@@ -246,6 +254,8 @@ export interface PromptInspection {
   messages: PromptMessage[]
   /** The chat:Script runs that shaped this prompt, in order. */
   scripts?: ScriptRunRecord[]
+  /** The turn's EJS templates left as written, and why. */
+  templates?: TemplateProblem[]
   /** On a text-completion API: the one string sent, each piece with its source. */
   text_prompt?: TextPromptView | null
   [extra: string]: unknown

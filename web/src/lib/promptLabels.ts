@@ -153,6 +153,29 @@ export function reasonText(reason: StructuredReason, v: LabelVocabulary): string
   return known(v, key, values, fallback)
 }
 
+/** An EJS template left as written, as structure (TemplateProblem). */
+export interface StructuredTemplateProblem {
+  origin?: string
+  label?: string
+  line?: number | null
+  message: string
+  limit?: string | null
+}
+
+/** Where a template is ("lore 阶段指导", "card description"), in the page's language. */
+export function templateWhere(problem: StructuredTemplateProblem, v: LabelVocabulary): string {
+  const label = problem.label ?? ''
+  return known(v, `chat.prompt.templateOrigin.${problem.origin ?? 'lore'}`, { label }, label)
+}
+
+/** Why a template was left as written: the limit that stopped it, else the engine's
+ * message (the JavaScript error as quickjs wrote it: code, not prose) and its line. */
+export function templateProblemText(problem: StructuredTemplateProblem, v: LabelVocabulary): string {
+  if (problem.limit) return known(v, `chat.prompt.templateLimit.${problem.limit}`, {}, problem.message)
+  if (problem.line != null) return v.t('chat.prompt.templateProblemLine', { line: formatNumber(problem.line, v.tag), message: problem.message })
+  return v.t('chat.prompt.templateProblem', { message: problem.message })
+}
+
 /** A lore rule's name ("primary_key" → "关键词"), else the rule as it came. */
 export function ruleText(rule: string | undefined, v: LabelVocabulary): string {
   if (!rule) return ''

@@ -10,10 +10,13 @@ import {
   scriptName,
   formatDuration,
   sourceText,
+  templateProblemText,
+  templateWhere,
   type LabelVocabulary,
   type StructuredCut,
   type StructuredReason,
   type StructuredSource,
+  type StructuredTemplateProblem,
 } from './promptLabels'
 
 export function usePromptLabels() {
@@ -32,5 +35,7 @@ export function usePromptLabels() {
     duration: (ms: number) => formatDuration(ms, vocabulary().tag),
     script: (run: { name?: unknown; node?: unknown }) => scriptName(run, vocabulary()),
     promptName: (p: { identifier: string; name?: string | null }) => promptName(p, vocabulary()),
+    templateProblem: (p: StructuredTemplateProblem) => templateProblemText(p, vocabulary()),
+    templateWhere: (p: StructuredTemplateProblem) => templateWhere(p, vocabulary()),
   }
 }
