@@ -51,7 +51,7 @@ async def played(
             async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT_S) as api:
                 yield api, server.ws_url, llm, server
         finally:
-            server.stop()
+            server.server.should_exit = True
 
 
 async def _turn(api: httpx.AsyncClient, ws_url: str, chat_id: str, text: str) -> Json:
