@@ -336,8 +336,12 @@
     }
   })
 
+  // The page's own height: the root's box (its scrollHeight is never less than the
+  // frame's, so a frame could grow but never shrink), or the body's overflow if taller.
   function sendHeight() {
-    post({ type: 'storyloom:height', height: document.documentElement.scrollHeight })
+    var body = document.body
+    var height = Math.max(document.documentElement.getBoundingClientRect().height, body ? body.scrollHeight : 0)
+    post({ type: 'storyloom:height', height: height })
   }
   addEventListener('load', sendHeight)
   addEventListener('DOMContentLoaded', function () {
