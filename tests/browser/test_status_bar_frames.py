@@ -189,10 +189,12 @@ async function attempt(key, fn) {
     return 'navigated';
   });
   await attempt('bridge-write', () =>
-    replaceVariables({ stat_data: { 好感度: 999 } }, { type: 'message', message_id: getCurrentMessageId() })
+    replaceVariables({ stat_data: { 好感度: 999 } },
+                     { type: 'message', message_id: getCurrentMessageId() })
       .then(() => 'written'));
   // Another window (a frame inside this one) speaks with this frame's own id and nonce.
-  const config = Array.from(document.scripts).map((s) => s.textContent).find((t) => t.includes('"nonce":"'));
+  const config = Array.from(document.scripts).map((s) => s.textContent)
+    .find((t) => t.includes('"nonce":"'));
   const id = /"frame":"([^"]*)"/.exec(config)[1];
   const nonce = /"nonce":"([^"]*)"/.exec(config)[1];
   const forged = { type: 'storyloom:call', frame: id, nonce, id: 777, fn: 'replaceVariables',
@@ -202,7 +204,8 @@ async function attempt(key, fn) {
     setTimeout(() => resolve('ignored'), 1500);
   });
   const child = document.createElement('iframe');
-  child.srcdoc = '<script>parent.parent.postMessage(' + JSON.stringify(forged) + ', "*")<' + '/script>';
+  child.srcdoc = '<script>parent.parent.postMessage('
+    + JSON.stringify(forged) + ', "*")<' + '/script>';
   document.body.appendChild(child);
   parent.postMessage({ ...forged, frame: 'someone-else', nonce: 'guess' }, '*');
   report('forged', await answered);

@@ -78,3 +78,15 @@ describe('the bridge prelude', () => {
     expect(scripts).toContain('getChatMessages')
   })
 })
+
+describe('the libraries a frame gets', () => {
+  it('inlines jQuery and lodash only where the code names them', async () => {
+    const { librariesFor } = await import('../src/lib/frameLibraries')
+    expect(librariesFor('<script>document.title = "x"</script>')).toBe('')
+    const jq = librariesFor('<script>$("#bar").text(1)</script>')
+    expect(jq).toContain('jQuery')
+    expect(jq.length).toBeLessThan(120_000)
+    expect(librariesFor('<script>const v = _.get(data, "a")</script>')).toContain('lodash')
+    expect(librariesFor('<script src="https://cdn.example/x.js"></script>').length).toBeGreaterThan(120_000)
+  })
+})

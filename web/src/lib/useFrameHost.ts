@@ -35,8 +35,8 @@ export interface FrameHost {
   config: (messageId: string | null, frame: string, nonce: string) => Promise<FrameConfig>
   /** Start answering the frame; the function returned stops it. */
   attach: (frame: AttachedFrame) => () => void
-  /** The libraries inlined into scripted frames (loaded once, on first use). */
-  libraries: () => Promise<string>
+  /** The libraries to inline into a scripted frame running `code` (loaded on first use). */
+  libraries: (code: string) => Promise<string>
 }
 
 export const FRAME_HOST: InjectionKey<FrameHost> = Symbol('storyloom-frame-host')
@@ -68,7 +68,7 @@ function characterVariables(card: Record<string, unknown> | undefined): Variable
   return isObject(extensions.TavernHelper_variables) ? extensions.TavernHelper_variables : {}
 }
 
-let librariesLoaded: Promise<string> | null = null
+let librariesLoaded: Promise<typeof import('./frameLibraries')> | null = null
 
 export function useFrameHost(options: FrameHostOptions): FrameHost {
   const access = ref<FrameAccess | null>(null)
@@ -136,9 +136,9 @@ export function useFrameHost(options: FrameHostOptions): FrameHost {
     const own = messageId ? all.find((m) => m.id === messageId) : undefined
     const last = all[all.length - 1]
     const loaded: Record<string, Variables> = {}
-    for (const m of [own, last]) {
-      if (m) loaded[String(indexOf(m.id))] = await dataOf(m).catch(() => ({}))
-    }
+    const wanted = [...new Set([own, last])].filter((m): m is ChatMessage => m !== undefined)
+    const read = await Promise.all(wanted.map((m) => dataOf(m).catch((): Variables => ({}))))
+    wanted.forEach((m, i) => (loaded[String(indexOf(m.id))] = read[i]!))
     const card = options.conversation.value?.character.card ?? {}
     return {
       frame,
@@ -222,14 +222,19 @@ export function useFrameHost(options: FrameHostOptions): FrameHost {
       if (key === lastSeen) return
       lastSeen = key
       const m = options.messages.value[options.messages.value.length - 1]
-      if (!m || !frames.size || m.status === 'streaming') return
+      if (!m || m.status === 'streaming') return
+      // The reply's own status bar will ask for its variables: start reading them now.
+      if (m.role === 'assistant') {
+        data.delete(m.id)
+        void dataOf(m).catch(() => null)
+      }
+      if (!frames.size) return
       const index = lastIndex()
       if (m.role === 'user') {
         broadcast({ type: FRAME_SYNC, messages: frameMessages(), lastMessageId: index })
         emit('message_sent', index)
         return
       }
-      data.delete(m.id)
       const now = await dataOf(m).catch(() => null)
       broadcast({ type: FRAME_SYNC, messages: frameMessages(), lastMessageId: index, ...(now ? { data: { [String(index)]: now }, chat: now } : {}) })
       emit('message_received', index)
@@ -253,7 +258,7 @@ export function useFrameHost(options: FrameHostOptions): FrameHost {
     characterId,
     config,
     attach,
-    libraries: () => (librariesLoaded ??= import('./frameLibraries').then((m) => m.FRAME_LIBRARIES)),
+    libraries: async (code) => (await (librariesLoaded ??= import('./frameLibraries'))).librariesFor(code),
   }
 }
 
