@@ -309,3 +309,44 @@ def test_a_front_end_card_renders_its_page_with_scripts_off_until_allowed(
         expect(frame_of(greeting).locator("#run")).to_have_text("scripts on")
         expect(greeting.locator(tid("chat-html-scripts-off"))).to_have_count(0)
         no_sideways_scroll(page)
+
+
+HELPER = """
+const p = document.createElement('p');
+p.id = 'ran';
+p.textContent = 'last ' + getLastMessageId();
+document.body.appendChild(p);
+eventOn(tavern_events.MESSAGE_RECEIVED, (id) => {
+  const heard = document.createElement('p');
+  heard.id = 'heard';
+  heard.textContent = 'received ' + id + ' ' + getVariables({ type: 'chat' }).stat_data['好感度'];
+  document.body.appendChild(heard);
+});
+"""
+
+
+def test_only_the_allowed_helper_script_runs_and_hears_the_reply(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    card = mvu_card()
+    card["data"]["extensions"]["tavern_helper"] = {
+        "scripts": [
+            {"type": "script", "id": "allowed", "name": "好的", "enabled": True, "content": HELPER},
+            {"type": "script", "id": "other", "name": "没允许", "enabled": True, "content": HELPER},
+        ]
+    }
+    with ReplayLLMServer(models=["test-model"]) as llm:
+        llm.script(Reply(text=turn(1, 10)))
+        server = start_server(home_with(llm.url))
+        page.goto(server.url + "chat")
+        character_id = import_card(page, server, card)
+        allow(server, character_id, helper_scripts=["allowed"])
+        start_chat(page, server, character_id)
+        scripts = page.locator(tid("chat-script-frame"))
+        expect(scripts).to_have_count(1)
+        expect(scripts).to_have_attribute("sandbox", "allow-scripts")
+        expect(page.locator(tid("chat-helper-scripts"))).to_have_attribute("data-count", "1")
+        inside = scripts.content_frame
+        expect(inside.locator("#ran")).to_have_text("last 0")
+        send(page, "你好")
+        expect(inside.locator("#heard")).to_have_text("received 2 15")
