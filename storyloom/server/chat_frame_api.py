@@ -16,7 +16,6 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.card_permissions import CardPermissions
-from storyloom.core.errors import NotFound
 from storyloom.server.api_errors import error_responses
 from storyloom.server.chat_api import StateView
 from storyloom.server.state import server_state
@@ -82,15 +81,13 @@ class VariablesBody(BaseModel):
     response_model=StateView,
     responses=_ERRORS,
 )
-def set_variables(
+async def set_variables(
     request: Request, conversation_id: str, message_id: str, body: VariablesBody
 ) -> StateView:
     """Replace the chat variables after ``message_id`` (a frame's ``replaceVariables`` and
-    kin, where the character allows writes). The later messages keep their own states."""
-    tree = server_state(request).turn_tree
-    message = tree.message(message_id)
-    if message.conversation_id != conversation_id:
-        raise NotFound(f"no message {message_id!r} in conversation {conversation_id!r}")
-    current = tree.state_at(message_id)
-    tree.update_message(message_id, state=current.model_copy(update={"variables": body.variables}))
+    kin, where the character allows writes). The later messages keep their own states;
+    every open tab hears of the change. Refused while a reply is being written."""
+    state = server_state(request)
+    state.chat.set_variables(conversation_id, message_id, body.variables)
+    tree = state.turn_tree
     return StateView(state=tree.state_at(message_id), delta=tree.delta_of(message_id))
