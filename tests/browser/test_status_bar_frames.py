@@ -175,6 +175,10 @@ async function attempt(key, fn) {
     if (localStorage.length === 0) throw new Error('only the frame\'s own storage');
     return localStorage.key(0);
   });
+  await attempt('own-storage', () => {
+    localStorage.setItem('k', 'v');
+    return localStorage.getItem('k');
+  });
   await attempt('fetch-api', async () => {
     const answer = await fetch(new URL('/api/chats', document.baseURI));
     return answer.status + ' ' + (await answer.text());
@@ -259,6 +263,8 @@ def test_a_cards_page_cannot_reach_the_app_and_writes_only_where_allowed(
             expect(inside.locator(f"#{key}")).to_have_text("blocked")
         expect(inside.locator("#bridge-write")).to_have_text("blocked")
         expect(inside.locator("#forged")).to_have_text("ignored")
+        # The card's own storage works: it lives in the frame's memory, not the app's.
+        expect(inside.locator("#own-storage")).to_have_text("GOT v")
         assert page.url.startswith(app_url.split("/chat")[0])
         assert "pwned" not in page.url
         assert len(page.context.pages) == 1, "no window was opened"
