@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from storyloom.chat.personalab.card_permissions import CardPermissions
+from storyloom.core.errors import NotFound
 from storyloom.server.api_errors import error_responses
 from storyloom.server.chat_api import StateView
 from storyloom.server.state import server_state
@@ -67,6 +68,32 @@ def frame_access(request: Request, conversation_id: str) -> FrameAccess:
         network=allowed.frame_network,
         helper_scripts=scripts,
         global_variables=state.chat.load_globals(),
+    )
+
+
+class MessageVariables(BaseModel):
+    """What a frame reads of one message, in one request: its variables, its parent's
+    (for MVU's ``old->new`` views) and the change between them."""
+
+    variables: dict[str, Any] = Field(description="The chat variables after the message")
+    before: dict[str, Any] = Field(description="The chat variables after its parent")
+    delta: list[dict[str, Any]] = Field(description="RFC 6902 ops: parent's state → this one")
+
+
+@router.get(
+    "/{conversation_id}/messages/{message_id}/variables",
+    response_model=MessageVariables,
+    responses=_ERRORS,
+)
+def message_variables(request: Request, conversation_id: str, message_id: str) -> MessageVariables:
+    tree = server_state(request).turn_tree
+    message = tree.message(message_id)
+    if message.conversation_id != conversation_id:
+        raise NotFound(f"no message {message_id!r} in conversation {conversation_id!r}")
+    return MessageVariables(
+        variables=tree.state_at(message_id).variables,
+        before=tree.state_at(message.parent_id).variables,
+        delta=tree.delta_of(message_id),
     )
 
 

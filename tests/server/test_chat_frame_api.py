@@ -65,5 +65,9 @@ def test_a_message_variables_write_changes_its_state_only(api: httpx.Client) -> 
     assert answer.status_code == 200, answer.text
     state = api.get(f"/api/chats/{chat['id']}/messages/{first}/state").json()
     assert state["state"]["variables"] == {"stat_data": {"好感度": 7}}
+    read = api.get(url).json()
+    assert read["variables"] == {"stat_data": {"好感度": 7}}
+    assert read["before"] == {}
+    assert {"op": "add", "path": "/variables/stat_data", "value": {"好感度": 7}} in read["delta"]
     other = api.put(f"/api/chats/{chat['id']}/messages/nope/variables", json={"variables": {}})
     assert other.status_code == 404

@@ -620,6 +620,13 @@ export function getFrameAccess(id: string, fetchImpl?: Fetch): Promise<FrameAcce
   return requestJson<FrameAccess>('GET', `${BASE}/${enc(id)}/frame`, undefined, fetchImpl)
 }
 
+export type MessageVariables = Schemas['MessageVariables']
+
+/** A message's variables, its parent's and the change between them (what a frame reads). */
+export function getMessageVariables(id: string, messageId: string, fetchImpl?: Fetch): Promise<MessageVariables> {
+  return requestJson<MessageVariables>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/variables`, undefined, fetchImpl)
+}
+
 /** Replace the chat variables after a message (a frame's write, where allowed). */
 export function setMessageVariables(id: string, messageId: string, variables: Record<string, unknown>, fetchImpl?: Fetch): Promise<MessageState> {
   return requestJson<MessageState>('PUT', `${BASE}/${enc(id)}/messages/${enc(messageId)}/variables`, { variables }, fetchImpl)

@@ -2,7 +2,7 @@
 // its requests, and the events it hears (a reply arrived, the variables changed). One per
 // open chat; frames find it by injection (FRAME_HOST). See frameBridge.ts for the rules.
 import { computed, type ComputedRef, type InjectionKey, type Ref, ref, watch } from 'vue'
-import { type ChatMessage, type Conversation, type FrameAccess, getFrameAccess, getMessageState, setMessageVariables } from '../api/chat'
+import { type ChatMessage, type Conversation, type FrameAccess, getFrameAccess, getMessageVariables, setMessageVariables } from '../api/chat'
 import {
   answerCall,
   FRAME_CALL,
@@ -117,13 +117,7 @@ export function useFrameHost(options: FrameHostOptions): FrameHost {
     if (known) return known
     const id = options.conversationId.value
     if (!id) return Promise.resolve({})
-    const loading = Promise.all([getMessageState(id, message.id), message.parent_id ? getMessageState(id, message.parent_id) : null]).then(
-      ([own, parent]) => {
-        const vars = isObject(own.state.variables) ? own.state.variables : {}
-        const before = parent && isObject(parent.state.variables) ? parent.state.variables : {}
-        return messageVariables(vars, before, own.delta as unknown as Record<string, unknown>[])
-      },
-    )
+    const loading = getMessageVariables(id, message.id).then((read) => messageVariables(read.variables, read.before, read.delta))
     // A failed read is tried again next time.
     loading.catch(() => data.delete(message.id))
     data.set(message.id, loading)
