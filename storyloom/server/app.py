@@ -15,6 +15,7 @@ from storyloom.server import (
     background_api,
     character_api,
     chat_api,
+    chat_frame_api,
     config_api,
     connections_api,
     group_api,
@@ -121,6 +122,7 @@ def create_app(
     app.include_router(knowledge_api.router)
     app.include_router(workflow_api.router)
     app.include_router(chat_api.router)
+    app.include_router(chat_frame_api.router)
     app.include_router(chat_api.presets_router)
     app.include_router(mvu_api.router)
     app.include_router(group_api.router)

@@ -1,5 +1,8 @@
-import { mount } from '@vue/test-utils'
+import { flushPromises, mount } from '@vue/test-utils'
 import { describe, expect, it } from 'vitest'
+import { computed, ref } from 'vue'
+import type { FrameConfig } from '../src/lib/frameBridge'
+import { FRAME_HOST, type FrameHost } from '../src/lib/useFrameHost'
 import ChatComposer from '../src/components/chat/ChatComposer.vue'
 import ChatMessageItem from '../src/components/chat/ChatMessageItem.vue'
 import { makeI18n } from '../src/i18n'
@@ -8,10 +11,34 @@ import { message } from './chatFixtures'
 
 const q = (id: string) => `[data-testid="${id}"]`
 
-function mountMessage(m: ChatMessage, over: Record<string, unknown> = {}) {
+/** The chat page's frame host, answering nothing. */
+function quietHost(): FrameHost {
+  return {
+    access: ref(null),
+    characterId: computed(() => null),
+    config: async (messageId, frame, nonce): Promise<FrameConfig> => ({
+      frame,
+      nonce,
+      messageId: messageId ? 0 : null,
+      lastMessageId: 0,
+      messages: [],
+      data: {},
+      chat: {},
+      global: {},
+      character: {},
+      card: {},
+      charName: '',
+      userName: '',
+    }),
+    attach: () => () => {},
+    libraries: async () => '',
+  }
+}
+
+function mountMessage(m: ChatMessage, over: Record<string, unknown> = {}, host: FrameHost | null = null) {
   return mount(ChatMessageItem, {
     props: { message: m, last: true, editing: false, running: false, scripts: false, ...over },
-    global: { plugins: [makeI18n('en')] },
+    global: { plugins: [makeI18n('en')], provide: host ? { [FRAME_HOST as symbol]: host } : {} },
   })
 }
 
@@ -37,9 +64,31 @@ describe('a chat message', () => {
     expect(plain.find('.chat-quote').text()).toBe('"quote"')
   })
 
-  it('runs scripts in the frame only when allowed, without same-origin', () => {
-    const w = mountMessage(message('a', 'u', { content: '<div>bar</div>' }), { scripts: true })
-    expect(w.find(q('chat-html-frame')).attributes('sandbox')).toBe('allow-scripts')
+  it('runs scripts in the frame only when allowed, without same-origin', async () => {
+    const w = mountMessage(message('a', 'u', { content: '<div>bar</div>' }), { scripts: true }, quietHost())
+    await flushPromises()
+    const frame = w.find(q('chat-html-frame'))
+    expect(frame.attributes('sandbox')).toBe('allow-scripts')
+    expect(frame.attributes('srcdoc')).toContain('getChatMessages')
+    // Without the chat's host to answer the bridge, scripts stay off.
+    const alone = mountMessage(message('a', 'u', { content: '<div>bar</div>' }), { scripts: true })
+    await flushPromises()
+    expect(alone.find(q('chat-html-frame')).attributes('sandbox')).toBe('allow-same-origin')
+  })
+
+  it('makes a frame of a page in a code block and keeps the story as text', async () => {
+    const content = 'She waves.\n```\n<html><body><b id="hp">10</b></body></html>\n```'
+    const w = mountMessage(message('a', 'u', { content }), { scripts: false })
+    await flushPromises()
+    expect(w.find(q('chat-message-text')).text()).toBe('She waves.')
+    const frame = w.find(q('chat-html-frame'))
+    expect(frame.attributes('data-page')).toBe('page')
+    expect(frame.attributes('sandbox')).toBe('allow-same-origin')
+    expect(frame.attributes('srcdoc')).toContain("script-src 'none'")
+    // A page mid-stream waits for the reply to finish.
+    const streaming = mountMessage(message('a', 'u', { content, status: 'streaming' }))
+    await flushPromises()
+    expect(streaming.find(q('chat-html-frame')).exists()).toBe(false)
   })
 
   it('shows n/m and swipes both ways', async () => {

@@ -4,10 +4,12 @@ import {
   formatText,
   frameDocument,
   frameSandbox,
+  splitFrames,
   htmlBody,
   looksLikeHtml,
   splitThought,
 } from '../src/lib/chatText'
+import { framePolicy } from '../src/lib/frameBridge'
 
 describe('inline formatting', () => {
   it('styles actions, speech, bold and code as SillyTavern shows them', () => {
@@ -90,14 +92,37 @@ describe('thoughts and HTML', () => {
   })
 
   it('builds a frame that runs no script unless allowed', () => {
-    const off = frameDocument('<div>hi</div>', { scripts: false, frameId: 'f1' })
+    const off = frameDocument('<div>hi</div>', { policy: framePolicy(false, false), page: false })
     expect(off).toContain("default-src 'none'")
+    expect(off).toContain("script-src 'none'")
     expect(off).not.toContain('<script>')
     expect(frameSandbox(false)).not.toContain('allow-scripts')
-    const on = frameDocument('<div>hi</div>', { scripts: true, frameId: 'f"</script>' })
-    expect(on).toContain('<script>')
-    expect(on).not.toContain('f"</script>')
+    const on = frameDocument('<div>hi</div>', { policy: framePolicy(true, false), page: false, head: '<script>bridge()</script>' })
+    expect(on.indexOf('Content-Security-Policy')).toBeLessThan(on.indexOf('bridge()'))
+    expect(on.indexOf('bridge()')).toBeLessThan(on.indexOf('<div>hi</div>'))
+    expect(on).toContain("connect-src 'none'")
     expect(frameSandbox(true)).toBe('allow-scripts')
     expect(frameSandbox(true)).not.toContain('allow-same-origin')
+  })
+
+  it('opens the network to a frame only where the character was allowed it', () => {
+    expect(framePolicy(true, false)).not.toContain('https:')
+    const open = framePolicy(true, true)
+    for (const kind of ['script-src', 'style-src', 'img-src', 'font-src', 'connect-src']) {
+      expect(open).toMatch(new RegExp(`${kind} [^;]*https:`))
+    }
+  })
+
+  it('makes a frame of each code block that holds a page, and keeps the rest as text', () => {
+    const text = 'She smiles.\n\n```html\n<!DOCTYPE html><html><body><b id="x">1</b></body></html>\n```\nAfter.\n\n```js\nlet a = 1\n```'
+    const parts = splitFrames(text)
+    expect(parts.map((p) => p.kind)).toEqual(['text', 'frame', 'text'])
+    expect(parts[1]).toEqual({ kind: 'frame', html: '<!DOCTYPE html><html><body><b id="x">1</b></body></html>' })
+    expect(parts[2]).toMatchObject({ kind: 'text' })
+    expect((parts[2] as { text: string }).text).toContain('let a = 1')
+    expect(splitFrames('```\n<head><style>b{}</style></head>\n```')).toEqual([{ kind: 'frame', html: '<head><style>b{}</style></head>' }])
+    // HTML without a page marker, or a page outside a code block, keeps today's path.
+    expect(splitFrames('<div>hp</div>')).toEqual([{ kind: 'text', text: '<div>hp</div>' }])
+    expect(splitFrames('```\n<div>hp</div>\n```')).toEqual([{ kind: 'text', text: '```\n<div>hp</div>\n```' }])
   })
 })

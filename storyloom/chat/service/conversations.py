@@ -654,6 +654,18 @@ class ChatService:
         self._changed(self.tree.conversation(conversation_id))
         return message
 
+    def set_variables(
+        self, conversation_id: str, message_id: str, variables: dict[str, Any]
+    ) -> Message:
+        """Replace the chat variables after a message (a card's frame writing through the
+        bridge, where the character allows it); the later messages keep their states."""
+        self._check_idle(conversation_id)
+        self._in_conversation(conversation_id, message_id)
+        state = self.tree.state_at(message_id).model_copy(update={"variables": variables})
+        message = self.tree.update_message(message_id, state=state, bump_version=True)
+        self._changed(self.tree.conversation(conversation_id))
+        return message
+
     def delete_message(
         self, conversation_id: str, message_id: str, *, expected_version: int | None
     ) -> Conversation:

@@ -644,3 +644,24 @@ export interface PromptDefaults {
 export function getPromptDefaults(fetchImpl?: Fetch): Promise<PromptDefaults> {
   return requestJson<PromptDefaults>('GET', '/api/presets/prompt-defaults', undefined, fetchImpl)
 }
+
+// -- sandboxed frames ---------------------------------------------------------------------
+
+/** What the chat's frames may do: the character's answers and its allowed scripts. */
+export type FrameAccess = Schemas['FrameAccess']
+
+export function getFrameAccess(id: string, fetchImpl?: Fetch): Promise<FrameAccess> {
+  return requestJson<FrameAccess>('GET', `${BASE}/${enc(id)}/frame`, undefined, fetchImpl)
+}
+
+export type MessageVariables = Schemas['MessageVariables']
+
+/** A message's variables, its parent's and the change between them (what a frame reads). */
+export function getMessageVariables(id: string, messageId: string, fetchImpl?: Fetch): Promise<MessageVariables> {
+  return requestJson<MessageVariables>('GET', `${BASE}/${enc(id)}/messages/${enc(messageId)}/variables`, undefined, fetchImpl)
+}
+
+/** Replace the chat variables after a message (a frame's write, where allowed). */
+export function setMessageVariables(id: string, messageId: string, variables: Record<string, unknown>, fetchImpl?: Fetch): Promise<MessageState> {
+  return requestJson<MessageState>('PUT', `${BASE}/${enc(id)}/messages/${enc(messageId)}/variables`, { variables }, fetchImpl)
+}

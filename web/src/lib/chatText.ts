@@ -147,49 +147,65 @@ export function htmlBody(text: string): string {
   return out + breakLines(source.slice(at), at > 0)
 }
 
-/** Policies of the frame's document: with scripts off nothing runs and nothing is fetched
- * but images, styles and fonts; with scripts allowed (the user's choice for a character)
- * the frame's own sandbox (no same-origin) is what keeps it away from storyloom. */
-export function framePolicy(scripts: boolean): string {
-  if (scripts) return "default-src * data: blob: 'unsafe-inline' 'unsafe-eval'"
-  return "default-src 'none'; img-src * data: blob:; style-src * 'unsafe-inline'; font-src * data:; media-src * data: blob:"
-}
-
-/** `sandbox` of the frame: scripts off → same-origin only (the page measures its height;
- * nothing in it can run); scripts on → scripts only (an opaque origin: no cookies, no DOM
- * of this page), and the frame reports its height with postMessage. */
+/** `sandbox` of the frame. Scripts on: `allow-scripts` only, never with same-origin (an
+ * opaque origin: no cookies, no storage and no DOM of this page); the frame reports its
+ * height by postMessage. Scripts off: `allow-same-origin` only, so the page can measure
+ * the frame's height; without `allow-scripts` nothing in it can ever run (the CSP says
+ * `script-src 'none'` as well). */
 export function frameSandbox(scripts: boolean): string {
   return scripts ? 'allow-scripts' : 'allow-same-origin'
 }
-
-export const FRAME_HEIGHT_MESSAGE = 'storyloom:frame-height'
 
 const FRAME_STYLE =
   'html,body{margin:0;padding:0;background:transparent}' +
   'body{font:15px/1.5 system-ui,-apple-system,"Segoe UI","PingFang SC","Microsoft YaHei","Noto Sans CJK SC",sans-serif;color:#1d2330;overflow-wrap:anywhere}' +
   'img,video,svg,canvas{max-width:100%}'
 
-function heightScript(frameId: string): string {
-  const id = JSON.stringify(frameId).replace(/</g, '\\u003c')
-  return (
-    '<script>(function(){var id=' +
-    id +
-    ';function send(){parent.postMessage({type:"' +
-    FRAME_HEIGHT_MESSAGE +
-    '",id:id,height:document.documentElement.scrollHeight},"*")}' +
-    'addEventListener("load",send);if(window.ResizeObserver){new ResizeObserver(send).observe(document.documentElement)}send()})()</script>'
-  )
+export interface FrameOptions {
+  /** The frame's CSP (frameBridge's `framePolicy`). */
+  policy: string
+  /** A whole page (a code block Tavern Helper would render) rather than HTML in prose. */
+  page: boolean
+  /** Scripts placed before the card's own (the bridge), when scripts run. */
+  head?: string
 }
 
-/** The `srcdoc` of a message's HTML frame. */
-export function frameDocument(html: string, options: { scripts: boolean; frameId: string }): string {
-  const policy = framePolicy(options.scripts).replace(/"/g, '&quot;')
+/** The `srcdoc` of a frame: the CSP first in <head>, then the bridge, then the card's HTML.
+ * A whole page keeps its own <html>/<head>/<body>: the parser folds them into ours, its
+ * styles and scripts still apply, and a CSP of its own (in <body> by then) counts for
+ * nothing. HTML inside prose gets its line breaks (see `htmlBody`). */
+export function frameDocument(html: string, options: FrameOptions): string {
+  const policy = options.policy.replace(/&/g, '&amp;').replace(/"/g, '&quot;')
   return (
     '<!doctype html><html><head><meta charset="utf-8">' +
     `<meta http-equiv="Content-Security-Policy" content="${policy}">` +
-    `<style>${FRAME_STYLE}</style></head><body>` +
-    htmlBody(html) +
-    (options.scripts ? heightScript(options.frameId) : '') +
+    `<style>${FRAME_STYLE}</style>${options.head ?? ''}</head><body>` +
+    (options.page ? html : htmlBody(html)) +
     '</body></html>'
   )
+}
+
+export type MessagePart = { kind: 'text'; text: string } | { kind: 'frame'; html: string }
+
+// A fenced block, any language tag; Tavern Helper renders one holding a page.
+const FENCED = /^```[^\n]*\n([\s\S]*?)(?:\n```[ \t]*(?=\n|$)|(?![\s\S]))/gm
+const PAGE = /<(?:html|head|body)\b/i
+
+/** A message as text and frames: each code block holding a whole page (`<html`, `<head`
+ * or `<body`, as Tavern Helper detects them) is a frame; the rest stays text. */
+export function splitFrames(text: string): MessagePart[] {
+  const source = text.replace(/\r\n?/g, '\n')
+  const parts: MessagePart[] = []
+  let at = 0
+  for (const match of source.matchAll(FENCED)) {
+    const body = match[1] ?? ''
+    if (!PAGE.test(body)) continue
+    const before = source.slice(at, match.index)
+    if (before.trim()) parts.push({ kind: 'text', text: before })
+    parts.push({ kind: 'frame', html: body })
+    at = match.index + match[0].length
+  }
+  const rest = source.slice(at)
+  if (rest.trim() || !parts.length) parts.push({ kind: 'text', text: at ? rest : text })
+  return parts
 }

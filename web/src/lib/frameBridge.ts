@@ -1,0 +1,186 @@
+// The chat page's half of the frame bridge: what a card's HTML (a status bar, a front-end
+// card) and its allowed Tavern Helper scripts may ask of the chat, over postMessage.
+//
+// Each frame runs with `sandbox="allow-scripts"` and nothing else (an opaque origin: no
+// cookies, no storage of this page, no DOM of it) and a CSP that allows no network unless
+// the character's card was allowed it. The frame's first script is the prelude
+// (framePrelude.js) with the frame's config: its id, a random nonce, and the data it may
+// read (the chat's messages, the variables of its message and of the chat). The page
+// answers a request only when it comes from that frame's own window with that frame's id
+// and nonce, and answers writes only where the character's `frame_writes` is on. Nothing
+// else is offered: no token, no fetch, no storage of the app.
+import prelude from './framePrelude.js?raw'
+
+export const FRAME_CALL = 'storyloom:call'
+export const FRAME_REPLY = 'storyloom:reply'
+export const FRAME_SYNC = 'storyloom:sync'
+export const FRAME_EVENT = 'storyloom:event'
+export const FRAME_HEIGHT = 'storyloom:height'
+
+/** A message as Tavern Helper's `getChatMessages` gives it (its id is its index). */
+export interface FrameMessage {
+  message_id: number
+  name: string
+  role: 'system' | 'assistant' | 'user'
+  is_hidden: boolean
+  message: string
+  extra: Record<string, unknown>
+}
+
+export type Variables = Record<string, unknown>
+
+/** What the prelude gets: who the frame is, and what it may read. */
+export interface FrameConfig {
+  frame: string
+  nonce: string
+  /** The message the frame belongs to (null: a script frame, which follows the newest). */
+  messageId: number | null
+  lastMessageId: number
+  messages: FrameMessage[]
+  /** Message index (as text) → that message's variables with MVU's views. */
+  data: Record<string, Variables>
+  chat: Variables
+  global: Variables
+  character: Variables
+  card: Record<string, unknown>
+  charName: string
+  userName: string
+}
+
+/** A request from a frame. */
+export interface FrameCall {
+  fn: string
+  args: Record<string, unknown>
+}
+
+/** What the page does for a frame's allowed requests. */
+export interface FrameHandlers {
+  writes: () => boolean
+  /** Replace a message's variables; answers what was saved. */
+  replaceVariables: (messageIndex: number, variables: Variables) => Promise<Variables>
+  sendMessage: (text: string) => Promise<void>
+}
+
+export class FrameDenied extends Error {}
+
+/** Answer one request (a rejected promise says why, in words the card's author reads). */
+export async function answerCall(call: FrameCall, handlers: FrameHandlers): Promise<unknown> {
+  switch (call.fn) {
+    case 'replaceVariables': {
+      if (!handlers.writes()) throw new FrameDenied('storyloom: this character may not change variables (allow it on the character page)')
+      const type = call.args.type
+      if (type !== 'message' && type !== 'chat') throw new FrameDenied(`storyloom: ${String(type)} variables cannot be changed from a frame`)
+      const index = call.args.message_id
+      const variables = call.args.variables
+      if (typeof index !== 'number' || !isObject(variables)) throw new FrameDenied('storyloom: replaceVariables needs an object of variables')
+      return handlers.replaceVariables(index, variables)
+    }
+    case 'sendMessage': {
+      if (!handlers.writes()) throw new FrameDenied('storyloom: this character may not send messages (allow it on the character page)')
+      const text = call.args.text
+      if (typeof text !== 'string' || !text.trim()) throw new FrameDenied('storyloom: nothing to send')
+      await handlers.sendMessage(text)
+      return null
+    }
+    default:
+      throw new FrameDenied(`storyloom: ${call.fn} is not offered to frames`)
+  }
+}
+
+function isObject(value: unknown): value is Variables {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+}
+
+/** A random nonce for one frame. */
+export function frameNonce(): string {
+  const bytes = new Uint8Array(16)
+  crypto.getRandomValues(bytes)
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')
+}
+
+// -- MVU's views of a message's variables -----------------------------------------------------
+
+function leafAt(root: unknown, path: string[]): unknown {
+  let at = root
+  for (const key of path) {
+    if (at === null || typeof at !== 'object') return undefined
+    at = (at as Record<string, unknown>)[key]
+  }
+  return at
+}
+
+function setAt(root: Variables, path: string[], value: unknown): void {
+  let at: Record<string, unknown> = root
+  for (const key of path.slice(0, -1)) {
+    const next = at[key]
+    if (next === null || typeof next !== 'object') at[key] = {}
+    at = at[key] as Record<string, unknown>
+  }
+  at[path[path.length - 1]!] = value
+}
+
+function pointer(path: string): string[] {
+  return path
+    .split('/')
+    .slice(1)
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+}
+
+function shown(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value)
+}
+
+/** A message's variables as MVU keeps them on the message: `stat_data` as it is,
+ * `display_data` (stat_data with each changed leaf shown "old->new") and `delta_data`
+ * (only the changed leaves, shown the same way), from the RFC 6902 `delta` of the state
+ * (parent → this message) and the parent's variables. */
+export function messageVariables(variables: Variables, parent: Variables, delta: readonly Record<string, unknown>[]): Variables {
+  const stat = variables.stat_data
+  const out: Variables = structuredClone(variables)
+  if (!isObject(stat)) return out
+  const display: Variables = structuredClone(stat)
+  const changed: Variables = {}
+  for (const op of delta) {
+    if (typeof op.path !== 'string' || !op.path.startsWith('/variables/stat_data/')) continue
+    const path = pointer(op.path).slice(2)
+    if (!path.length) continue
+    const before = leafAt(parent.stat_data, path)
+    const after = leafAt(stat, path)
+    if (after !== null && typeof after === 'object') continue // a new branch: shown as it is
+    const text = op.op === 'remove' ? `${shown(before)}->` : before === undefined ? shown(after) : `${shown(before)}->${shown(after)}`
+    setAt(changed, path, text)
+    if (op.op !== 'remove') setAt(display, path, text)
+  }
+  out.display_data = display
+  out.delta_data = changed
+  return out
+}
+
+// -- the frame's document ---------------------------------------------------------------------
+
+/** The CSP of a frame: no network at all unless the character's card was allowed it
+ * (then https for images, styles, fonts, scripts and requests). */
+export function framePolicy(scripts: boolean, network: boolean): string {
+  const net = network ? ' https:' : ''
+  return [
+    "default-src 'none'",
+    scripts ? `script-src 'unsafe-inline' 'unsafe-eval'${net}` : "script-src 'none'",
+    `style-src 'unsafe-inline'${net}`,
+    `img-src data: blob:${net}`,
+    `font-src data:${net}`,
+    `media-src data: blob:${net}`,
+    `connect-src${network ? net : " 'none'"}`,
+    "form-action 'none'",
+  ].join('; ')
+}
+
+function inlineJson(value: unknown): string {
+  // Inside <script>: no "</script>" nor "<!--" can close or bend it.
+  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
+}
+
+/** The scripts every scripted frame starts with: the libraries cards assume (`_`, `$`)
+ * when loaded, then the bridge's prelude with the frame's config. */
+export function bridgeScripts(config: FrameConfig, libraries: string): string {
+  return `${libraries}<script>${prelude}(${inlineJson(config)})</script>`
+}
