@@ -1,9 +1,12 @@
 """The corpus MVU card (爱) played in Chinese through the REST API, as a user meets it:
-imported, its scripts allowed once, three turns against the scripted server. Its whole
-world reaches the model when the server's context holds it (else the reply names what
-the budget cut), its EJS entry is evaluated against the current stage, the model sees the
-current ``stat_data`` as YAML, an update its Zod schema forbids is refused, and the status
-placeholder never shows raw."""
+imported, its scripts allowed once, three turns against the scripted server.
+
+Its whole world reaches the model at the default lore budget (25 %) when the server
+reports a long context (131,072 tokens, as the models these cards are written for have);
+at the 8,192 tokens assumed for a server that reports none, the reply names what the
+budget cut. Its EJS entry is evaluated against the current stage, the model sees the
+current ``stat_data`` as YAML, an update its Zod schema forbids is refused, and the
+status placeholder never shows raw."""
 
 from __future__ import annotations
 
@@ -100,7 +103,7 @@ def _sent(llm: ReplayLLMServer, index: int = -1) -> str:
     return "\n".join(str(m.get("content")) for m in llm.chat_requests[index]["messages"])
 
 
-@pytest.mark.parametrize("played", [32768], indirect=True)
+@pytest.mark.parametrize("played", [131072], indirect=True)
 async def test_with_the_servers_context_the_whole_world_and_the_current_state_reach_the_model(
     played: tuple[httpx.AsyncClient, str, ReplayLLMServer, Any],
     corpus_sample: Callable[[str], Path],

@@ -119,3 +119,22 @@ async def test_a_reply_whose_lore_fits_says_nothing_and_a_bad_budget_is_refused(
     await turn(api, server, conversation_id, "Tell me about the harbour.")
     reply = await _newest_reply(api, conversation_id)
     assert "lore_cut" not in reply["extra"]
+
+
+async def test_the_budget_is_a_share_of_the_context_the_server_reports(
+    tmp_path: Path, start_server: Callable[..., Any]
+) -> None:
+    # A llama.cpp server holding 4,000 tokens: 25 % of it, not of the 8,192 assumed for a
+    # server that says nothing (which would fit every entry here).
+    with ReplayLLMServer(models=["test-model"], context_length=4000) as small:
+        server = start_server(
+            chat_home(tmp_path / "home", small), node_registry=node_registry(entry_points=False)
+        )
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as api:
+            settings = (await api.get("/api/lore/project")).json()
+            await api.put("/api/lore/project", json={**settings, "budget_percent": 3})
+            conversation_id = await _chat(api)
+            small.script(Reply(text="The harbour is calm."))
+            await turn(api, server, conversation_id, "Tell me about the harbour.")
+            reply = await _newest_reply(api, conversation_id)
+    assert reply["extra"]["lore_cut"]["budget"] == 120

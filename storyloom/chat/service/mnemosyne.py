@@ -284,12 +284,16 @@ async def scan_lore(
     presets: PresetLibrary | None = None,
     global_variables: Mapping[str, Any] | None = None,
     history_templates: Sequence[HistoryTemplate] = (),
+    context_tokens: int | None = None,
 ) -> tuple[ActivationResult | None, list[str], LoreScope, TurnTemplates]:
     """One lore scan over the knowledge bases in the chat's scopes (global, the speaking
     character's, the persona's, the chat's), from the timers stored with the state at the
     pointer; also the scope, which names each KB, and the turn's EJS templates (lore, card
     fields and ``history_templates``, rendered in one sandboxed call before the scan,
     which reads the messages as rendered: :mod:`turn_templates`).
+
+    The lore budget is a share of ``context_tokens``, the context window of the model that
+    answers as its server reports it (None: the user model's setting).
 
     The result is None when no KB is in scope. The scan is the one
     ``KnowledgeService.activate`` runs, with the chat's timed state and length added and
@@ -328,7 +332,7 @@ async def scan_lore(
         settings,
         messages,
         variables=variables,
-        max_context_tokens=None,
+        max_context_tokens=context_tokens,
         seed=seed,
         character=character_context(conversation, speaker),
         chat_length=len(history) if chat_length is None else chat_length,
@@ -444,6 +448,8 @@ async def build_snapshot(
             presets=presets,
             global_variables=globals_before,
             history_templates=history_templates,
+            # the budget is a share of the window the history fills: the server's
+            context_tokens=history_tokens if count_tokens is not None else None,
         )
         if result is not None:
             needed = None
