@@ -35,7 +35,7 @@ test-corpus: setup-dev
 		echo "corpus folder $(CORPUS) not found: set STORYLOOM_CORPUS=DIR"; \
 	fi
 
-BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py bench/llama_tokenizer.py bench/tools.py bench/real_model.py bench/st_import.py
+BENCHMARKS = bench/llm_stream.py bench/activation.py bench/retrieval.py bench/vector_index.py bench/runner.py bench/chat.py bench/llama_tokenizer.py bench/tools.py bench/real_model.py bench/st_import.py bench/card_scripts.py
 
 ## Run every benchmark in bench/.
 bench: setup-dev

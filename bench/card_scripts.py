@@ -13,10 +13,15 @@
 (b) The corpus MVU card (``../shared/st-samples/zh_card_ai_v3json_mvu_27entries.json``),
     when that folder is there: its prompt build (snapshot + skein) at its initial state,
     how many lore entries went in and were cut, and what 阶段指导 became.
+(c) A status bar after a reply, in the browser (``status_bar_render.py``: Chromium driving
+    the real page over the real server): from the reply's end to the sandboxed frame
+    showing the new value, against the same message with its page off (plain text), in
+    the same run. Target: under 100 ms. Ends with its own ``ratio:`` line. ``--turns 0``
+    leaves it out (it needs Debian's chromium, as the browser tests do).
 
 Prints figures, asserts nothing.
 
-    .venv/bin/python bench/card_scripts.py [--rounds 20]
+    .venv/bin/python bench/card_scripts.py [--rounds 20] [--turns 10]
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ import asyncio
 import dataclasses
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storyloom.chat.prompt.skein_builder import build_skein
 from storyloom.chat.service.conversations import ChatService
@@ -44,6 +50,12 @@ from storyloom.project.project_knowledge import add_local_knowledge_base
 from storyloom.sandbox.script_host import close_script_workers
 from storyloom.server.state import ServerState
 from storyloom.testing.replay_server import ReplayLLMServer
+
+if TYPE_CHECKING:
+    from bench.status_bar_render import measure as measure_status_bar
+else:  # run as a script: the browser half lies beside this file
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from status_bar_render import measure as measure_status_bar
 
 ENTRIES = 30
 TARGET_MS = 30.0
@@ -219,16 +231,24 @@ async def corpus_card() -> None:
         state.database.close()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=20)
-    args = parser.parse_args()
+async def templates(rounds: int) -> None:
     try:
-        await templates_per_turn(args.rounds)
+        await templates_per_turn(rounds)
         await corpus_card()
     finally:
         close_script_workers()
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=10, help="status-bar turns (0: skip)")
+    args = parser.parse_args()
+    asyncio.run(templates(args.rounds))
+    if args.turns:
+        # sync Playwright: outside the event loop the template part ran in
+        measure_status_bar(args.turns)
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -196,7 +196,12 @@ def play(page: Any, url: str, conversation_id: str, turns: int, frame: bool) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=10)
-    args = parser.parse_args()
+    measure(parser.parse_args().turns)
+
+
+def measure(turns: int) -> None:
+    """Play ``turns`` turns with the status bar framed and with it off; print the figures
+    and the ``ratio:`` line (``bench/card_scripts.py`` calls this for its part (c))."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp, ReplayLLMServer(models=["test-model"]) as llm:
@@ -204,8 +209,8 @@ def main() -> None:
         home.mkdir()
         settings = {"user_llm": {"base_url": llm.url, "model": "test-model"}}
         (home / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-        llm.script(*(Reply(text=reply(t)) for t in range(1, args.turns + 1)))
-        llm.script(*(Reply(text=reply(t)) for t in range(1, args.turns + 1)))
+        llm.script(*(Reply(text=reply(t)) for t in range(1, turns + 1)))
+        llm.script(*(Reply(text=reply(t)) for t in range(1, turns + 1)))
         process, url = start_server(home)
         try:
             with httpx.Client(base_url=url, timeout=60) as client:
@@ -219,13 +224,13 @@ def main() -> None:
                 browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 page.add_init_script(INIT)
-                frame_ms = play(page, url, chats["frame"], args.turns, frame=True)
-                text_ms = play(page, url, chats["text"], args.turns, frame=False)
+                frame_ms = play(page, url, chats["frame"], turns, frame=True)
+                text_ms = play(page, url, chats["text"], turns, frame=False)
                 browser.close()
         finally:
             process.terminate()
             process.wait(timeout=30)
-    print(f"status bar render over {args.turns} turns (reply's end → value shown, in the page)")
+    print(f"status bar render over {turns} turns (reply's end → value shown, in the page)")
     for name, times in (("frame (sandboxed status bar)", frame_ms), ("text (frame off)", text_ms)):
         print(
             f"    {name}: p50 {statistics.median(times):.1f} ms, p95 {p(times, 0.95):.1f} ms, "
