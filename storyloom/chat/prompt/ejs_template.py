@@ -82,6 +82,11 @@ class TemplateSource(BaseModel):
     seed: int | None = Field(
         default=None, description="Math.random starts again from this for this template"
     )
+    shares: str | None = Field(
+        default=None,
+        description="Templates with the same key share their message scope (a displayed "
+        "message and its render entries): what one writes, the next reads",
+    )
 
 
 class VariableWrite(BaseModel):
@@ -210,6 +215,7 @@ def render_templates_blocking(
     results: list[TemplateResult | None] = [None] * len(sources)
     batch: list[tuple[int, dict[str, Any]]] = []
     states: list[dict[str, Any]] = []
+    shared: dict[str, int] = {}
     for index, source in enumerate(sources):
         if source.kind == "text" and not has_template(source.text):
             # Not a template: as it is, and no reason to run anything.
@@ -221,8 +227,13 @@ def render_templates_blocking(
         else:
             item: dict[str, Any] = {"name": source.name, "kind": source.kind, "code": code}
             if source.variables is not None:
-                item["state"] = len(states)
-                states.append(source.variables)
+                if source.shares is not None and source.shares in shared:
+                    item["state"] = shared[source.shares]
+                else:
+                    item["state"] = len(states)
+                    states.append(source.variables)
+                    if source.shares is not None:
+                        shared[source.shares] = item["state"]
             if source.message is not None:
                 item["message"] = source.message
             if source.seed is not None:

@@ -41,6 +41,7 @@ from storyloom.chat.prompt.regex_scripts import (
     card_regex_scripts,
 )
 from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
+from storyloom.chat.service.display_sources import DisplaySources
 from storyloom.chat.service.group_chat import (
     VIEW_KEY,
     answer_order,
@@ -52,7 +53,7 @@ from storyloom.chat.service.group_chat import (
     updated_group,
 )
 from storyloom.chat.service.group_chat import greetings as group_greetings
-from storyloom.chat.service.mnemosyne import build_snapshot, history_of
+from storyloom.chat.service.mnemosyne import build_snapshot, history_of, turn_lore_scope
 from storyloom.chat.service.mvu_updater import run_updater
 from storyloom.chat.service.reply_run import (
     GENERATION_OF,
@@ -66,6 +67,7 @@ from storyloom.chat.service.reply_run import (
     TurnKind,
     TurnSetup,
 )
+from storyloom.chat.service.turn_templates import RenderEntry, render_entries
 from storyloom.chat.store.connection_choice import ConnectionChoice, choose_connection
 from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
@@ -950,6 +952,24 @@ class ChatService:
         """Every regex script of ``conversation`` in SillyTavern's order: the user's
         global ones, then the card's when the chat allows them."""
         return [*self.global_scripts()[0], *allowed_scripts(conversation)]
+
+    def display_sources(self, conversation: Conversation) -> DisplaySources:
+        """What showing ``conversation``'s messages needs besides them: its regex scripts,
+        the user's global variables and the render entries of the lore it scans (a book
+        whose scope cannot be read adds none: the messages still show)."""
+        entries: list[RenderEntry] = []
+        knowledge = self.services.knowledge
+        if knowledge is not None:
+            try:
+                scope = turn_lore_scope(knowledge, conversation, None, self.presets)
+                entries = render_entries(scope.kbs())
+            except (StoryloomError, OSError) as exc:
+                logger.warning("render entries are not shown: %s", exc)
+        return DisplaySources(
+            scripts=self.regex_scripts(conversation),
+            global_variables=self.load_globals(),
+            render_entries=entries,
+        )
 
     def save_globals(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """Write what a turn's macros changed in the global variables."""

@@ -21,7 +21,7 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from storyloom.chat.prompt.ejs_template import (
     TemplateProblem,
@@ -36,6 +36,11 @@ from storyloom.chat.prompt.ejs_template import (
 from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.knowledge.caiu import CAIU, Placement
 from storyloom.knowledge.catalog import LoadedKB
+from storyloom.knowledge.keyword_matcher import (
+    UnusableKeyError,
+    compile_regex_key,
+    parse_regex_key,
+)
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_decorators import TEMPLATE_METADATA, TemplateMarks, template_marks
 from storyloom.sillytavern.tavern_helper import helper_scripts
@@ -162,6 +167,74 @@ def _initial_variables(entry: CAIU, problems: list[TemplateProblem]) -> dict[str
         problems.append(problem_of(source, "not a JSON object of variables"))
         return {}
     return value
+
+
+RenderPosition = Literal["before", "after"]
+
+
+@dataclass(frozen=True)
+class RenderEntry:
+    """A ``[RENDER:BEFORE]``/``[RENDER:AFTER]`` (``@@render_before``/``@@render_after``)
+    lore entry: rendered into every displayed message, before or after its text, never
+    sent to the model. As ST-Prompt-Template selects them: a before entry only when it is
+    constant (or ``@@activate``); an after entry also when one of its primary keys is in
+    the message's text; ``@@dont_activate`` never; ``@@if`` guards the text."""
+
+    title: str
+    text: str
+    """The template as it runs (``@@private`` and ``@@if`` already wrapped around it)."""
+    position: RenderPosition
+    constant: bool
+    keywords: tuple[str, ...] = ()
+
+    def shown_with(self, message_text: str) -> bool:
+        """Whether the entry is added to a message whose shown text is ``message_text``."""
+        if self.constant:
+            return True
+        if self.position == "before":
+            return False
+        lowered = message_text.lower()
+        for key in self.keywords:
+            parsed = parse_regex_key(key)
+            if parsed is None:
+                if key and key.lower() in lowered:
+                    return True
+                continue
+            try:
+                if compile_regex_key(*parsed).search(message_text):
+                    return True
+            except UnusableKeyError:
+                continue  # the lore editor names a broken key; here it matches nothing
+        return False
+
+
+def render_entries(kbs: Sequence[LoadedKB]) -> list[RenderEntry]:
+    """The render entries of the books ``kbs``, in the books' order (read from the
+    template candidates each book keeps: a book without one costs nothing)."""
+    out: list[RenderEntry] = []
+    for loaded in kbs:
+        for entry in template_entries(loaded.kb):
+            marks = template_marks(entry)
+            if marks.injection not in ("render_before", "render_after"):
+                continue
+            criteria = entry.activation_criteria
+            if criteria.never_activate:
+                continue
+            text = _template_text(entry.content.value or "", marks)
+            if marks.condition is not None:
+                # One line of JavaScript, as @@if asks; false shows nothing.
+                condition = marks.condition.replace("\n", " ")
+                text = "<%_ if (" + condition + ") { _%>" + text + "<%_ } _%>"
+            out.append(
+                RenderEntry(
+                    title=entry.displayName or entry.id,
+                    text=text,
+                    position="before" if marks.injection == "render_before" else "after",
+                    constant=criteria.constant,
+                    keywords=tuple(criteria.keywords),
+                )
+            )
+    return out
 
 
 def _template_text(text: str, marks: TemplateMarks) -> str:
