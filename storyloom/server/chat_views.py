@@ -199,9 +199,11 @@ def rendered_templates(
     plans: list[tuple[Message, int | None, list[int], list[int]]] = []
     for n, message in enumerate(messages):
         text = shown.get(message.id, message.content)
+        # (a reply still being written gets them once it is finished, as in the plugin)
+        rendered = n >= first_rendered and message.status != "streaming"
         entries = [
             entry
-            for entry in (sources.render_entries if n >= first_rendered else ())
+            for entry in (sources.render_entries if rendered else ())
             if entry.shown_with(text)
         ]
         own = has_template(text)
