@@ -142,9 +142,7 @@ async def test_a_displayed_template_reads_and_writes_the_user_s_global_variables
     api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer, tmp_path: Path
 ) -> None:
     created = await new_chat(api)
-    llm.script(
-        Reply(text="<% incvar('runs', 1, {scope: 'global'}) %>runs <%= getvar('runs') %>")
-    )
+    llm.script(Reply(text="<% incvar('runs', 1, {scope: 'global'}) %>runs <%= getvar('runs') %>"))
     await turn(api, server, created["id"], "Count.")
     for _ in range(2):
         reply = (await get_chat(api, created["id"]))["messages"][-1]

@@ -67,7 +67,12 @@ from storyloom.chat.service.reply_run import (
     TurnKind,
     TurnSetup,
 )
-from storyloom.chat.service.turn_templates import RenderEntry, render_entries
+from storyloom.chat.service.turn_templates import (
+    PresetTemplate,
+    RenderEntry,
+    preset_templates,
+    render_entries,
+)
 from storyloom.chat.store.connection_choice import ConnectionChoice, choose_connection
 from storyloom.chat.store.conversation import (
     BackgroundSnapshot,
@@ -845,6 +850,14 @@ class ChatService:
         task.add_done_callback(forget)
         return message
 
+    def _preset_templates(self, conversation: Conversation) -> list[PresetTemplate]:
+        """The pipeline's preset prompts holding an EJS template (none when the pipeline
+        cannot be read: the turn says why when it runs it)."""
+        try:
+            return preset_templates(self.pipeline(conversation))
+        except (StoryloomError, OSError):
+            return []
+
     def pipeline(self, conversation: Conversation) -> Workflow:
         """The conversation's pipeline workflow (the project's copy, else the built-in)."""
         return pipeline_for(self.project_dir, conversation.settings.pipeline)
@@ -888,6 +901,7 @@ class ChatService:
             global_regex_scripts=global_scripts,
             regex_problems=regex_problems,
             global_variables=self.load_globals(),
+            preset_templates=self._preset_templates(conversation),
         )
         return snapshot.model_copy(
             update={

@@ -4,7 +4,8 @@
 them, :func:`~storyloom.chat.prompt.ejs_template.render_templates`), so an entry is
 scanned, counted against the lore budget and injected as its rendered text, never as its
 code. In that one batch, in this order: the ``@@if`` conditions, every lore entry whose
-content holds ``<%`` (in the books' order), then the card fields. Every template entry is
+content holds ``<%`` (in the books' order), the card fields, the preset's prompts, then
+the chat messages of the prompt. Every template entry is
 therefore evaluated as ST-Prompt-Template's ``@@preprocessing`` ones are; the variables
 a lore entry writes count only when the scan then activates it (:meth:`TurnTemplates.
 variables_after`), as an entry the plugin never renders writes nothing.
@@ -33,6 +34,7 @@ from storyloom.chat.prompt.ejs_template import (
     problem_of,
     render_templates,
 )
+from storyloom.chat.prompt.shuttle_nodes import SkeinBuilder
 from storyloom.chat.store.conversation import CharacterSnapshot
 from storyloom.knowledge.caiu import CAIU, Placement
 from storyloom.knowledge.catalog import LoadedKB
@@ -44,6 +46,7 @@ from storyloom.knowledge.keyword_matcher import (
 from storyloom.knowledge.knowledge_base import KnowledgeBase
 from storyloom.knowledge.st_decorators import TEMPLATE_METADATA, TemplateMarks, template_marks
 from storyloom.sillytavern.tavern_helper import helper_scripts
+from storyloom.workflow.workflow_file import Workflow
 
 EntryKey = tuple[str, str]
 
@@ -76,6 +79,15 @@ class HistoryTemplate:
     variables: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class PresetTemplate:
+    """A prompt of the chat-completion preset (the pipeline's Skein Builder) holding a
+    template: its name (the user's, else its identifier) and its text as written."""
+
+    name: str
+    text: str
+
+
 @dataclass
 class TurnTemplates:
     """What a turn's templates gave."""
@@ -98,6 +110,8 @@ class TurnTemplates:
     """Results whose writes count whatever the scan does (card fields)."""
     history: dict[str, str] = field(default_factory=dict)
     """Chat messages of the prompt that hold a template, as rendered (message id → text)."""
+    preset: dict[str, str] = field(default_factory=dict)
+    """Preset prompts that hold a template, as rendered (the text as written → rendered)."""
 
     def variables_after(
         self, activated: Sequence[EntryKey]
@@ -208,6 +222,24 @@ class RenderEntry:
         return False
 
 
+def preset_templates(workflow: Workflow) -> list[PresetTemplate]:
+    """The prompts of ``workflow``'s Skein Builders (the chat-completion preset the
+    pipeline lays out) that hold a template, in their order."""
+    out: list[PresetTemplate] = []
+    for node in workflow.nodes:
+        if node.type != SkeinBuilder.type:
+            continue
+        prompts = node.config.get("prompts")
+        for prompt in prompts if isinstance(prompts, list) else []:
+            if not isinstance(prompt, Mapping):
+                continue
+            text = prompt.get("content")
+            if isinstance(text, str) and has_template(text):
+                name = prompt.get("name") or prompt.get("identifier") or node.id
+                out.append(PresetTemplate(name=str(name), text=text))
+    return out
+
+
 def render_entries(kbs: Sequence[LoadedKB]) -> list[RenderEntry]:
     """The render entries of the books ``kbs``, in the books' order (read from the
     template candidates each book keeps: a book without one costs nothing)."""
@@ -251,13 +283,15 @@ async def evaluate_turn_templates(
     names: Mapping[str, str],
     seed: int = 0,
     history: Sequence[HistoryTemplate] = (),
+    preset_prompts: Sequence[PresetTemplate] = (),
 ) -> TurnTemplates:
     """The templates of the lore in ``kbs`` and of ``character``'s card, rendered against
     the turn's ``variables``, the user's ``global_variables`` and the card's Tavern Helper
     variables, ``Math.random`` seeded by the turn's ``seed``, and the chat messages of the
     prompt that hold one (``history``, each against the variables at it; what they write
-    is not kept, as a message's template wrote when it was shown); no sandbox call when
-    none holds a template."""
+    is not kept, as a message's template wrote when it was shown), and the preset's
+    prompts that hold one (``preset_prompts``, after the card fields; what they write
+    counts, as a card field's does); no sandbox call when none holds a template."""
     out = TurnTemplates(
         variables=copy.deepcopy(dict(variables)),
         global_variables=copy.deepcopy(dict(global_variables)),
@@ -319,8 +353,13 @@ async def evaluate_turn_templates(
         for m in history
         if has_template(m.text)
     ]
+    preset = [
+        TemplateSource(name=f"preset {p.name}", text=p.text, origin="preset", label=p.name)
+        for p in preset_prompts
+        if has_template(p.text)
+    ]
     sources = [s for _, s in conditions] + [s for _, s in lore] + [s for _, s in card_fields]
-    sources += said
+    sources += preset + said
     if not sources:
         return out
     scopes = TemplateScopes(
@@ -352,6 +391,13 @@ async def evaluate_turn_templates(
             out.problems.append(result.problem)
         else:
             out.fields[name] = result.text
+            out.always.append(result)
+    for source in preset:
+        result = next(done)
+        if result.problem is not None:
+            out.problems.append(result.problem)
+        else:
+            out.preset[source.text] = result.text
             out.always.append(result)
     for source in said:
         result = next(done)
