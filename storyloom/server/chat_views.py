@@ -237,6 +237,8 @@ def rendered_templates(
         names={"user": macros["user"], "char": macros["char"]},
         escape=True,
         limits=DISPLAY_LIMITS,
+        card=conversation.character.card,
+        world_info=sources.world_info,
     )
 
     def texts(indexes: list[int]) -> list[str]:

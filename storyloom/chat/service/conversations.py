@@ -33,6 +33,7 @@ from storyloom.chat.personalab.memory_update import MemoryProposal, propose_memo
 from storyloom.chat.personalab.personas import PersonaLibrary, persona_settings
 from storyloom.chat.personalab.summaries import SeedOrder, SummaryIndex, seed_messages, summarise
 from storyloom.chat.prompt.default_pipeline import pipeline_for
+from storyloom.chat.prompt.ejs_template import WorldInfoOf
 from storyloom.chat.prompt.macros import MacroContext, expand_macros
 from storyloom.chat.prompt.regex_scripts import (
     RegexPlacement,
@@ -72,6 +73,7 @@ from storyloom.chat.service.turn_templates import (
     RenderEntry,
     preset_templates,
     render_entries,
+    world_info_of,
 )
 from storyloom.chat.store.connection_choice import ConnectionChoice, choose_connection
 from storyloom.chat.store.conversation import (
@@ -972,17 +974,20 @@ class ChatService:
         the user's global variables and the render entries of the lore it scans (a book
         whose scope cannot be read adds none: the messages still show)."""
         entries: list[RenderEntry] = []
+        world_info: WorldInfoOf | None = None
         knowledge = self.services.knowledge
         if knowledge is not None:
             try:
-                scope = turn_lore_scope(knowledge, conversation, None, self.presets)
-                entries = render_entries(scope.kbs())
+                kbs = turn_lore_scope(knowledge, conversation, None, self.presets).kbs()
+                entries = render_entries(kbs)
+                world_info = world_info_of(kbs)
             except (StoryloomError, OSError) as exc:
                 logger.warning("render entries are not shown: %s", exc)
         return DisplaySources(
             scripts=self.regex_scripts(conversation),
             global_variables=self.load_globals(),
             render_entries=entries,
+            world_info=world_info,
         )
 
     def save_globals(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:

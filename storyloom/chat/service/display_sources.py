@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from storyloom.chat.prompt.ejs_template import WorldInfoOf
 from storyloom.chat.prompt.regex_scripts import RegexScript
 from storyloom.chat.service.turn_templates import RenderEntry
 
@@ -26,3 +27,5 @@ class DisplaySources:
     """Every regex script in the order they run (the display-only ones change the view)."""
     global_variables: Mapping[str, Any] = field(default_factory=dict)
     render_entries: Sequence[RenderEntry] = ()
+    world_info: WorldInfoOf | None = None
+    """The lore entries a displayed template reads with ``getwi`` (read when one does)."""

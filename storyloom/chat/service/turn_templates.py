@@ -29,6 +29,8 @@ from storyloom.chat.prompt.ejs_template import (
     TemplateResult,
     TemplateScopes,
     TemplateSource,
+    WorldInfoOf,
+    WorldInfoText,
     apply_writes,
     has_template,
     problem_of,
@@ -240,6 +242,26 @@ def preset_templates(workflow: Workflow) -> list[PresetTemplate]:
     return out
 
 
+def world_info_of(kbs: Sequence[LoadedKB]) -> WorldInfoOf:
+    """The enabled entries of ``kbs`` for ``getwi``, read when a template calls it."""
+
+    def entries() -> list[WorldInfoText]:
+        return [
+            WorldInfoText(
+                book=loaded.kb_id,
+                book_name=loaded.kb.kb_displayName or loaded.kb_id,
+                id=entry.id,
+                title=entry.displayName or entry.id,
+                text=entry.content.value or "",
+            )
+            for loaded in kbs
+            for entry in loaded.kb.entries
+            if entry.management_metadata.is_enabled
+        ]
+
+    return entries
+
+
 def render_entries(kbs: Sequence[LoadedKB]) -> list[RenderEntry]:
     """The render entries of the books ``kbs``, in the books' order (read from the
     template candidates each book keeps: a book without one costs nothing)."""
@@ -368,7 +390,14 @@ async def evaluate_turn_templates(
         character=helper_scripts(character.card).variables,
         initial=initial,
     )
-    results = await render_templates(sources, scopes, names=names, seed=seed)
+    results = await render_templates(
+        sources,
+        scopes,
+        names=names,
+        seed=seed,
+        card=character.card,
+        world_info=world_info_of(kbs),
+    )
     done = iter(results)
     for key, _ in conditions:
         result = next(done)
