@@ -338,6 +338,32 @@
     };
   }
 
+  // An [InitialVariables] entry written as a template: its output is the JSON object of
+  // starting variables; the keys the turn's variables lack are filled from it.
+  const fillMissing = (target, source, top) => {
+    for (const k of Object.keys(source)) {
+      if (!(k in target)) {
+        target[k] = cloneDeep(source[k]);
+        if (top) touch("message", k);
+      } else if (isPlain(target[k]) && isPlain(source[k])) {
+        fillMissing(target[k], source[k], false);
+        if (top) touch("message", k);
+      }
+    }
+  };
+  const startWith = (output) => {
+    let data;
+    try {
+      data = JSON.parse(output);
+    } catch (e) {
+      throw new Error("its output is not JSON: " + describe(e));
+    }
+    if (!isPlain(data)) throw new Error("its output is not a JSON object of variables");
+    fillMissing(S.initial, data, false);
+    fillMissing(S.message, data, true);
+    g.variables = merged();
+  };
+
   // ---- the run -----------------------------------------------------------------------
   const HTML = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" };
   const raw = (v) => v;
@@ -370,6 +396,7 @@
           const value = await fn(append, raw, escape, print);
           result.output = out.join("");
           result.value = t.kind === "condition" ? !!value : null;
+          if (t.kind === "initial") startWith(result.output);
         } catch (e) {
           result.error = describe(e);
           const found = FRAME.exec(String(e && e.stack));

@@ -57,13 +57,15 @@ second (and as much again to find which template it was), never the turn."""
 DISPLAY_LIMITS = ScriptLimits(time_ms=200, memory_mb=64)
 """What rendering one displayed message may use (a page view waits for it)."""
 
-TemplateKind = Literal["text", "condition"]
+TemplateKind = Literal["text", "condition", "initial"]
 WriteScope = Literal["message", "global"]
 
 
 class TemplateSource(BaseModel):
-    """One template of a batch: a lore entry's text, a card field, a message, or an
-    ``@@if`` condition (``kind="condition"``: one line of JavaScript, true or false)."""
+    """One template of a batch: a lore entry's text, a card field, a message, an ``@@if``
+    condition (``kind="condition"``: one line of JavaScript, true or false), or an
+    ``[InitialVariables]`` entry written as a template (``kind="initial"``: its output
+    is a JSON object whose keys fill those the variables lack)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -288,7 +290,7 @@ def render_templates_blocking(
     states: list[dict[str, Any]] = []
     shared: dict[str, int] = {}
     for index, source in enumerate(sources):
-        if source.kind == "text" and not has_template(source.text):
+        if source.kind != "condition" and not has_template(source.text):
             # Not a template: as it is, and no reason to run anything.
             results[index] = TemplateResult(name=source.name, text=source.text)
             continue

@@ -109,7 +109,10 @@ class TurnTemplates:
     """The turn's variables before any template wrote (initial variables filled in)."""
     global_variables: dict[str, Any] = field(default_factory=dict)
     always: list[TemplateResult] = field(default_factory=list)
-    """Results whose writes count whatever the scan does (card fields)."""
+    """Results whose writes count whatever the scan does (card fields, preset prompts)."""
+    starting: list[TemplateResult] = field(default_factory=list)
+    """``[InitialVariables]`` entries written as templates: the keys they filled (applied
+    first: they ran first)."""
     history: dict[str, str] = field(default_factory=dict)
     """Chat messages of the prompt that hold a template, as rendered (message id → text)."""
     preset: dict[str, str] = field(default_factory=dict)
@@ -123,7 +126,7 @@ class TurnTemplates:
         variables = copy.deepcopy(self.variables)
         global_variables = copy.deepcopy(self.global_variables)
         wanted = set(activated)
-        ran = [r for key, r in self.lore.items() if key in wanted] + self.always
+        ran = self.starting + [r for key, r in self.lore.items() if key in wanted] + self.always
         for result in ran:
             apply_writes(variables, result.writes, "message")
             apply_writes(global_variables, result.writes, "global")
@@ -320,6 +323,7 @@ async def evaluate_turn_templates(
     )
     conditions: list[tuple[EntryKey, TemplateSource]] = []
     lore: list[tuple[EntryKey, TemplateSource]] = []
+    starting: list[TemplateSource] = []
     initial: dict[str, Any] = {}
     for loaded in kbs:
         for entry in template_entries(loaded.kb):
@@ -328,7 +332,12 @@ async def evaluate_turn_templates(
             marks = template_marks(entry)
             if marks.initial_variables:
                 out.excluded[key] = "template_render_only"
-                _fill_missing(initial, _initial_variables(entry, out.problems))
+                if has_template(text):
+                    # Rendered first in the batch; its JSON fills the variables there.
+                    source = _lore_source(entry, text).model_copy(update={"kind": "initial"})
+                    starting.append(source)
+                else:
+                    _fill_missing(initial, _initial_variables(entry, out.problems))
                 continue
             if marks.prompt_only_when_rendered:
                 out.excluded[key] = "template_render_only"
@@ -380,8 +389,8 @@ async def evaluate_turn_templates(
         for p in preset_prompts
         if has_template(p.text)
     ]
-    sources = [s for _, s in conditions] + [s for _, s in lore] + [s for _, s in card_fields]
-    sources += preset + said
+    sources = starting + [s for _, s in conditions] + [s for _, s in lore]
+    sources += [s for _, s in card_fields] + preset + said
     if not sources:
         return out
     scopes = TemplateScopes(
@@ -399,6 +408,12 @@ async def evaluate_turn_templates(
         world_info=world_info_of(kbs),
     )
     done = iter(results)
+    for _ in starting:
+        result = next(done)
+        if result.problem is not None:
+            out.problems.append(result.problem)
+        else:
+            out.starting.append(result)
     for key, _ in conditions:
         result = next(done)
         if result.problem is not None:
