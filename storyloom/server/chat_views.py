@@ -11,6 +11,7 @@ are, without FastAPI's ``jsonable_encoder`` walking every field again.
 
 from __future__ import annotations
 
+import copy
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -31,6 +32,7 @@ from storyloom.chat.prompt.skein_builder import STATUS_PLACEHOLDER
 from storyloom.chat.reply.mvu import STAT_DATA
 from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
 from storyloom.chat.service.display_sources import DisplaySources
+from storyloom.chat.service.turn_templates import fill_missing
 from storyloom.chat.store.conversation import Conversation, card_macros
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
@@ -210,6 +212,10 @@ def rendered_templates(
         if not own and not entries:
             continue
         state = dict(tree.state_at(message.id).variables)
+        if sources.initial_variables:
+            # (filled into a copy: the tree's state is not this view's to change)
+            state = copy.deepcopy(state)
+            fill_missing(state, sources.initial_variables)
         before: list[int] = []
         after: list[int] = []
         mine: int | None = None
@@ -230,6 +236,7 @@ def rendered_templates(
     scopes = TemplateScopes(
         global_=dict(sources.global_variables),
         character=helper_scripts(conversation.character.card).variables,
+        initial=dict(sources.initial_variables),
     )
     results = render_templates_blocking(
         batch,

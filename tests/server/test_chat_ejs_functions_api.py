@@ -133,3 +133,17 @@ async def test_a_displayed_message_reads_other_entries_and_the_card(
     created = await new_chat(api)
     greeting = (await get_chat(api, created["id"]))["messages"][0]
     assert greeting["display"] == "WEAPON hp=0/Maren"
+
+
+async def test_a_displayed_message_falls_back_on_the_plain_initial_variables(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    created = await new_chat(api)
+    llm.script(Reply(text="Counted."))
+    # The user's message comes before the turn kept any variable: at it, the state is
+    # empty, and the lore's starting variables stand in, as in ST-Prompt-Template.
+    await turn(
+        api, server, created["id"], "gold <%= getvar('gold') %>, dex <%= getvar('stats.dex') %>"
+    )
+    messages = (await get_chat(api, created["id"]))["messages"]
+    assert messages[1]["display"] == "gold 5, dex 2"

@@ -73,6 +73,7 @@ from storyloom.chat.service.turn_templates import (
     RenderEntry,
     preset_templates,
     render_entries,
+    starting_variables,
     world_info_of,
 )
 from storyloom.chat.store.connection_choice import ConnectionChoice, choose_connection
@@ -975,18 +976,21 @@ class ChatService:
         whose scope cannot be read adds none: the messages still show)."""
         entries: list[RenderEntry] = []
         world_info: WorldInfoOf | None = None
+        initial: dict[str, Any] = {}
         knowledge = self.services.knowledge
         if knowledge is not None:
             try:
                 kbs = turn_lore_scope(knowledge, conversation, None, self.presets).kbs()
                 entries = render_entries(kbs)
                 world_info = world_info_of(kbs)
+                initial = starting_variables(kbs)
             except (StoryloomError, OSError) as exc:
                 logger.warning("render entries are not shown: %s", exc)
         return DisplaySources(
             scripts=self.regex_scripts(conversation),
             global_variables=self.load_globals(),
             render_entries=entries,
+            initial_variables=initial,
             world_info=world_info,
         )
 

@@ -27,5 +27,7 @@ class DisplaySources:
     """Every regex script in the order they run (the display-only ones change the view)."""
     global_variables: Mapping[str, Any] = field(default_factory=dict)
     render_entries: Sequence[RenderEntry] = ()
+    initial_variables: Mapping[str, Any] = field(default_factory=dict)
+    """The ``[InitialVariables]`` of the lore: what a message's state lacks comes from it."""
     world_info: WorldInfoOf | None = None
     """The lore entries a displayed template reads with ``getwi`` (read when one does)."""

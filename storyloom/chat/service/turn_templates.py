@@ -166,12 +166,13 @@ def _lore_source(entry: CAIU, text: str) -> TemplateSource:
     return TemplateSource(name=f"lore {title}", text=text, origin="lore", label=title)
 
 
-def _fill_missing(target: dict[str, Any], source: Mapping[str, Any]) -> None:
+def fill_missing(target: dict[str, Any], source: Mapping[str, Any]) -> None:
+    """The keys of ``source`` that ``target`` lacks (nested ones too), copied in."""
     for key, value in source.items():
         if key not in target:
             target[key] = copy.deepcopy(value)
         elif isinstance(target[key], dict) and isinstance(value, Mapping):
-            _fill_missing(target[key], value)
+            fill_missing(target[key], value)
 
 
 def _initial_variables(entry: CAIU, problems: list[TemplateProblem]) -> dict[str, Any]:
@@ -265,6 +266,19 @@ def world_info_of(kbs: Sequence[LoadedKB]) -> WorldInfoOf:
     return entries
 
 
+def starting_variables(kbs: Sequence[LoadedKB]) -> dict[str, Any]:
+    """The starting variables of the ``[InitialVariables]`` entries of ``kbs`` written as
+    plain JSON (what a displayed message falls back on, as the plugin's messages do; the
+    turn names a broken one)."""
+    out: dict[str, Any] = {}
+    for loaded in kbs:
+        for entry in template_entries(loaded.kb):
+            text = entry.content.value or ""
+            if template_marks(entry).initial_variables and not has_template(text):
+                fill_missing(out, _initial_variables(entry, []))
+    return out
+
+
 def render_entries(kbs: Sequence[LoadedKB]) -> list[RenderEntry]:
     """The render entries of the books ``kbs``, in the books' order (read from the
     template candidates each book keeps: a book without one costs nothing)."""
@@ -337,7 +351,7 @@ async def evaluate_turn_templates(
                     source = _lore_source(entry, text).model_copy(update={"kind": "initial"})
                     starting.append(source)
                 else:
-                    _fill_missing(initial, _initial_variables(entry, out.problems))
+                    fill_missing(initial, _initial_variables(entry, out.problems))
                 continue
             if marks.prompt_only_when_rendered:
                 out.excluded[key] = "template_render_only"
@@ -357,7 +371,7 @@ async def evaluate_turn_templates(
             if has_template(text):
                 source = _lore_source(entry, _template_text(text, marks))
                 lore.append((key, source))
-    _fill_missing(out.variables, initial)
+    fill_missing(out.variables, initial)
     card_fields = [
         (
             name,
