@@ -45,8 +45,8 @@ class MessageView(Message):
     sibling_count: int = Field(default=1, description="Siblings including itself (n/m)")
     display: str | None = Field(
         default=None,
-        description="The text after display-only regex scripts and its EJS template, "
-        "when different",
+        description="The text after display-only regex scripts, its EJS template and the "
+        "lore's render entries ([RENDER:BEFORE]/[RENDER:AFTER]), when different",
     )
 
 
