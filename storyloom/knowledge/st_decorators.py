@@ -31,9 +31,9 @@ also reads its title tags (``[GENERATE:BEFORE]``, ``[RENDER:AFTER]``, ``[Initial
 ``@@preprocessing``       evaluated before the scan (every template entry is)
 ``@@generate_before``     ``[GENERATE:BEFORE]``: at the top of the prompt
 ``@@generate_after``      ``[GENERATE:AFTER]``: at the end of the prompt
-``@@render_before``       ``[RENDER:BEFORE]``: shown before each displayed reply,
+``@@render_before``       ``[RENDER:BEFORE]``: shown before each displayed message,
                           never sent to the model
-``@@render_after``        ``[RENDER:AFTER]``: shown after each displayed reply
+``@@render_after``        ``[RENDER:AFTER]``: shown after each displayed message
 ``@@initial_variables``   ``[InitialVariables]``: a JSON object of starting variables
 ========================  ======================================================
 

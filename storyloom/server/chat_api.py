@@ -272,11 +272,11 @@ async def send(request: Request, conversation_id: str, body: SendBody) -> SendAc
     )
     tree = state.turn_tree
     return SendAccepted(
-        user_message=single_view(tree, result.user_message, state.chat.regex_scripts),
+        user_message=single_view(tree, result.user_message, state.chat.display_sources),
         assistant_message=(
             None
             if result.assistant_message is None
-            else single_view(tree, result.assistant_message, state.chat.regex_scripts)
+            else single_view(tree, result.assistant_message, state.chat.display_sources)
         ),
         version=result.version,
     )
@@ -309,7 +309,7 @@ def _accepted(state: ServerState, conversation_id: str, message: Message) -> Tur
     """``message``, just written or changed, and the conversation's version after it."""
     version = state.turn_tree.conversation(conversation_id).version
     return TurnAccepted(
-        message=single_view(state.turn_tree, message, state.chat.regex_scripts), version=version
+        message=single_view(state.turn_tree, message, state.chat.display_sources), version=version
     )
 
 
@@ -343,7 +343,7 @@ async def stop(request: Request, conversation_id: str) -> Stopped:
     message = await state.chat.stop(conversation_id)
     version = state.turn_tree.conversation(conversation_id).version
     view = (
-        single_view(state.turn_tree, message, state.chat.regex_scripts)
+        single_view(state.turn_tree, message, state.chat.display_sources)
         if message is not None
         else None
     )

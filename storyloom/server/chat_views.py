@@ -11,6 +11,7 @@ are, without FastAPI's ``jsonable_encoder`` walking every field again.
 
 from __future__ import annotations
 
+import copy
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -30,6 +31,8 @@ from storyloom.chat.prompt.regex_scripts import RegexScript, apply_regex_scripts
 from storyloom.chat.prompt.skein_builder import STATUS_PLACEHOLDER
 from storyloom.chat.reply.mvu import STAT_DATA
 from storyloom.chat.service.conversations import ChatService, macro_context, placement_of
+from storyloom.chat.service.display_sources import DisplaySources
+from storyloom.chat.service.turn_templates import fill_missing
 from storyloom.chat.store.conversation import Conversation, card_macros
 from storyloom.chat.store.message import Message
 from storyloom.chat.store.turn_tree import TurnTree
@@ -42,8 +45,8 @@ class MessageView(Message):
     sibling_count: int = Field(default=1, description="Siblings including itself (n/m)")
     display: str | None = Field(
         default=None,
-        description="The text after display-only regex scripts and its EJS template, "
-        "when different",
+        description="The text after display-only regex scripts, its EJS template and the "
+        "lore's render entries ([RENDER:BEFORE]/[RENDER:AFTER]), when different",
     )
 
 
@@ -66,8 +69,8 @@ class ChatView(BaseModel):
 
 _chat_view_adapter: TypeAdapter[ChatView] = TypeAdapter(ChatView)
 
-ScriptsOf = Callable[[Conversation], Sequence[RegexScript]]
-"""A conversation's regex scripts in the order they run (:meth:`ChatService.regex_scripts`)."""
+SourcesOf = Callable[[Conversation], DisplaySources]
+"""What showing a conversation's messages needs (:meth:`ChatService.display_sources`)."""
 
 
 def display_texts(
@@ -150,78 +153,151 @@ def message_view(
     return view
 
 
+RENDER_DEPTH = 64
+"""Render entries are added to the newest this many messages of a view (a long chat's
+older ones are shown without them, as ST-Prompt-Template's depth limit does)."""
+
+
+def _display_source(
+    text: str, message: Message, state: dict[str, Any], entry: str | None = None
+) -> TemplateSource:
+    """A template shown with ``message``: its own text, or the render entry titled
+    ``entry``; all of a message's share the state at it."""
+    return TemplateSource(
+        name=f"message {message.id}" if entry is None else f"render {entry}",
+        text=text,
+        origin="message" if entry is None else "lore",
+        label=message.id if entry is None else entry,
+        variables=state,
+        message={
+            "id": message.id,
+            "is_user": message.role == "user",
+            "is_system": message.role == "system",
+        },
+        # The same message shows the same text each time it is drawn.
+        seed=zlib.crc32(message.id.encode()),
+        shares=message.id,
+    )
+
+
 def rendered_templates(
     tree: TurnTree,
     conversation: Conversation,
     messages: Sequence[Message],
     shown: dict[str, str],
+    sources: DisplaySources | None = None,
 ) -> None:
-    """The messages whose shown text holds an EJS template, rendered in the sandbox (one
-    call for all of them), each against the state at that message (``shown`` updated in
-    place); a template that fails is shown as written. Messages without ``<%`` cost
-    nothing."""
-    sources = [
-        TemplateSource(
-            name=f"message {message.id}",
-            text=text,
-            origin="message",
-            label=message.id,
-            variables=dict(tree.state_at(message.id).variables),
-            message={
-                "id": message.id,
-                "is_user": message.role == "user",
-                "is_system": message.role == "system",
-            },
-            # The same message shows the same text each time it is drawn.
-            seed=zlib.crc32(message.id.encode()),
-        )
-        for message in messages
-        if has_template(text := shown.get(message.id, message.content))
-    ]
-    if not sources:
+    """The messages whose shown text holds an EJS template, rendered in the sandbox, and
+    the lore's render entries (``[RENDER:BEFORE]``/``[RENDER:AFTER]``) added before and
+    after the newest :data:`RENDER_DEPTH` of them: ONE sandboxed call for the whole view.
+    Each message renders against the state at it and the user's global variables (what
+    it writes is not kept); its render entries see what it wrote. ``shown`` is updated in
+    place; a message template that fails is shown as written, a render entry that fails
+    adds nothing. Without ``<%`` and render entries, nothing runs."""
+    sources = sources or DisplaySources()
+    first_rendered = len(messages) - RENDER_DEPTH
+    batch: list[TemplateSource] = []
+    # per message: (its own template's index in batch or None, before indexes, after ones)
+    plans: list[tuple[Message, int | None, list[int], list[int]]] = []
+    for n, message in enumerate(messages):
+        text = shown.get(message.id, message.content)
+        # (a reply still being written gets them once it is finished, as in the plugin)
+        rendered = n >= first_rendered and message.status != "streaming"
+        entries = [
+            entry
+            for entry in (sources.render_entries if rendered else ())
+            if entry.shown_with(text)
+        ]
+        own = has_template(text)
+        if not own and not entries:
+            continue
+        state = dict(tree.state_at(message.id).variables)
+        if sources.initial_variables:
+            # (filled into a copy: the tree's state is not this view's to change)
+            state = copy.deepcopy(state)
+            fill_missing(state, sources.initial_variables)
+        before: list[int] = []
+        after: list[int] = []
+        mine: int | None = None
+        # In the order they run: the before entries, the message, the after entries.
+        for entry in [e for e in entries if e.position == "before"]:
+            before.append(len(batch))
+            batch.append(_display_source(entry.text, message, state, entry.title))
+        if own:
+            mine = len(batch)
+            batch.append(_display_source(text, message, state))
+        for entry in [e for e in entries if e.position == "after"]:
+            after.append(len(batch))
+            batch.append(_display_source(entry.text, message, state, entry.title))
+        plans.append((message, mine, before, after))
+    if not batch:
         return
     macros = card_macros(conversation.character, conversation.settings)
-    scopes = TemplateScopes(character=helper_scripts(conversation.character.card).variables)
+    scopes = TemplateScopes(
+        global_=dict(sources.global_variables),
+        character=helper_scripts(conversation.character.card).variables,
+        initial=dict(sources.initial_variables),
+    )
     results = render_templates_blocking(
-        sources,
+        batch,
         scopes,
         names={"user": macros["user"], "char": macros["char"]},
         escape=True,
         limits=DISPLAY_LIMITS,
+        card=conversation.character.card,
+        world_info=sources.world_info,
     )
-    stored = {m.id: m.content for m in messages}
-    for source, result in zip(sources, results, strict=True):
-        if result.problem is None and result.text != stored[source.label]:
-            shown[source.label] = result.text
+
+    def texts(indexes: list[int]) -> list[str]:
+        return [
+            results[i].text
+            for i in indexes
+            if results[i].problem is None and results[i].text.strip()
+        ]
+
+    for message, mine, before, after in plans:
+        text = shown.get(message.id, message.content)
+        if mine is not None and results[mine].problem is None:
+            text = results[mine].text
+        # Blocks of their own: a status bar under a reply is not part of its last line.
+        text = "\n\n".join([*texts(before), text, *texts(after)])
+        if text != message.content:
+            shown[message.id] = text
+        else:
+            shown.pop(message.id, None)
 
 
 def message_views(
     tree: TurnTree,
     conversation: Conversation,
     messages: Sequence[Message],
-    scripts: Sequence[RegexScript],
+    sources: DisplaySources,
     newest_depth: int = 0,
 ) -> list[MessageView]:
     counts = tree.sibling_counts([m.id for m in messages])
     shown = display_texts(
         conversation,
         messages,
-        scripts,
+        sources.scripts,
         newest_depth,
         variables_of=lambda message_id: tree.state_at(message_id).variables,
     )
-    rendered_templates(tree, conversation, messages, shown)
+    rendered_templates(tree, conversation, messages, shown, sources)
     return [message_view(m, counts.get(m.id, 1), shown.get(m.id)) for m in messages]
 
 
-def single_view(tree: TurnTree, message: Message, scripts_of: ScriptsOf) -> MessageView:
+def single_view(tree: TurnTree, message: Message, sources_of: SourcesOf) -> MessageView:
     """One message (just added or finalised: the newest of its branch)."""
     conversation = tree.conversation(message.conversation_id)
-    return message_views(tree, conversation, [message], scripts_of(conversation))[0]
+    return message_views(tree, conversation, [message], sources_of(conversation))[0]
 
 
 def chat_view(
-    tree: TurnTree, chat: ChatService, conversation_id: str, tail: int | None = None
+    tree: TurnTree,
+    chat: ChatService,
+    conversation_id: str,
+    tail: int | None = None,
+    sources: DisplaySources | None = None,
 ) -> ChatView:
     # Asked first: "not running" then means what is read next is the reply as finished.
     running = chat.running(conversation_id)
@@ -231,12 +307,12 @@ def chat_view(
     else:
         path = tree.path_tail(conversation.pointer, tail)
     later = tree.continuation(conversation_id)
-    scripts = chat.regex_scripts(conversation)
+    sources = sources or chat.display_sources(conversation)
     # Built without validation: every part is a model the store already validated.
     return ChatView.model_construct(
         conversation=conversation,
-        messages=message_views(tree, conversation, path, scripts),
-        continuation=message_views(tree, conversation, later, scripts),
+        messages=message_views(tree, conversation, path, sources),
+        continuation=message_views(tree, conversation, later, sources),
         running=running,
         earlier=path[0].depth if path else 0,
         mvu=is_mvu_chat(tree, conversation),
@@ -255,18 +331,19 @@ def chat_view_json(
     EJS template (``<%``) takes the slow path, which renders it."""
     running = chat.running(conversation_id)
     conversation = tree.conversation(conversation_id)
-    scripts = chat.regex_scripts(conversation)
-    if any(s.markdownOnly and not s.disabled for s in scripts):
-        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
+    sources = chat.display_sources(conversation)
+    slow = sources.render_entries or any(s.markdownOnly and not s.disabled for s in sources.scripts)
+    if slow:
+        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail, sources))
     pointer = conversation.pointer
     messages = tree.path_json(pointer, limit=tail)
     # an MVU card's placeholder is taken out of the view; templates are rendered
     if STATUS_PLACEHOLDER in messages or has_template(messages):
-        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail))
+        return _chat_view_adapter.dump_json(chat_view(tree, chat, conversation_id, tail, sources))
     earlier = 0
     if tail is not None and pointer is not None:
         earlier = max(0, tree.message(pointer).depth + 1 - tail)
-    later = message_views(tree, conversation, tree.continuation(conversation_id), scripts)
+    later = message_views(tree, conversation, tree.continuation(conversation_id), sources)
     return b"".join(
         (
             b'{"conversation":',

@@ -26,7 +26,7 @@ from storyloom.chat.service.reply_run import (
 )
 from storyloom.chat.store.message import MessageStatus
 from storyloom.chat.store.turn_tree import TurnTree
-from storyloom.server.chat_views import MessageView, ScriptsOf, single_view
+from storyloom.server.chat_views import MessageView, SourcesOf, single_view
 from storyloom.server.protocol import ServerMessage
 from storyloom.server.ws_hub import WebSocketHub
 from storyloom.workflow.agent_host import ToolStep
@@ -110,10 +110,10 @@ CHAT_SERVER_MESSAGES: tuple[type[_Message], ...] = (
 class ChatSubscriptions:
     """Which socket follows which conversation, and the delivery of chat events."""
 
-    def __init__(self, hub: WebSocketHub, tree: TurnTree, scripts_of: ScriptsOf) -> None:
+    def __init__(self, hub: WebSocketHub, tree: TurnTree, sources_of: SourcesOf) -> None:
         self.hub = hub
         self.tree = tree
-        self.scripts_of = scripts_of
+        self.sources_of = sources_of
         """A conversation's regex scripts, for the display text of a message sent."""
         self._followers: dict[str, set[WebSocket]] = {}
 
@@ -198,7 +198,7 @@ class ChatSubscriptions:
         if not self._followers.get(event.conversation_id):
             return None  # nobody to show it to: skip the view's queries
         try:
-            view = single_view(self.tree, event.message, self.scripts_of)
+            view = single_view(self.tree, event.message, self.sources_of)
         except Exception:
             logger.exception("chat:message for %s could not be built", event.message.id)
             return None

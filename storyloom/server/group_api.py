@@ -165,7 +165,7 @@ async def generate_next(request: Request, conversation_id: str, body: NextTurn) 
     )
     version = state.turn_tree.conversation(conversation_id).version
     return NextAccepted(
-        message=single_view(state.turn_tree, message, state.chat.regex_scripts), version=version
+        message=single_view(state.turn_tree, message, state.chat.display_sources), version=version
     )
 
 

@@ -137,7 +137,7 @@ class ServerState:
         self.turn_tree.recover_interrupted()
         # The chat service is made below; a message is shown only once it exists.
         self.chat_subscriptions = ChatSubscriptions(
-            self.hub, self.turn_tree, lambda conversation: self.chat.regex_scripts(conversation)
+            self.hub, self.turn_tree, lambda conversation: self.chat.display_sources(conversation)
         )
         # Chat turns get their own runner: no node history rows per turn, own cache.
         chat_runner = WorkflowRunner(
@@ -182,7 +182,7 @@ class ServerState:
             return
         try:
             stored = self.turn_tree.message(event.message_id)
-            view = single_view(self.turn_tree, stored, self.chat.regex_scripts)
+            view = single_view(self.turn_tree, stored, self.chat.display_sources)
             message = view.model_dump(mode="json", by_alias=True)
             hook(conversation_id=event.conversation_id, message=message)
         except Exception:

@@ -15,6 +15,7 @@ from storyloom.chat.prompt.ejs_template import (
     TemplateResult,
     TemplateScopes,
     TemplateSource,
+    WorldInfoText,
     render_templates,
     render_templates_blocking,
 )
@@ -257,3 +258,61 @@ async def test_random_is_seeded_so_the_same_turn_renders_the_same_text() -> None
     first = await render(text, seed=7)
     assert await render(text, seed=7) == first
     assert await render(text, seed=8) != first
+
+
+WORLD = [
+    WorldInfoText("kb_a", "Book A", "1", "Sword", "SWORD <%= typeof n === 'undefined' ? 0 : n %>"),
+    WorldInfoText("kb_b", "Book B", "2", "Sword", "OTHER SWORD"),
+    WorldInfoText("kb_a", "Book A", "3", "Loop", "<%- getwi('Loop') %>"),
+]
+
+
+async def test_getwi_reads_an_entry_by_title_id_regexp_and_book_rendered_with_its_data() -> None:
+    text = (
+        "<%- getwi('Sword', {n: 2}) %>|<%- getwi('Book B', 'Sword') %>|<%- getwi(/^Sw/) %>"
+        "|<%- getwi(2) %>|[<%- getwi('none') %>]"
+    )
+    out = await render(text, world_info=lambda: WORLD)
+    assert out == "SWORD 2|OTHER SWORD|SWORD 0|OTHER SWORD|[]"
+
+
+async def test_getwi_entries_reading_each_other_stop_and_say_so() -> None:
+    result = await one("<%- getwi('Loop') %>", world_info=lambda: WORLD)
+    assert result.problem is not None and "more than 8 deep" in result.problem.message
+
+
+async def test_the_entries_are_read_only_when_a_template_calls_getwi() -> None:
+    asked: list[int] = []
+
+    def world() -> list[WorldInfoText]:
+        asked.append(1)
+        return WORLD
+
+    assert await render("<%= 1 %>", world_info=world) == "1"
+    assert asked == []
+
+
+async def test_getchar_gives_only_the_chat_s_card() -> None:
+    card = {"name": "Maren", "description": "keeper", "system_prompt": "Be brief."}
+    out = await render("<%- getchar() %>", card=card)
+    assert out == "<Maren>\nSystem: Be brief.\nname: Maren\ndescription: keeper\n</Maren>"
+    assert await render("[<%- getchar('Someone') %>]<%= getCharData('x') %>", card=card) == "[]"
+
+
+async def test_define_is_seen_by_the_later_templates_of_the_batch() -> None:
+    results = await render_templates(
+        [
+            TemplateSource(name="a", text="<% define('cfg', {a: 1}) %>"),
+            TemplateSource(name="b", text="<% define('cfg', {b: 2}, true) %>"),
+            TemplateSource(name="c", text="<%= JSON.stringify(cfg) %>"),
+        ],
+        TemplateScopes(),
+    )
+    assert results[2].text == '{"a":1,"b":2}'
+
+
+@pytest.mark.parametrize("name", ["execute", "getqr", "getpreset", "activewi", "injectPrompt"])
+async def test_a_sillytavern_only_function_fails_naming_itself(name: str) -> None:
+    result = await one(f"<% {name}('x') %>")
+    assert result.problem is not None
+    assert f"{name} is not available" in result.problem.message

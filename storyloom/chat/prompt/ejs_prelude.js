@@ -5,6 +5,8 @@
 //
 // ctx = {scopes: {message, global, character, initial}, names: {user, char}, seed,
 //        message: {...} | null, states: [{...variables at a message}],
+//        card: {name, description, ...} | null (getchar),
+//        worldinfo: [{book, book_name, id, title, text, code?, error?}] | undefined (getwi),
 //        templates: [{name, kind: "text"|"condition", code, state?: index, message?, seed?}]}
 // ctx.results[i] = {output, value, error, line, writes: [{scope, key, value, deleted}]}
 (function () {
@@ -261,6 +263,107 @@
     }
   };
 
+  // ---- the turn's data: other entries, the card, definitions ---------------------------
+  // getwi([book,] title, data): another lore entry's text, rendered as a template (with
+  // `data`'s keys as names); "" when there is none. Synchronous here (awaiting it works).
+  const WI = ctx.worldinfo;
+  let wiDepth = 0;
+  const sameText = (want, value) =>
+    want instanceof RegExp ? want.test(value) : String(want) === value;
+  const wiFind = (book, title) => {
+    for (const e of WI) {
+      if (book && e.book !== book && e.book_name !== book) continue;
+      if (typeof title === "number" ? e.id === String(title) : sameText(title, e.title) || sameText(title, e.id)) return e;
+    }
+    return null;
+  };
+  g.getwi = g.getWorldInfo = function (bookOrTitle, titleOrData, data) {
+    let book = "", title = bookOrTitle, extra = titleOrData;
+    if (!(titleOrData === undefined || titleOrData === null || isPlain(titleOrData))) {
+      book = bookOrTitle || "";
+      title = titleOrData;
+      extra = data;
+    }
+    if (!WI) throw new Error("getwi: no lore books are loaded here");
+    const entry = wiFind(book, title);
+    if (!entry) return "";
+    if (entry.error) throw new Error("getwi '" + entry.title + "': " + entry.error);
+    if (entry.code === undefined) return entry.text;
+    if (wiDepth >= 8) throw new Error("getwi: entries read each other more than 8 deep");
+    const out = [];
+    const append = (v) => { if (v !== null && v !== undefined) out.push(String(v)); };
+    const fn = (0, eval)("(function (__append, __raw, __escape, print, __data) { with (__data) {" + entry.code + "\n} })");
+    wiDepth++;
+    try {
+      fn(append, raw, escape, (...args) => { for (const a of args) append(a); }, isPlain(extra) ? extra : {});
+    } finally {
+      wiDepth--;
+    }
+    return out.join("");
+  };
+  // getchar(name, template, data): the card's definition in ST-Prompt-Template's layout;
+  // getCharData(name): its fields. Only the chat's own card is here.
+  const CARD = ctx.card || null;
+  const isChar = (name) =>
+    CARD !== null && (name === undefined || name === null || name === "" || sameText(name, CARD.name));
+  g.getCharData = (name) => (isChar(name) ? cloneDeep(CARD) : null);
+  g.getchar = g.getChara = function (name, template) {
+    if (template !== undefined && template !== null)
+      throw new Error("getchar: a layout template of its own is not supported");
+    if (!isChar(name) || !CARD.name) return "";
+    const lines = ["<" + CARD.name + ">"];
+    if (CARD.system_prompt) lines.push("System: " + CARD.system_prompt);
+    lines.push("name: " + CARD.name);
+    if (CARD.personality) lines.push("personality: " + CARD.personality);
+    if (CARD.description) lines.push("description: " + CARD.description);
+    if (CARD.mes_example) lines.push("example:", CARD.mes_example);
+    if (CARD.depth_prompt) lines.push("System: " + CARD.depth_prompt);
+    lines.push("</" + CARD.name + ">");
+    return lines.join("\n");
+  };
+  // define(name, value, merge): a name every later template of the batch sees.
+  g.define = function (name, value, mergeIt = false) {
+    const key = String(name);
+    if (mergeIt && isObjectLike(g[key]) && isObjectLike(value)) merge(g[key], value);
+    else g[key] = value;
+  };
+  // SillyTavern's functions that reach outside the turn's data: named when called.
+  for (const name of [
+    "execute", "getqr", "getQuickReply", "getpreset", "getPresetPrompt", "activewi",
+    "activateWorldInfo", "activateRegex", "injectPrompt", "getPromptsInjected",
+    "hasPromptsInjected", "evalTemplate", "getChatMessage", "getChatMessages",
+  ]) {
+    g[name] = function () {
+      throw new Error(name + " is not available in storyloom's templates (it reaches outside the turn's data)");
+    };
+  }
+
+  // An [InitialVariables] entry written as a template: its output is the JSON object of
+  // starting variables; the keys the turn's variables lack are filled from it.
+  const fillMissing = (target, source, top) => {
+    for (const k of Object.keys(source)) {
+      if (!(k in target)) {
+        target[k] = cloneDeep(source[k]);
+        if (top) touch("message", k);
+      } else if (isPlain(target[k]) && isPlain(source[k])) {
+        fillMissing(target[k], source[k], false);
+        if (top) touch("message", k);
+      }
+    }
+  };
+  const startWith = (output) => {
+    let data;
+    try {
+      data = JSON.parse(output);
+    } catch (e) {
+      throw new Error("its output is not JSON: " + describe(e));
+    }
+    if (!isPlain(data)) throw new Error("its output is not a JSON object of variables");
+    fillMissing(S.initial, data, false);
+    fillMissing(S.message, data, true);
+    g.variables = merged();
+  };
+
   // ---- the run -----------------------------------------------------------------------
   const HTML = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" };
   const raw = (v) => v;
@@ -293,6 +396,7 @@
           const value = await fn(append, raw, escape, print);
           result.output = out.join("");
           result.value = t.kind === "condition" ? !!value : null;
+          if (t.kind === "initial") startWith(result.output);
         } catch (e) {
           result.error = describe(e);
           const found = FRAME.exec(String(e && e.stack));
@@ -315,7 +419,7 @@
       results.push(result);
     }
     // Only the results go back to the host.
-    for (const k of ["scopes", "templates", "names", "message", "seed", "states"]) delete ctx[k];
+    for (const k of ["scopes", "templates", "names", "message", "seed", "states", "card", "worldinfo"]) delete ctx[k];
   };
 })();
 __ejs_main();

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
@@ -42,6 +42,7 @@ __all__ = [
     "TemplateScopes",
     "TemplateSource",
     "VariableWrite",
+    "WorldInfoText",
     "apply_writes",
     "has_template",
     "problem_of",
@@ -56,13 +57,15 @@ second (and as much again to find which template it was), never the turn."""
 DISPLAY_LIMITS = ScriptLimits(time_ms=200, memory_mb=64)
 """What rendering one displayed message may use (a page view waits for it)."""
 
-TemplateKind = Literal["text", "condition"]
+TemplateKind = Literal["text", "condition", "initial"]
 WriteScope = Literal["message", "global"]
 
 
 class TemplateSource(BaseModel):
-    """One template of a batch: a lore entry's text, a card field, a message, or an
-    ``@@if`` condition (``kind="condition"``: one line of JavaScript, true or false)."""
+    """One template of a batch: a lore entry's text, a card field, a message, an ``@@if``
+    condition (``kind="condition"``: one line of JavaScript, true or false), or an
+    ``[InitialVariables]`` entry written as a template (``kind="initial"``: its output
+    is a JSON object whose keys fill those the variables lack)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -81,6 +84,11 @@ class TemplateSource(BaseModel):
     )
     seed: int | None = Field(
         default=None, description="Math.random starts again from this for this template"
+    )
+    shares: str | None = Field(
+        default=None,
+        description="Templates with the same key share their message scope (a displayed "
+        "message and its render entries): what one writes, the next reads",
     )
 
 
@@ -117,6 +125,68 @@ class TemplateScopes:
             "character": self.character,
             "initial": self.initial,
         }
+
+
+@dataclass(frozen=True)
+class WorldInfoText:
+    """A lore entry a template may read with ``getwi``/``getWorldInfo``."""
+
+    book: str
+    """The book's id."""
+    book_name: str
+    id: str
+    title: str
+    text: str
+
+
+WorldInfoOf = Callable[[], Sequence[WorldInfoText]]
+"""The entries ``getwi`` reads, asked for only when a template of the batch calls it."""
+
+_WORLD_INFO_CALLS = ("getwi", "getWorldInfo")
+CARD_DEFINITION_FIELDS = (
+    "name",
+    "description",
+    "personality",
+    "scenario",
+    "first_mes",
+    "mes_example",
+    "system_prompt",
+)
+"""The card's fields ``getchar``/``getCharData`` give."""
+
+
+def card_definition(card: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``card`` a template reads with ``getchar``: text as written (its
+    ``depth_prompt`` the character note's text)."""
+    out = {
+        name: card.get(name) if isinstance(card.get(name), str) else ""
+        for name in CARD_DEFINITION_FIELDS
+    }
+    extensions = card.get("extensions")
+    note = extensions.get("depth_prompt") if isinstance(extensions, Mapping) else None
+    prompt = note.get("prompt") if isinstance(note, Mapping) else None
+    out["depth_prompt"] = prompt if isinstance(prompt, str) else ""
+    return out
+
+
+def _world_info(entries: Sequence[WorldInfoText], escape: bool) -> list[dict[str, Any]]:
+    """The entries for ``getwi``, each with its code compiled (a template) or not."""
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        item: dict[str, Any] = {
+            "book": entry.book,
+            "book_name": entry.book_name,
+            "id": entry.id,
+            "title": entry.title,
+            "text": entry.text,
+        }
+        if has_template(entry.text):
+            try:
+                item["code"] = compile_ejs(entry.text, escape=escape)
+            except EjsSyntaxError as error:
+                item["error"] = f"{error.message} (its line {error.line})"
+        out.append(item)
+    return out
 
 
 _PRELUDE: str | None = None
@@ -178,12 +248,16 @@ async def render_templates(
     escape: bool = False,
     limits: ScriptLimits = TEMPLATE_LIMITS,
     seed: int = 0,
+    card: Mapping[str, Any] | None = None,
+    world_info: WorldInfoOf | None = None,
 ) -> list[TemplateResult]:
     """Each of ``sources`` rendered, in order, in one sandboxed call (the results in the
     same order). ``names``: ``user`` and ``char``; ``message``: the displayed message a
     template is in (``id``, ``is_user``, ``is_system``); ``escape``: ``<%=`` escapes
     HTML (a displayed message); ``seed``: what ``Math.random`` (and ``_.random``) start
-    from, so the same turn renders the same text. Never raises for what a template does."""
+    from, so the same turn renders the same text; ``card``: the character card
+    ``getchar`` reads; ``world_info``: the entries ``getwi`` reads (asked for only when a
+    template calls it). Never raises for what a template does."""
     return await asyncio.to_thread(
         render_templates_blocking,
         sources,
@@ -193,6 +267,8 @@ async def render_templates(
         escape=escape,
         limits=limits,
         seed=seed,
+        card=card,
+        world_info=world_info,
     )
 
 
@@ -205,13 +281,16 @@ def render_templates_blocking(
     escape: bool = False,
     limits: ScriptLimits = TEMPLATE_LIMITS,
     seed: int = 0,
+    card: Mapping[str, Any] | None = None,
+    world_info: WorldInfoOf | None = None,
 ) -> list[TemplateResult]:
     """:func:`render_templates` in the calling thread (a page view built synchronously)."""
     results: list[TemplateResult | None] = [None] * len(sources)
     batch: list[tuple[int, dict[str, Any]]] = []
     states: list[dict[str, Any]] = []
+    shared: dict[str, int] = {}
     for index, source in enumerate(sources):
-        if source.kind == "text" and not has_template(source.text):
+        if source.kind != "condition" and not has_template(source.text):
             # Not a template: as it is, and no reason to run anything.
             results[index] = TemplateResult(name=source.name, text=source.text)
             continue
@@ -221,20 +300,30 @@ def render_templates_blocking(
         else:
             item: dict[str, Any] = {"name": source.name, "kind": source.kind, "code": code}
             if source.variables is not None:
-                item["state"] = len(states)
-                states.append(source.variables)
+                if source.shares is not None and source.shares in shared:
+                    item["state"] = shared[source.shares]
+                else:
+                    item["state"] = len(states)
+                    states.append(source.variables)
+                    if source.shares is not None:
+                        shared[source.shares] = item["state"]
             if source.message is not None:
                 item["message"] = source.message
             if source.seed is not None:
                 item["seed"] = source.seed & 0xFFFFFFFF
             batch.append((index, item))
     if batch:
-        context = {
+        context: dict[str, Any] = {
             "names": dict(names or {}),
             "message": dict(message) if message else None,
             "seed": seed & 0xFFFFFFFF,
             "states": states,
+            "card": card_definition(card) if card is not None else None,
         }
+        if world_info is not None and any(
+            call in sources[i].text for i, _ in batch for call in _WORLD_INFO_CALLS
+        ):
+            context["worldinfo"] = _world_info(world_info(), escape)
         try:
             done = _run(batch, scopes, context, limits)
         except ScriptFailure as failure:

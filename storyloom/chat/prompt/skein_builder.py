@@ -344,6 +344,15 @@ def build_skein(snapshot: ContextSnapshot, options: SkeinOptions | None = None) 
     user_name = snapshot.settings.user_name
     prompts = {p.identifier: p for p in DEFAULT_PROMPTS}
     prompts.update({p.identifier: p for p in options.prompts})
+    if snapshot.preset_templates:
+        # EJS in a preset prompt: its text as the turn's template batch rendered it.
+        rendered = snapshot.preset_templates
+        prompts = {
+            key: p.model_copy(update={"content": rendered[p.content]})
+            if p.content in rendered
+            else p
+            for key, p in prompts.items()
+        }
     layout = _Layout()
 
     _add_card(layout, snapshot, card, prompts, options)

@@ -33,6 +33,7 @@ from storyloom.chat.personalab.memory_update import MemoryProposal, propose_memo
 from storyloom.chat.personalab.personas import PersonaLibrary, persona_settings
 from storyloom.chat.personalab.summaries import SeedOrder, SummaryIndex, seed_messages, summarise
 from storyloom.chat.prompt.default_pipeline import pipeline_for
+from storyloom.chat.prompt.ejs_template import WorldInfoOf
 from storyloom.chat.prompt.macros import MacroContext, expand_macros
 from storyloom.chat.prompt.regex_scripts import (
     RegexPlacement,
@@ -41,6 +42,7 @@ from storyloom.chat.prompt.regex_scripts import (
     card_regex_scripts,
 )
 from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
+from storyloom.chat.service.display_sources import DisplaySources
 from storyloom.chat.service.group_chat import (
     VIEW_KEY,
     answer_order,
@@ -52,7 +54,7 @@ from storyloom.chat.service.group_chat import (
     updated_group,
 )
 from storyloom.chat.service.group_chat import greetings as group_greetings
-from storyloom.chat.service.mnemosyne import build_snapshot, history_of
+from storyloom.chat.service.mnemosyne import build_snapshot, history_of, turn_lore_scope
 from storyloom.chat.service.mvu_updater import run_updater
 from storyloom.chat.service.reply_run import (
     GENERATION_OF,
@@ -65,6 +67,14 @@ from storyloom.chat.service.reply_run import (
     Publish,
     TurnKind,
     TurnSetup,
+)
+from storyloom.chat.service.turn_templates import (
+    PresetTemplate,
+    RenderEntry,
+    preset_templates,
+    render_entries,
+    starting_variables,
+    world_info_of,
 )
 from storyloom.chat.store.connection_choice import ConnectionChoice, choose_connection
 from storyloom.chat.store.conversation import (
@@ -843,6 +853,14 @@ class ChatService:
         task.add_done_callback(forget)
         return message
 
+    def _preset_templates(self, conversation: Conversation) -> list[PresetTemplate]:
+        """The pipeline's preset prompts holding an EJS template (none when the pipeline
+        cannot be read: the turn says why when it runs it)."""
+        try:
+            return preset_templates(self.pipeline(conversation))
+        except (StoryloomError, OSError):
+            return []
+
     def pipeline(self, conversation: Conversation) -> Workflow:
         """The conversation's pipeline workflow (the project's copy, else the built-in)."""
         return pipeline_for(self.project_dir, conversation.settings.pipeline)
@@ -886,6 +904,7 @@ class ChatService:
             global_regex_scripts=global_scripts,
             regex_problems=regex_problems,
             global_variables=self.load_globals(),
+            preset_templates=self._preset_templates(conversation),
         )
         return snapshot.model_copy(
             update={
@@ -950,6 +969,30 @@ class ChatService:
         """Every regex script of ``conversation`` in SillyTavern's order: the user's
         global ones, then the card's when the chat allows them."""
         return [*self.global_scripts()[0], *allowed_scripts(conversation)]
+
+    def display_sources(self, conversation: Conversation) -> DisplaySources:
+        """What showing ``conversation``'s messages needs besides them: its regex scripts,
+        the user's global variables and the render entries of the lore it scans (a book
+        whose scope cannot be read adds none: the messages still show)."""
+        entries: list[RenderEntry] = []
+        world_info: WorldInfoOf | None = None
+        initial: dict[str, Any] = {}
+        knowledge = self.services.knowledge
+        if knowledge is not None:
+            try:
+                kbs = turn_lore_scope(knowledge, conversation, None, self.presets).kbs()
+                entries = render_entries(kbs)
+                world_info = world_info_of(kbs)
+                initial = starting_variables(kbs)
+            except (StoryloomError, OSError) as exc:
+                logger.warning("render entries are not shown: %s", exc)
+        return DisplaySources(
+            scripts=self.regex_scripts(conversation),
+            global_variables=self.load_globals(),
+            render_entries=entries,
+            initial_variables=initial,
+            world_info=world_info,
+        )
 
     def save_globals(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """Write what a turn's macros changed in the global variables."""

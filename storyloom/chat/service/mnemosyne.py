@@ -24,6 +24,7 @@ from storyloom.chat.prompt.regex_scripts import RegexScript, card_regex_scripts
 from storyloom.chat.service.lore_scope import LoreScope, chat_lore_scope
 from storyloom.chat.service.turn_templates import (
     HistoryTemplate,
+    PresetTemplate,
     TurnTemplates,
     evaluate_turn_templates,
 )
@@ -285,6 +286,7 @@ async def scan_lore(
     global_variables: Mapping[str, Any] | None = None,
     history_templates: Sequence[HistoryTemplate] = (),
     context_tokens: int | None = None,
+    preset_templates: Sequence[PresetTemplate] = (),
 ) -> tuple[ActivationResult | None, list[str], LoreScope, TurnTemplates]:
     """One lore scan over the knowledge bases in the chat's scopes (global, the speaking
     character's, the persona's, the chat's), from the timers stored with the state at the
@@ -311,6 +313,7 @@ async def scan_lore(
         {"user": macros["user"], "char": macros["char"]},
         seed,
         history_templates,
+        preset_templates,
     )
     if not kbs:
         return None, list(scope.problems), scope, templates
@@ -397,6 +400,7 @@ async def build_snapshot(
     global_regex_scripts: Sequence[RegexScript] = (),
     regex_problems: Sequence[str] = (),
     global_variables: Mapping[str, Any] | None = None,
+    preset_templates: Sequence[PresetTemplate] = (),
 ) -> ContextSnapshot:
     """The snapshot of the turn that follows ``pointer`` (None: an empty chat).
 
@@ -410,6 +414,8 @@ async def build_snapshot(
     ``global_regex_scripts``: the user's enabled global regex scripts (they run before the
     card's); ``regex_problems``: why some could not be read. ``global_variables``: the
     user's global variables (what templates read; their writes are the skein's).
+    ``preset_templates``: the preset's prompts holding an EJS template (the pipeline's),
+    rendered in the turn's batch (:attr:`ContextSnapshot.preset_templates`).
     """
     if count_tokens is None:
         path = tree.path(pointer)
@@ -448,6 +454,7 @@ async def build_snapshot(
             presets=presets,
             global_variables=globals_before,
             history_templates=history_templates,
+            preset_templates=preset_templates,
             # the budget is a share of the window the history fills: the server's
             context_tokens=history_tokens if count_tokens is not None else None,
         )
@@ -482,6 +489,7 @@ async def build_snapshot(
             names,
             seed,
             history_templates,
+            preset_templates,
         )
     # What the templates wrote (the card fields', the activated entries') is the turn's.
     lore, report = mark_template_lore(lore, report, templates)
@@ -535,6 +543,7 @@ async def build_snapshot(
         global_variables=globals_before,
         template_global_variables=templated_globals,
         template_problems=templates.problems,
+        preset_templates=templates.preset,
     )
 
 

@@ -204,6 +204,11 @@ class ContextSnapshot(BaseModel):
         description="The global variables once the turn's EJS templates wrote to them "
         "(the prompt's macros start from these); None: templates wrote none",
     )
+    preset_templates: dict[str, str] = Field(
+        default_factory=dict,
+        description="The preset's prompts holding an EJS template, as rendered this turn "
+        "(the text as written → rendered; the Skein Builder sends the rendered one)",
+    )
     template_problems: list[TemplateProblem] = Field(
         default_factory=list,
         description="The turn's EJS templates left as written, and why",

@@ -8,8 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-TemplateOrigin = Literal["lore", "lore_condition", "card", "message"]
-"""Where a template is: a lore entry's text, its ``@@if``, a card field, a message."""
+TemplateOrigin = Literal["lore", "lore_condition", "card", "message", "preset"]
+"""Where a template is: a lore entry's text, its ``@@if``, a card field, a message, a
+prompt of the chat-completion preset (the pipeline's Skein Builder)."""
 
 
 class TemplateProblem(BaseModel):
