@@ -249,16 +249,18 @@ async def test_a_value_pair_keeps_its_description_and_meta_and_schema_refuse_wit
     data = await stat_data(api, chat_id, reply["id"])
     assert data["理"]["好感度"] == [35, "她对你的好感"]
     assert data["理"]["心情"] == ["开心", "她此刻的心情"]
-    assert data["理"]["地点"] == "教堂" and "秘密" not in data["理"]
+    # the card registers a Zod schema, so the schema decides the structure, as in MVU's
+    # Zod mode: 理 is passthrough (秘密 is taken), 地点 is required by the schema
+    assert data["理"]["地点"] == "教堂" and data["理"]["秘密"] == "x"
     assert data["世界"] == {"天数": 2, "天气": "晴"}  # "2" coerced; 雪 is not in the enum
     warnings = reply["extra"]["mvu_warnings"]
     assert [(w["kind"], w["path"]) for w in warnings] == [
-        ("not_extensible", "理.秘密"),
-        ("required", "理.地点"),
+        ("schema", "理"),
         ("schema", "世界.天气"),
         ("meta", "理.$meta"),
     ]
-    assert warnings[2]["rule"] == "enum" and warnings[2]["expected"] == ["晴", "雨"]
+    assert warnings[0]["rule"] == "required"
+    assert warnings[1]["rule"] == "enum" and warnings[1]["expected"] == ["晴", "雨"]
     assert not any("MVU" in p for p in reply["extra"]["problems"])
 
 

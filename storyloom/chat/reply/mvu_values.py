@@ -38,9 +38,16 @@ from pydantic import BaseModel
 from storyloom.chat.reply.state_ops import (
     StateOp,
     apply_ops,
+    escape_pointer_part,
     parse_number,
 )
-from storyloom.chat.reply.update_blocks import MVU_ROOT
+from storyloom.chat.reply.update_blocks import MVU_COMMAND_OP, MVU_ROOT
+
+MVU_SCHEMA = "$mvu_schema"
+"""Where an MVU chat keeps its structure rules (MVU's ``schema``), beside ``stat_data``.
+Its presence is what makes a chat follow MVU's structure rules (set by :func:`mvu_variables`
+when a chat starts from an ``[InitVar]`` card); a ``$``-key, so no reader shows it."""
+EXTENSIBLE_MARKER = "$__META_EXTENSIBLE__$"
 
 MvuWarningKind = Literal["not_extensible", "required", "meta", "schema", "updater"]
 MVU_WARNING_KINDS: frozenset[str] = frozenset(get_args(MvuWarningKind))
@@ -104,6 +111,7 @@ def apply_mvu_ops(
     doc: dict[str, Any] = copy.deepcopy(dict(variables))
     outcome = MvuOutcome(variables=doc)
     validator = _validator(schema)
+    mvu_chat = isinstance(doc.get(MVU_SCHEMA), dict)
     plain: list[StateOp] = []  # ops outside stat_data, applied together as before
 
     def flush() -> None:
@@ -120,31 +128,43 @@ def apply_mvu_ops(
             plain.append(op)
             continue
         flush()
-        for single in _single_ops(op):
-            target = _target(single)
-            if not _under_stat(target):
-                plain.append(single)
-                flush()
+        for unresolved in _single_ops(op):
+            resolved = _resolve_command(doc, unresolved, strict=mvu_chat)
+            if isinstance(resolved, str):
+                outcome.problems.append(resolved)
                 continue
-            single = _pair_aware(doc, single, target)
-            refusal = _meta_refusal(doc, single, target)
-            if refusal is not None:
-                outcome.warnings.append(refusal)
-                continue
-            result = apply_ops(doc, [single])
-            outcome.problems.extend(result.problems)
-            if not result.applied:
-                continue
-            new = result.variables
-            if validator is not None and isinstance(new.get("stat_data"), dict):
-                stat = conform(schema or {}, new["stat_data"])
-                broken = _new_errors(validator, doc.get("stat_data"), stat)
-                if broken is not None:
-                    outcome.warnings.append(broken)
+            for single in resolved:
+                target = _target(single)
+                if not _under_stat(target):
+                    plain.append(single)
+                    flush()
                     continue
-                new["stat_data"] = stat
-            doc = new
-            outcome.applied.append(single)
+                single = _pair_aware(doc, single, target)
+                if not mvu_chat:
+                    refusal = _meta_refusal(doc, single, target)
+                elif validator is None:
+                    refusal = _structure_refusal(doc, single, target)
+                else:  # as in MVU's Zod mode: the schema decides the structure
+                    refusal = _dollar_refusal(single, target)
+                if refusal is not None:
+                    outcome.warnings.append(refusal)
+                    continue
+                result = apply_ops(doc, [single])
+                outcome.problems.extend(result.problems)
+                if not result.applied:
+                    continue
+                new = result.variables
+                if validator is not None and isinstance(new.get("stat_data"), dict):
+                    stat = conform(schema or {}, new["stat_data"])
+                    broken = _new_errors(validator, doc.get("stat_data"), stat)
+                    if broken is not None:
+                        outcome.warnings.append(broken)
+                        continue
+                    new["stat_data"] = stat
+                if mvu_chat:
+                    _reconcile(new)
+                doc = new
+                outcome.applied.append(single)
     flush()
     outcome.variables = doc
     return outcome
@@ -425,3 +445,336 @@ def _fill(schema: Mapping[str, Any], data: Any) -> Any:
         if key in out:
             out[key] = _fill(sub, out[key])
     return out
+
+
+# -- MVU's command lines --------------------------------------------------------------------
+
+
+def _resolve_command(doc: dict[str, Any], op: StateOp, *, strict: bool) -> list[StateOp] | str:
+    """An ``mvu`` command (:func:`~storyloom.chat.reply.update_blocks.decode_update_variable`)
+    as the plain ops it comes to against ``doc``, or the problem that stops it, as MVU's
+    ``updateVariables`` reads each command. ``strict`` (an MVU chat): ``_.set`` needs the
+    path to exist, as in MVU; elsewhere it makes it, as storyloom always did."""
+    operation = op.patch[0] if op.op == "patch" and op.patch else None
+    if not isinstance(operation, dict) or operation.get("op") != MVU_COMMAND_OP:
+        return [op]
+    command = str(operation.get("command"))
+    rel = str(operation.get("path", ""))
+    args: list[Any] = list(operation.get("args") or [])
+    written = str(operation.get("written", ""))
+    path = op.path + rel
+    parts = _parts(path)
+    if parts is None:
+        return f"{written}: {rel!r} is not a path"
+    found, current = _lookup(doc, parts)
+    where = _dotted(parts) or "stat_data"
+
+    def patch(name: str, pointer: str, value: Any = None) -> StateOp:
+        operation: dict[str, Any] = {"op": name, "path": pointer[len(op.path) :]}
+        if name == "add":
+            operation["value"] = value
+        return StateOp(op="patch", path=op.path, patch=[operation])
+
+    match command:
+        case "set":
+            if strict and not found:
+                return f"{written}: {where} does not exist (_.set changes a value that is there)"
+            return [StateOp(op="set", path=path, value=args[0])]
+        case "add":
+            if not found:
+                return f"{written}: {where} does not exist"
+            value = current[0] if is_value_pair(current) else current
+            delta = args[0]
+            if not _is_number(value):
+                return f"{written}: {where} is not a number"
+            if not _is_number(delta):
+                return f"{written}: {delta!r} is not a number"
+            return [StateOp(op="add", path=path, value=delta)]
+        case "assign":
+            if found and current is not None and not isinstance(current, list | dict):
+                return f"{written}: {where} holds a {type(current).__name__}, not a collection"
+            if not found and not _lookup(doc, parts[:-1])[0]:
+                return f"{written}: {where} has no parent to hold it"
+            if len(args) == 1:
+                value = args[0]
+                if isinstance(current, list):
+                    return [patch("add", path + "/-", value)]
+                if isinstance(current, dict):
+                    if not isinstance(value, dict):
+                        return f"{written}: only an object merges into the object {where}"
+                    return [
+                        patch("add", path + "/" + escape_pointer_part(str(k)), v)
+                        for k, v in _merged(current, value).items()
+                    ]
+                if isinstance(value, list):
+                    return [StateOp(op="set", path=path, value=[value])]
+                if isinstance(value, dict):
+                    return [StateOp(op="set", path=path, value=value)]
+                return f"{written}: only an object or array can start {where}"
+            key, value = args
+            if isinstance(current, list) and (_is_int(key) or key == "-"):
+                at = "-" if key in ("-", -1) or (_is_int(key) and key > len(current)) else key
+                if _is_int(at) and at < 0:
+                    at = max(0, len(current) + at)
+                return [patch("add", f"{path}/{at}", value)]
+            if isinstance(current, dict):
+                return [patch("add", path + "/" + escape_pointer_part(_key_text(key)), value)]
+            if isinstance(current, list):
+                return f"{written}: {key!r} is not an index of the array {where}"
+            return [StateOp(op="set", path=path, value={_key_text(key): value})]
+        case "remove":
+            if len(args) == 0:
+                if not found:
+                    return f"{written}: {where} does not exist"
+                return [StateOp(op="remove", path=path)]
+            if not found:
+                return f"{written}: {where} does not exist"
+            target = args[0]
+            if isinstance(current, list):
+                index = (
+                    target
+                    if _is_int(target)
+                    else next((i for i, item in enumerate(current) if item == target), -1)
+                )
+                if not 0 <= index < len(current):
+                    return f"{written}: {target!r} is not in the array {where}"
+                return [StateOp(op="remove", path=f"{path}/{index}")]
+            if isinstance(current, dict):
+                keys = list(current)
+                if _is_int(target):
+                    if not 0 <= target < len(keys):
+                        return f"{written}: {where} has no key number {target}"
+                    name = keys[target]
+                else:
+                    name = _key_text(target)
+                    if name not in current:
+                        return f"{written}: {where} has no key {name!r}"
+                return [StateOp(op="remove", path=path + "/" + escape_pointer_part(name))]
+            return f"{written}: {where} is not an array or object"
+    return f"{written}: unknown command"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool) or key is None:
+        return "true" if key is True else "false" if key is False else "null"
+    return str(key)
+
+
+def _merged(current: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """The keys of ``current`` that lodash's ``merge`` with ``value`` writes, merged deeply."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        old = current.get(key)
+        if isinstance(old, dict) and isinstance(item, dict):
+            merged = dict(old)
+            merged.update(_merged(old, item))
+            out[key] = merged
+        else:
+            out[key] = item
+    return out
+
+
+# -- MVU's structure rules ------------------------------------------------------------------
+
+
+def mvu_variables(stat_data: Mapping[str, Any]) -> dict[str, Any]:
+    """A new MVU chat's variables from its ``[InitVar]`` data: ``stat_data`` without
+    ``$meta`` and ``$__META_EXTENSIBLE__$`` (as MVU removes them once it has read them)
+    and the structure rules they said (:data:`MVU_SCHEMA`)."""
+    data = copy.deepcopy(dict(stat_data))
+    structure = structure_of(copy.deepcopy(data))
+    clean_metadata(data)
+    return {"stat_data": data, MVU_SCHEMA: structure}
+
+
+def structure_of(
+    data: Any, old: Mapping[str, Any] | None = None, parent_recursive: bool = False
+) -> dict[str, Any]:
+    """MVU's schema of ``data`` (which it consumes: ``$meta`` and markers are taken out).
+    An object is locked (``extensible: false``) unless its ``$meta`` says ``extensible``
+    or ``recursiveExtensible``, or a parent's ``recursiveExtensible`` reaches it; its keys
+    are then required unless it is open, with ``$meta.required`` naming more. An array is
+    locked unless it holds ``$__META_EXTENSIBLE__$``. Once open, a node stays open
+    (``old``: the schema before, whose ``required`` flags also win)."""
+    if isinstance(data, list):
+        was = old if old is not None and old.get("type") == "array" else {}
+        extensible = was.get("extensible") is True
+        recursive = was.get("recursiveExtensible") is True or parent_recursive
+        if EXTENSIBLE_MARKER in data:
+            extensible = True
+            data.remove(EXTENSIBLE_MARKER)
+        element_old = was.get("elementType")
+        return {
+            "type": "array",
+            "extensible": extensible or parent_recursive,
+            "recursiveExtensible": recursive,
+            "elementType": structure_of(
+                data[0], element_old if isinstance(element_old, Mapping) else None, recursive
+            )
+            if data
+            else {"type": "any"},
+        }
+    if isinstance(data, dict):
+        was = old if old is not None and old.get("type") == "object" else {}
+        meta = data.pop("$meta", None)
+        meta = meta if isinstance(meta, dict) else {}
+        extensible = (
+            was.get("extensible") is True
+            or meta.get("extensible") is True
+            or meta.get("recursiveExtensible") is True
+            or parent_recursive
+        )
+        recursive = (
+            was.get("recursiveExtensible") is True
+            or parent_recursive
+            or meta.get("recursiveExtensible") is True
+        )
+        if meta.get("extensible") is False:
+            extensible = extensible and was.get("extensible") is True
+        required = meta.get("required")
+        old_props = was.get("properties")
+        properties: dict[str, Any] = {}
+        for key in list(data):
+            if str(key).startswith("$"):
+                continue
+            child_old = old_props.get(key) if isinstance(old_props, Mapping) else None
+            child = structure_of(
+                data[key],
+                child_old if isinstance(child_old, Mapping) else None,
+                extensible and recursive,
+            )
+            is_required = not extensible
+            if isinstance(required, list) and key in required:
+                is_required = True
+            if isinstance(child_old, Mapping) and isinstance(child_old.get("required"), bool):
+                is_required = child_old["required"]
+            child["required"] = is_required
+            properties[key] = child
+        return {
+            "type": "object",
+            "extensible": extensible,
+            "recursiveExtensible": recursive,
+            "properties": properties,
+        }
+    if isinstance(data, bool):
+        return {"type": "boolean"}
+    if isinstance(data, int | float):
+        return {"type": "number"}
+    if isinstance(data, str):
+        return {"type": "string"}
+    return {"type": "any"}
+
+
+def clean_metadata(data: Any) -> None:
+    """``$meta`` and ``$__META_EXTENSIBLE__$`` taken out of ``data``, at every depth."""
+    if isinstance(data, list):
+        data[:] = [item for item in data if item != EXTENSIBLE_MARKER]
+        for item in data:
+            clean_metadata(item)
+    elif isinstance(data, dict):
+        data.pop("$meta", None)
+        for item in data.values():
+            clean_metadata(item)
+
+
+def _reconcile(doc: dict[str, Any]) -> None:
+    """After an update, the structure follows the data (new keys get rules; a value
+    written with its own ``$meta`` or marker opens as it says), as MVU reconciles."""
+    stat = doc.get("stat_data")
+    old = doc.get(MVU_SCHEMA)
+    doc[MVU_SCHEMA] = structure_of(copy.deepcopy(stat), old if isinstance(old, dict) else None)
+    clean_metadata(stat)
+
+
+def _schema_at(structure: Any, parts: Sequence[str]) -> Mapping[str, Any] | None:
+    node: Any = structure
+    for part in parts:
+        if not isinstance(node, Mapping):
+            return None
+        if node.get("type") == "array" and part.isdigit():
+            node = node.get("elementType")
+        elif node.get("type") == "object" and isinstance(node.get("properties"), Mapping):
+            node = node["properties"].get(part)
+        else:
+            return None
+    return node if isinstance(node, Mapping) else None
+
+
+def _dollar_refusal(op: StateOp, target: str) -> MvuWarning | None:
+    creates, removes = _writes(op, target)
+    for pointer in [*creates, *removes]:
+        parts = _parts(pointer)
+        if parts is not None and any(part.startswith("$") for part in parts[1:]):
+            return MvuWarning(kind="meta", path=_dotted(parts))
+    return None
+
+
+def _structure_refusal(doc: dict[str, Any], op: StateOp, target: str) -> MvuWarning | None:
+    """MVU's structure rules (:data:`MVU_SCHEMA`) for one op: a locked object takes no new
+    key and loses none of its required ones; a locked array takes and loses no element."""
+    dollar = _dollar_refusal(op, target)
+    if dollar is not None:
+        return dollar
+    structure = doc.get(MVU_SCHEMA)
+    creates, removes = _writes(op, target)
+    if op.op in ("push", "pull"):
+        parts = _parts(target)
+        found, value = _lookup(doc, parts or [])
+        if parts and found and isinstance(value, list):
+            node = _schema_at(structure, parts[1:])
+            if node is not None and node.get("extensible") is not True:
+                return MvuWarning(kind="not_extensible", path=_dotted(parts))
+        if op.op == "pull":
+            return None
+    inserting = op.op == "patch" and str((op.patch or [{}])[0].get("op", "")).lower() in (
+        "add",
+        "copy",
+        "move",
+    )
+    for pointer in creates:
+        parts = _parts(pointer)
+        if parts is None or len(parts) < 2:
+            continue
+        missing = next(
+            (n for n in range(2, len(parts) + 1) if not _lookup(doc, parts[:n])[0]), None
+        )
+        if missing is None:
+            _, parent = _lookup(doc, parts[:-1])
+            if not (inserting and isinstance(parent, list)):
+                continue  # a value that is there is changed: no key is added
+            missing = len(parts)
+        parent_parts = parts[: missing - 1]
+        _, parent = _lookup(doc, parent_parts)
+        node = _schema_at(structure, parent_parts[1:])
+        if node is None or not isinstance(parent, dict | list):
+            continue
+        if node.get("extensible") is not True:
+            return MvuWarning(
+                kind="not_extensible",
+                path=_dotted(parts[:missing] if isinstance(parent, dict) else parent_parts),
+            )
+    for pointer in removes:
+        parts = _parts(pointer)
+        if parts is None or len(parts) < 2:
+            continue
+        found, parent = _lookup(doc, parts[:-1])
+        node = _schema_at(structure, parts[1:-1])
+        if not found or node is None:
+            continue
+        if isinstance(parent, list) and node.get("extensible") is not True:
+            return MvuWarning(kind="not_extensible", path=_dotted(parts[:-1]))
+        if isinstance(parent, dict):
+            child = _schema_at(structure, parts[1:])
+            if child is not None and child.get("required") is True:
+                return MvuWarning(kind="required", path=_dotted(parts))
+    return None

@@ -28,6 +28,9 @@ import json
 import re
 from typing import Any, Final, Literal
 
+import yaml
+
+from storyloom.chat.reply.mvu_math import MathError, evaluate
 from storyloom.chat.reply.state_ops import (
     StateOp,
     escape_pointer_part,
@@ -138,7 +141,7 @@ _JSON_PATCH_BLOCK = re.compile(r"<(json_?patch)\b[^>]*>(.*?)(?:</\1\s*>|\Z)", re
 _ANALYSIS_BLOCK = re.compile(
     r"<analysis\b[^>]*>.*?(?:</analysis\s*>|(?=<json_?patch\b)|\Z)", re.I | re.S
 )
-_MVU_COMMAND = re.compile(r"_\.(set|add|insert|assign|remove|unset|delete)\(")
+_MVU_COMMAND = re.compile(r"_\.(set|add|insert|assign|remove|unset|delete)\s*\(")
 
 
 def decode_update_variable(content: str, root: str = MVU_ROOT) -> tuple[list[StateOp], list[str]]:
@@ -287,45 +290,44 @@ def _decode_mvu_commands(text: str, root: str) -> list[tuple[int, list[StateOp],
 def _mvu_command(
     name: str, args: list[str], root: str, written: str
 ) -> tuple[StateOp | None, str | None]:
+    """One command line as an ``mvu`` patch operation: what it does depends on the state
+    it meets (an array or an object, the structure's rules), so
+    :func:`~storyloom.chat.reply.mvu_values.apply_mvu_ops` resolves it there."""
     if not args or not args[0]:
         return None, f"{_clip(written)}: no path"
-    path = _join(root, _mvu_pointer(_unquote(args[0])))
-    if name == "set":
-        if len(args) < 2:
-            return None, f"{_clip(written)}: no value"
-        return StateOp(op="set", path=path, value=_mvu_value(args[-1])), None
-    if name == "add":
-        if len(args) != 2:
-            return None, f"{_clip(written)}: _.add takes a path and an amount"
-        amount = parse_number(_mvu_value(args[1]))
-        if amount is None:
-            return None, f"{_clip(written)}: {args[1]} is not a number"
-        return StateOp(op="add", path=path, value=amount), None
-    if name in ("insert", "assign"):
-        if len(args) == 2:
-            return StateOp(op="push", path=path, value=_mvu_value(args[1])), None
-        if len(args) >= 3:
-            key = _mvu_value(args[1])
-            at = "-" if key == -1 else str(key)
-            return StateOp(
-                op="patch",
-                path=root,
-                patch=[
-                    {
-                        "op": "add",
-                        "path": path[len(root) :] + "/" + escape_pointer_part(at),
-                        "value": _mvu_value(args[2]),
-                    }
-                ],
-            ), None
-        return None, f"{_clip(written)}: no value"
-    # remove / unset / delete
-    if len(args) == 1:
-        return StateOp(op="remove", path=path), None
-    target = _mvu_value(args[1])
-    if isinstance(target, int) and not isinstance(target, bool):
-        return StateOp(op="remove", path=f"{path}/{target}"), None
-    return StateOp(op="pull", path=path, value=target), None
+    command = _COMMAND_ALIASES.get(name, name)
+    fewest, most = {"set": (2, 3), "add": (2, 2), "assign": (2, 3), "remove": (1, 2)}[command]
+    if not fewest <= len(args) <= most:
+        return None, f"{_clip(written)}: _.{name} takes {_ARITY[command]}"
+    try:
+        values = [_mvu_value(arg) for arg in args[1:]]
+    except MathError as exc:
+        return None, f"{_clip(written)}: {exc}"
+    if command == "set":
+        values = values[-1:]  # _.set(path, old, new): the old value is not checked
+    return StateOp(
+        op="patch",
+        path=root,
+        patch=[
+            {
+                "op": MVU_COMMAND_OP,
+                "command": command,
+                "path": _mvu_pointer(_unquote(args[0])),
+                "args": values,
+                "written": _clip(written),
+            }
+        ],
+    ), None
+
+
+MVU_COMMAND_OP: Final = "mvu"
+_COMMAND_ALIASES: Final = {"insert": "assign", "unset": "remove", "delete": "remove"}
+_ARITY: Final = {
+    "set": "a path and a value (or a path, the old value and the new)",
+    "add": "a path and an amount",
+    "assign": "a path and a value, or a path, a key or index and a value",
+    "remove": "a path, or a path and a key, index or value",
+}
 
 
 def _matching_paren(text: str, start: int) -> int:
@@ -398,14 +400,26 @@ def _unquote(text: str) -> str:
 
 
 def _mvu_value(text: str) -> Any:
+    """A command's value as MVU reads it: JSON; ``undefined`` as null; a JavaScript-style
+    array or object literal (``['a', 'b']``); unquoted arithmetic computed
+    (:mod:`.mvu_math`, raising :class:`MathError` when it cannot be); else text, its
+    quotes taken off (a quoted value is text, never computed)."""
     text = text.strip()
+    if text == "undefined":
+        return None
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'`":
+    if len(text) >= 2 and (text[0], text[-1]) in (("[", "]"), ("{", "}")):
+        try:
+            return yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError):
+            pass
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'`\"":
         return text[1:-1]
-    return text
+    number = evaluate(text)
+    return text if number is None else number
 
 
 _NOT_A_POINTER = 'not a JSON Pointer: a path is "" or starts with "/" (RFC 6901)'

@@ -40,7 +40,8 @@ from storyloom.chat.prompt.regex_scripts import (
     apply_regex_scripts,
     card_regex_scripts,
 )
-from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
+from storyloom.chat.reply.mvu import mvu_start
+from storyloom.chat.reply.mvu_values import mvu_variables
 from storyloom.chat.service.group_chat import (
     VIEW_KEY,
     answer_order,
@@ -334,7 +335,7 @@ class ChatService:
                 for problem in problems:
                     logger.warning("character %s: %s", character_id, problem)
                 if stat_data:
-                    variables[STAT_DATA] = stat_data
+                    variables.update(mvu_variables(stat_data))
             if background_id is not None:
                 background = background_snapshot(presets.background(background_id))
         chosen = (settings or ConversationSettings()).model_copy()
