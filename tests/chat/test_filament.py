@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storyloom.chat.reply.mvu_values import apply_mvu_ops
 from storyloom.chat.reply.filament import (
     MAX_TAG_LENGTH,
     FilamentEvent,
@@ -20,6 +19,7 @@ from storyloom.chat.reply.filament import (
     FilamentTags,
     parse_filament,
 )
+from storyloom.chat.reply.mvu_values import apply_mvu_ops
 from storyloom.chat.reply.state_ops import StateOp, apply_ops
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"

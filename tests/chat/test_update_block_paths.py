@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storyloom.chat.reply.state_ops import StateOp, apply_ops, escape_pointer_part
+from storyloom.chat.reply.state_ops import apply_ops, escape_pointer_part
 from storyloom.chat.reply.update_blocks import (
     decode_json_patch,
     decode_state_update,

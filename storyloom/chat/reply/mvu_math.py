@@ -43,9 +43,10 @@ def evaluate(text: str) -> int | float | None:
     """The number ``text`` computes to; None when it is not arithmetic at all (then MVU
     keeps it as text). Raises :class:`MathError` when it is arithmetic that fails."""
     text = text.strip()
-    if not text or len(text) > MAX_TEXT or not any(c.isdigit() or c == "." for c in text):
-        if not any(f"{m}." in text for m in _MODULES):
-            return None
+    if not text or len(text) > MAX_TEXT:
+        return None  # too long to be a value MVU computes: kept as text
+    if not any(c.isdigit() for c in text) and not any(f"{m}." in text for m in _MODULES):
+        return None
     try:
         tree = ast.parse(text.replace("^", "**"), mode="eval")
     except (SyntaxError, ValueError, RecursionError):
@@ -114,10 +115,9 @@ def _power(base: float, exponent: float) -> float:
         raise ValueError(f"exponent {exponent} is over {MAX_EXPONENT}")
     if base == 0 and exponent < 0:
         raise ZeroDivisionError("0 to a negative power")
-    result = float(base) ** float(exponent)
-    if isinstance(result, complex):
+    if base < 0 and not float(exponent).is_integer():
         raise ValueError("a negative number to a fractional power")
-    return result
+    return math.pow(base, exponent)
 
 
 def _eval(node: ast.AST) -> float:
@@ -133,7 +133,7 @@ def _eval(node: ast.AST) -> float:
         case ast.Call(func=func, args=args):
             name = _function_name(func)
             assert name is not None
-            return _FUNCTIONS[name](*(_eval(a) for a in args))
+            return float(_FUNCTIONS[name](*(_eval(a) for a in args)))
         case ast.BinOp(op=op, left=left, right=right):
             a, b = _eval(left), _eval(right)
             match op:

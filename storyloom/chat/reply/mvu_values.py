@@ -468,6 +468,12 @@ def _resolve_command(doc: dict[str, Any], op: StateOp, *, strict: bool) -> list[
         return f"{written}: {rel!r} is not a path"
     found, current = _lookup(doc, parts)
     where = _dotted(parts) or "stat_data"
+    if (
+        len(parts) == 1
+        and not (command == "set" and isinstance(args[0], dict))
+        and not (command == "assign" and isinstance(current, dict))
+    ):
+        return f"{written}: stat_data itself is only replaced by an object"
 
     def patch(name: str, pointer: str, value: Any = None) -> StateOp:
         operation: dict[str, Any] = {"op": name, "path": pointer[len(op.path) :]}
@@ -513,9 +519,9 @@ def _resolve_command(doc: dict[str, Any], op: StateOp, *, strict: bool) -> list[
                 return f"{written}: only an object or array can start {where}"
             key, value = args
             if isinstance(current, list) and (_is_int(key) or key == "-"):
-                at = "-" if key in ("-", -1) or (_is_int(key) and key > len(current)) else key
-                if _is_int(at) and at < 0:
-                    at = max(0, len(current) + at)
+                at: int | str = "-"
+                if _is_int(key) and key != -1 and key <= len(current):
+                    at = max(0, len(current) + key) if key < 0 else key
                 return [patch("add", f"{path}/{at}", value)]
             if isinstance(current, dict):
                 return [patch("add", path + "/" + escape_pointer_part(_key_text(key)), value)]

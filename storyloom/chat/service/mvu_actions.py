@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storyloom.chat.reply.filament import FilamentTags, parse_filament
-from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
+from storyloom.chat.reply.mvu import mvu_start
 from storyloom.chat.reply.mvu_values import apply_mvu_ops, mvu_variables
 from storyloom.chat.service.conversations import ChatService
 from storyloom.chat.store.chat_errors import ChatError
