@@ -56,7 +56,7 @@ def test_set_on_a_missing_path_is_a_problem_in_an_mvu_chat() -> None:
 def test_add_changes_numbers_and_pairs_with_math() -> None:
     data, _, problems = play("_.add('角色.好感度', math.pow(2, 3));_.add('角色.名字', 1);")
     assert data["角色"]["好感度"] == [18, "好感"]
-    assert problems == ["_.add('角色.名字', 1): 角色.名字 is not a number"]
+    assert problems == ["_.add('角色.名字', 1): 角色.名字 is not a number or a date"]
 
 
 def test_assign_pushes_inserts_and_sets_keys_where_the_structure_allows() -> None:
@@ -101,6 +101,28 @@ def test_a_chat_without_mvu_structure_keeps_storyloom_s_open_objects() -> None:
     assert outcome.variables["stat_data"] == {"a": {"b": 1}, "list": ["x"]}
 
 
+def test_modify_and_alter_are_mvu_s_older_add_and_flip_a_boolean() -> None:
+    data, _, problems = play(
+        "_.modify('角色.醒着');_.alter('角色.好感度', 5);_.alter('角色.好感度');"
+    )
+    assert data["角色"]["醒着"] is False and data["角色"]["好感度"] == [15, "好感"]
+    assert problems == ["_.alter('角色.好感度'): 角色.好感度 is not a boolean"]
+    _, _, problems = play("_.add('角色.醒着');")
+    assert problems and "takes a path and an amount" in problems[0]
+
+
+def test_add_moves_a_date_by_milliseconds() -> None:
+    start = {"时间": ["2024-01-01T12:00:00Z", "当前时间"]}
+    data, _, problems = play("_.add('时间', 10 * 60 * 1000);", start)
+    assert data["时间"] == ["2024-01-01T12:10:00.000Z", "当前时间"] and problems == []
+
+
+def test_strict_set_writes_a_pair_whole() -> None:
+    start = {"$meta": {"strictSet": True}, "好感": [1, "说明"]}
+    data, _, _ = play("_.set('好感', [2, '新说明']);_.set('好感', 3);", start)
+    assert data == {"好感": 3}
+
+
 def test_math_is_a_whitelist() -> None:
     assert evaluate("(1 + 2) * 3 - 4 / 2") == 7
     assert evaluate("math.sqrt(16) + Math.abs(-1)") == 5
@@ -119,7 +141,9 @@ def test_unreadable_math_is_a_problem_on_the_message() -> None:
     assert problems and "division by zero" in problems[0]
 
 
-COMMANDS = st.sampled_from(["set", "add", "assign", "insert", "remove", "unset", "delete"])
+COMMANDS = st.sampled_from(
+    ["set", "add", "modify", "alter", "assign", "insert", "remove", "unset", "delete"]
+)
 ARG = st.one_of(
     st.sampled_from(
         [
@@ -151,6 +175,8 @@ ARG = st.one_of(
 def test_any_command_line_applies_or_becomes_a_problem(name: str, args: list[str]) -> None:
     block = f"_.{name}({', '.join(args)});"
     variables = mvu_variables(INIT)
-    ops, _ = decode_update_variable(block)
+    ops, problems = decode_update_variable(block)
     outcome = apply_mvu_ops(variables, ops)
     assert isinstance(outcome.variables["stat_data"], dict)
+    unchanged = outcome.variables == variables
+    assert outcome.applied or problems or outcome.problems or outcome.warnings or unchanged

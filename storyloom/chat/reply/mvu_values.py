@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
 
 import jsonpointer
@@ -139,7 +140,8 @@ def apply_mvu_ops(
                     plain.append(single)
                     flush()
                     continue
-                single = _pair_aware(doc, single, target)
+                if not (_is_set(single) and _strict_set(doc)):
+                    single = _pair_aware(doc, single, target)
                 if not mvu_chat:
                     refusal = _meta_refusal(doc, single, target)
                 elif validator is None:
@@ -490,11 +492,19 @@ def _resolve_command(doc: dict[str, Any], op: StateOp, *, strict: bool) -> list[
             if not found:
                 return f"{written}: {where} does not exist"
             value = current[0] if is_value_pair(current) else current
+            if not args:  # _.modify('path') / _.alter('path'), MVU's older toggle
+                if not isinstance(value, bool):
+                    return f"{written}: {where} is not a boolean"
+                return [StateOp(op="set", path=path, value=not value)]
             delta = args[0]
-            if not _is_number(value):
-                return f"{written}: {where} is not a number"
             if not _is_number(delta):
                 return f"{written}: {delta!r} is not a number"
+            moment = _date(value)
+            if moment is not None:  # MVU adds milliseconds to a date
+                later = moment + timedelta(milliseconds=delta)
+                return [StateOp(op="set", path=path, value=_iso(later))]
+            if not _is_number(value):
+                return f"{written}: {where} is not a number or a date"
             return [StateOp(op="add", path=path, value=delta)]
         case "assign":
             if found and current is not None and not isinstance(current, list | dict):
@@ -560,6 +570,36 @@ def _resolve_command(doc: dict[str, Any], op: StateOp, *, strict: bool) -> list[
     return f"{written}: unknown command"
 
 
+def _is_set(op: StateOp) -> bool:
+    """A set, or a JSON Patch ``replace`` (MVU reads one as ``_.set``)."""
+    if op.op == "patch" and op.patch:
+        return str(op.patch[0].get("op", "")).lower() == "replace"
+    return op.op == "set"
+
+
+def _strict_set(doc: Mapping[str, Any]) -> bool:
+    structure = doc.get(MVU_SCHEMA)
+    return isinstance(structure, Mapping) and structure.get("strictSet") is True
+
+
+def _date(value: Any) -> datetime | None:
+    """An ISO date written as text (not a number), as MVU's ``_.add`` reads one; a date
+    without a zone is UTC."""
+    if not isinstance(value, str) or parse_number(value) is not None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _iso(moment: datetime) -> str:
+    """As JavaScript's ``toISOString``: UTC, milliseconds, ``Z``."""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -598,7 +638,10 @@ def mvu_variables(stat_data: Mapping[str, Any]) -> dict[str, Any]:
     ``$meta`` and ``$__META_EXTENSIBLE__$`` (as MVU removes them once it has read them)
     and the structure rules they said (:data:`MVU_SCHEMA`)."""
     data = copy.deepcopy(dict(stat_data))
+    meta = data.get("$meta")
     structure = structure_of(copy.deepcopy(data))
+    if isinstance(meta, dict) and meta.get("strictSet") is True:
+        structure["strictSet"] = True  # _.set writes a value pair whole, never its [0]
     clean_metadata(data)
     return {"stat_data": data, MVU_SCHEMA: structure}
 
@@ -698,7 +741,10 @@ def _reconcile(doc: dict[str, Any]) -> None:
     written with its own ``$meta`` or marker opens as it says), as MVU reconciles."""
     stat = doc.get("stat_data")
     old = doc.get(MVU_SCHEMA)
-    doc[MVU_SCHEMA] = structure_of(copy.deepcopy(stat), old if isinstance(old, dict) else None)
+    structure = structure_of(copy.deepcopy(stat), old if isinstance(old, dict) else None)
+    if isinstance(old, dict) and old.get("strictSet") is True:
+        structure["strictSet"] = True
+    doc[MVU_SCHEMA] = structure
     clean_metadata(stat)
 
 

@@ -141,7 +141,7 @@ _JSON_PATCH_BLOCK = re.compile(r"<(json_?patch)\b[^>]*>(.*?)(?:</\1\s*>|\Z)", re
 _ANALYSIS_BLOCK = re.compile(
     r"<analysis\b[^>]*>.*?(?:</analysis\s*>|(?=<json_?patch\b)|\Z)", re.I | re.S
 )
-_MVU_COMMAND = re.compile(r"_\.(set|add|insert|assign|remove|unset|delete)\s*\(")
+_MVU_COMMAND = re.compile(r"_\.(set|add|modify|alter|insert|assign|remove|unset|delete)\s*\(")
 
 
 def decode_update_variable(content: str, root: str = MVU_ROOT) -> tuple[list[StateOp], list[str]]:
@@ -297,6 +297,8 @@ def _mvu_command(
         return None, f"{_clip(written)}: no path"
     command = _COMMAND_ALIASES.get(name, name)
     fewest, most = {"set": (2, 3), "add": (2, 2), "assign": (2, 3), "remove": (1, 2)}[command]
+    if name in ("modify", "alter"):
+        fewest = 1  # MVU's older names of _.add: with only a path, a boolean is flipped
     if not fewest <= len(args) <= most:
         return None, f"{_clip(written)}: _.{name} takes {_ARITY[command]}"
     try:
@@ -321,10 +323,16 @@ def _mvu_command(
 
 
 MVU_COMMAND_OP: Final = "mvu"
-_COMMAND_ALIASES: Final = {"insert": "assign", "unset": "remove", "delete": "remove"}
+_COMMAND_ALIASES: Final = {
+    "insert": "assign",
+    "unset": "remove",
+    "delete": "remove",
+    "modify": "add",
+    "alter": "add",
+}
 _ARITY: Final = {
     "set": "a path and a value (or a path, the old value and the new)",
-    "add": "a path and an amount",
+    "add": "a path and an amount (_.modify and _.alter: or only a path, to flip a boolean)",
     "assign": "a path and a value, or a path, a key or index and a value",
     "remove": "a path, or a path and a key, index or value",
 }
