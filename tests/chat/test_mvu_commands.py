@@ -180,3 +180,22 @@ def test_any_command_line_applies_or_becomes_a_problem(name: str, args: list[str
     assert isinstance(outcome.variables["stat_data"], dict)
     unchanged = outcome.variables == variables
     assert outcome.applied or problems or outcome.problems or outcome.warnings or unchanged
+
+
+def test_index_zero_addresses_a_pair_s_value_and_elements_of_a_locked_array_change() -> None:
+    data, warnings, problems = play("_.set('角色.好感度[0]', 30);_.set('技能[0]', '冰');")
+    assert data["角色"]["好感度"] == [30, "好感"] and data["技能"] == ["冰"]
+    assert warnings == [] and problems == []
+
+
+def test_json_patch_follows_the_same_structure_rules() -> None:
+    block = (
+        '<JSONPatch>[{"op": "add", "path": "/技能/-", "value": "冰"},'
+        '{"op": "add", "path": "/背包/0", "value": "药"},'
+        '{"op": "add", "path": "/同伴/丙", "value": 3},'
+        '{"op": "remove", "path": "/角色/名字"}]</JSONPatch>'
+    )
+    data, warnings, _ = play(block)
+    assert data["技能"] == ["火球"] and data["背包"] == ["药", "剑"]
+    assert data["同伴"]["丙"] == 3 and data["角色"]["名字"] == "理"
+    assert warnings == [("not_extensible", "技能"), ("required", "角色.名字")]

@@ -1,4 +1,4 @@
-"""MVU's rules for updates under ``stat_data``: value pairs, ``$meta`` and the Zod schema.
+"""MVU's rules for updates under ``stat_data``: commands, value pairs, structure, Zod schema.
 
 :func:`apply_mvu_ops` applies a turn's ops as :func:`~storyloom.chat.reply.state_ops.apply_ops`
 does, one RFC 6902 operation at a time, with what MagVarUpdate adds for paths under
@@ -8,12 +8,17 @@ does, one RFC 6902 operation at a time, with what MagVarUpdate adds for paths un
   set, a JSON Patch ``replace`` or a numeric change of the pair's path changes the first
   element (``_.set('理.好感度', 19, 25)`` on ``[19, "desc"]`` gives ``[25, "desc"]``), a
   number stays a number (``"25"`` is stored as 25). Writing a whole new pair replaces it;
-* **``$meta``** on an object: ``extensible: false`` refuses a key the object does not have
-  (and then every key it has is required, as in MVU); ``required: [keys]`` refuses
-  removing those keys; ``recursiveExtensible`` passes ``extensible`` down to every object
-  below. An object without ``$meta`` (or an inherited one) takes new keys, as storyloom
-  always did. ``$``-keys themselves cannot be written by a reply. Unlike MVU, ``$meta``
-  stays in the state (the macros leave ``$``-keys out of what the model reads);
+* **structure**: in an MVU chat (one whose variables hold :data:`MVU_SCHEMA`, made by
+  :func:`mvu_variables` from the ``[InitVar]`` data, as MVU's ``generateSchema`` reads it)
+  an object is locked unless its ``$meta`` opened it and an array unless it held
+  ``$__META_EXTENSIBLE__$``; ``$meta`` and the marker are taken out of ``stat_data``, and
+  the rules follow the data after each update (:func:`structure_of`). With a Zod schema
+  the schema alone decides (MVU's Zod mode). A chat without :data:`MVU_SCHEMA` keeps
+  storyloom's rules: an object's own ``$meta`` (``extensible``, ``required``,
+  ``recursiveExtensible``) is honoured and an object without one takes new keys.
+  ``$``-keys themselves cannot be written by a reply;
+* **commands**: MVU's ``_.set/_.add/_.assign/_.remove`` lines arrive as ``mvu`` patch
+  operations and are resolved here against the state they meet (:func:`_resolve_command`);
 * **the schema** (the card's Zod schema as JSON Schema, :mod:`storyloom.sillytavern.mvu_zod`):
   after each operation ``x-coerce`` values are converted and ``x-catch`` ones fall back
   (as Zod parses), and an operation that makes ``stat_data`` break the schema where it
@@ -71,7 +76,7 @@ class MvuWarning(BaseModel):
         where = self.path or "stat_data"
         match self.kind:
             case "not_extensible":
-                return f"MVU: {where}: the object takes no new keys ($meta.extensible is false)"
+                return f"MVU: {where}: locked, no key or element is added or removed"
             case "required":
                 return f"MVU: {where}: a required key cannot be removed"
             case "meta":

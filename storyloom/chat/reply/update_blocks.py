@@ -10,8 +10,12 @@ inside one once it has closed. Three vocabularies:
   JSON object (keys set) or RFC 6902 array;
 * MVU's ``<JSONPatch>``: a JSON array of RFC 6902 ops (``replace add remove move copy
   test``, MVU's ``insert`` = add and ``delta`` = numeric add), maybe in a code fence;
-* MVU's ``<UpdateVariable>``: ``<JSONPatch>`` blocks and the older
-  ``_.set('path', old, new);`` commands, in the order written.
+* MVU's ``<UpdateVariable>``: ``<JSONPatch>`` blocks and the command lines
+  ``_.set/_.add/_.assign/_.remove(...)`` (and their other names), in the order written.
+  A command's effect depends on the state (an array or an object, the structure's
+  rules), so it is decoded as an ``mvu`` patch operation that
+  :func:`storyloom.chat.reply.mvu_values.apply_mvu_ops` resolves; its values are read as
+  MVU reads them, unquoted arithmetic computed (:mod:`.mvu_math`).
 
 MVU paths are relative to ``root`` (:data:`MVU_ROOT`, where MVU keeps a card's
 variables). A JSON Pointer is kept exactly as written (``"/ "`` is the key ``" "``). In a
