@@ -199,3 +199,8 @@ def test_json_patch_follows_the_same_structure_rules() -> None:
     assert data["技能"] == ["火球"] and data["背包"] == ["药", "剑"]
     assert data["同伴"]["丙"] == 3 and data["角色"]["名字"] == "理"
     assert warnings == [("not_extensible", "技能"), ("required", "角色.名字")]
+
+
+def test_a_merge_into_a_locked_object_is_refused_whole() -> None:
+    data, warnings, _ = play("_.assign('角色', {'名字': '新'});")
+    assert data["角色"]["名字"] == "理" and warnings == [("not_extensible", "角色")]

@@ -135,9 +135,12 @@ def apply_mvu_ops(
             continue
         flush()
         for unresolved in _single_ops(op):
-            resolved = _resolve_command(doc, unresolved, strict=mvu_chat)
+            resolved = _resolve_command(doc, unresolved, strict=mvu_chat, locks=validator is None)
             if isinstance(resolved, str):
                 outcome.problems.append(resolved)
+                continue
+            if isinstance(resolved, MvuWarning):
+                outcome.warnings.append(resolved)
                 continue
             for single in resolved:
                 target = _target(single)
@@ -457,7 +460,9 @@ def _fill(schema: Mapping[str, Any], data: Any) -> Any:
 # -- MVU's command lines --------------------------------------------------------------------
 
 
-def _resolve_command(doc: dict[str, Any], op: StateOp, *, strict: bool) -> list[StateOp] | str:
+def _resolve_command(
+    doc: dict[str, Any], op: StateOp, *, strict: bool, locks: bool
+) -> list[StateOp] | str | MvuWarning:
     """An ``mvu`` command (:func:`~storyloom.chat.reply.update_blocks.decode_update_variable`)
     as the plain ops it comes to against ``doc``, or the problem that stops it, as MVU's
     ``updateVariables`` reads each command. ``strict`` (an MVU chat): ``_.set`` needs the
@@ -523,6 +528,9 @@ def _resolve_command(doc: dict[str, Any], op: StateOp, *, strict: bool) -> list[
                 if isinstance(current, dict):
                     if not isinstance(value, dict):
                         return f"{written}: only an object merges into the object {where}"
+                    node = _schema_at(doc.get(MVU_SCHEMA), parts[1:]) if strict and locks else None
+                    if node is not None and node.get("extensible") is not True:
+                        return MvuWarning(kind="not_extensible", path=where)
                     return [
                         patch("add", path + "/" + escape_pointer_part(str(k)), v)
                         for k, v in _merged(current, value).items()
