@@ -659,6 +659,18 @@ def mvu_variables(stat_data: Mapping[str, Any]) -> dict[str, Any]:
     return {"stat_data": data, MVU_SCHEMA: structure}
 
 
+def keep_structure(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """``after`` (an MVU chat's variables replaced whole, as a frame's ``replaceVariables``
+    does) with the chat's structure rules kept where it does not carry them (frames never
+    see them), brought up to its ``stat_data``."""
+    out = copy.deepcopy(dict(after))
+    old = before.get(MVU_SCHEMA)
+    if isinstance(old, dict) and MVU_SCHEMA not in out:
+        out[MVU_SCHEMA] = copy.deepcopy(old)
+        _reconcile(out)
+    return out
+
+
 def structure_of(
     data: Any, old: Mapping[str, Any] | None = None, parent_recursive: bool = False
 ) -> dict[str, Any]:

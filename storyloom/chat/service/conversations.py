@@ -41,7 +41,7 @@ from storyloom.chat.prompt.regex_scripts import (
     card_regex_scripts,
 )
 from storyloom.chat.reply.mvu import mvu_start
-from storyloom.chat.reply.mvu_values import mvu_variables
+from storyloom.chat.reply.mvu_values import keep_structure, mvu_variables
 from storyloom.chat.service.group_chat import (
     VIEW_KEY,
     answer_order,
@@ -662,7 +662,9 @@ class ChatService:
         bridge, where the character allows it); the later messages keep their states."""
         self._check_idle(conversation_id)
         self._in_conversation(conversation_id, message_id)
-        state = self.tree.state_at(message_id).model_copy(update={"variables": variables})
+        before = self.tree.state_at(message_id)
+        variables = keep_structure(before.variables, variables)
+        state = before.model_copy(update={"variables": variables})
         message = self.tree.update_message(message_id, state=state, bump_version=True)
         self._changed(self.tree.conversation(conversation_id))
         return message

@@ -131,6 +131,7 @@ function shown(value: unknown): string {
 }
 
 const EXTENSIBLE_MARKER = '$__META_EXTENSIBLE__$'
+const MVU_STRUCTURE = '$mvu_schema'
 
 /** `value` without MVU's `$meta` keys and `$__META_EXTENSIBLE__$` array elements. */
 export function withoutMvuMetadata(value: unknown): unknown {
@@ -145,6 +146,9 @@ export function withoutMvuMetadata(value: unknown): unknown {
  * (parent → this message) and the parent's variables. */
 export function messageVariables(variables: Variables, parent: Variables, delta: readonly Record<string, unknown>[]): Variables {
   const out: Variables = structuredClone(variables)
+  // storyloom's own record of an MVU chat's structure rules (MVU's `schema`): not the
+  // card's to read, and kept by the server when a frame replaces the variables
+  delete out[MVU_STRUCTURE]
   if (!isObject(out.stat_data)) return out
   // MVU takes `$meta` and its array marker out of stat_data once read; a chat started
   // before storyloom did the same may still hold them: a frame never sees them
