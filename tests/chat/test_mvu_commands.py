@@ -137,8 +137,9 @@ def test_math_is_a_whitelist() -> None:
 
 
 def test_unreadable_math_is_a_problem_on_the_message() -> None:
-    _, _, problems = play("_.add('角色.好感度', 1 / 0);")
-    assert problems and "division by zero" in problems[0]
+    _, _, problems = play("_.add('角色.好感度', 1 / 0);_.set('角色.好感度', 1e999);")
+    assert len(problems) == 2 and "division by zero" in problems[0]
+    assert "not a finite number" in problems[1]
 
 
 COMMANDS = st.sampled_from(
@@ -204,3 +205,13 @@ def test_json_patch_follows_the_same_structure_rules() -> None:
 def test_a_merge_into_a_locked_object_is_refused_whole() -> None:
     data, warnings, _ = play("_.assign('角色', {'名字': '新'});")
     assert data["角色"]["名字"] == "理" and warnings == [("not_extensible", "角色")]
+
+
+def test_javascript_style_literals_are_read_and_yaml_tricks_are_text() -> None:
+    data, _, problems = play(
+        "_.set('角色.名字', ['a', 'b']);_.set('角色.醒着', [2024-01-01]);"
+        "_.assign('同伴', '丙', [&x [1], *x]);"
+    )
+    assert data["角色"]["名字"] == ["a", "b"] and problems == []
+    assert data["角色"]["醒着"] == "[2024-01-01]"
+    assert data["同伴"]["丙"] == "[&x [1], *x]"

@@ -29,6 +29,7 @@ as a problem, in words, beside the ops it could.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Final, Literal
 
@@ -420,13 +421,24 @@ def _mvu_value(text: str) -> Any:
     if text == "undefined":
         return None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (ValueError, RecursionError):
         pass
-    if len(text) >= 2 and (text[0], text[-1]) in (("[", "]"), ("{", "}")):
+    else:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise MathError(f"{text}: not a finite number")
+        return value
+    if (
+        len(text) >= 2
+        and (text[0], text[-1]) in (("[", "]"), ("{", "}"))
+        and not (
+            "&" in text or "*" in text  # no YAML anchors: an alias tree can grow without end
+        )
+    ):
         try:
-            return yaml.safe_load(text)
-        except (yaml.YAMLError, RecursionError):
+            # as JSON: YAML's dates and other types become what JSON can hold, or fail
+            return json.loads(json.dumps(yaml.safe_load(text), ensure_ascii=False))
+        except (yaml.YAMLError, RecursionError, TypeError, ValueError):
             pass
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'`\"":
         return text[1:-1]
