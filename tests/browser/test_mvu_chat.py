@@ -68,7 +68,7 @@ def test_an_mvu_chat_shows_refused_updates_and_offers_mvu_s_actions(
         send(page, "你好")
         reply = messages(page).last
         expect(reply.locator(tid("chat-message-problem"))).to_have_text(
-            ["理.秘密：未添加：此对象不接受新键"]
+            ["理.秘密：未更改：结构已锁定（不能增删键或元素）"]
         )
         expect(reply.locator(tid("chat-mvu-reparse"))).to_have_text("重新处理变量")
         expect(reply.locator(tid("chat-mvu-replay"))).to_have_text("从此处重演")

@@ -19,6 +19,7 @@ from storyloom.chat.reply.filament import (
     FilamentTags,
     parse_filament,
 )
+from storyloom.chat.reply.mvu_values import apply_mvu_ops
 from storyloom.chat.reply.state_ops import StateOp, apply_ops
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sillytavern"
@@ -667,25 +668,26 @@ _.remove('系统.同伴', 0);
 </UpdateVariable>Hi"""
     result = parse_filament(text)
     assert result.reply == "Hi"
-    assert [(o.op, o.path, o.value) for o in result.ops] == [
-        ("set", "/stat_data/系统/当前阶段", "损友成型"),
-        ("set", "/stat_data/系统/当前任务", "护送"),
-        ("add", "/stat_data/小穗/觉醒进度", 5),
-        ("push", "/stat_data/系统/同伴", "凤轻笙"),
-        ("patch", "/stat_data", None),
-        ("remove", "/stat_data/系统/当前地点", None),
-        ("remove", "/stat_data/系统/同伴/0", None),
+    # each command is resolved against the state it meets (mvu_values.apply_mvu_ops)
+    assert [(o.op, o.patch[0]["command"]) for o in result.ops if o.patch] == [
+        ("patch", "set"),
+        ("patch", "set"),
+        ("patch", "add"),
+        ("patch", "add"),
+        ("patch", "assign"),
+        ("patch", "assign"),
+        ("patch", "remove"),
+        ("patch", "remove"),
     ]
-    assert len(result.problems) == 1
-    assert "lots" in result.problems[0]
+    assert result.problems == []
     start = {
         "stat_data": {
-            "系统": {"当前阶段": "磨合期", "当前地点": "玄天宗", "物品": {}},
+            "系统": {"当前阶段": "磨合期", "当前地点": "玄天宗", "物品": {}, "同伴": []},
             "小穗": {"觉醒进度": 0},
         }
     }
-    out = apply_ops(start, result.ops)
-    assert out.problems == []
+    out = apply_mvu_ops(start, result.ops)
+    assert len(out.problems) == 1 and "lots" in out.problems[0]
     assert out.variables == {
         "stat_data": {
             "系统": {

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storyloom.chat.reply.state_ops import StateOp, apply_ops, escape_pointer_part
+from storyloom.chat.reply.state_ops import apply_ops, escape_pointer_part
 from storyloom.chat.reply.update_blocks import (
     decode_json_patch,
     decode_state_update,
@@ -89,7 +89,8 @@ def test_mvu_json_patch_reads_slashless_and_dotted_paths_as_mvu_does() -> None:
 def test_mvu_set_commands_still_take_dotted_paths() -> None:
     ops, problems = decode_update_variable("_.set('系统.阶段', '旧', '新');")
     assert problems == []
-    assert ops == [StateOp(op="set", path="/stat_data/系统/阶段", value="新")]
+    assert ops[0].path == "/stat_data" and ops[0].patch is not None
+    assert (ops[0].patch[0]["path"], ops[0].patch[0]["args"]) == ("/系统/阶段", ["新"])
 
 
 @settings(max_examples=150, deadline=None)

@@ -249,16 +249,18 @@ async def test_a_value_pair_keeps_its_description_and_meta_and_schema_refuse_wit
     data = await stat_data(api, chat_id, reply["id"])
     assert data["理"]["好感度"] == [35, "她对你的好感"]
     assert data["理"]["心情"] == ["开心", "她此刻的心情"]
-    assert data["理"]["地点"] == "教堂" and "秘密" not in data["理"]
+    # the card registers a Zod schema, so the schema decides the structure, as in MVU's
+    # Zod mode: 理 is passthrough (秘密 is taken), 地点 is required by the schema
+    assert data["理"]["地点"] == "教堂" and data["理"]["秘密"] == "x"
     assert data["世界"] == {"天数": 2, "天气": "晴"}  # "2" coerced; 雪 is not in the enum
     warnings = reply["extra"]["mvu_warnings"]
     assert [(w["kind"], w["path"]) for w in warnings] == [
-        ("not_extensible", "理.秘密"),
-        ("required", "理.地点"),
+        ("schema", "理"),
         ("schema", "世界.天气"),
         ("meta", "理.$meta"),
     ]
-    assert warnings[2]["rule"] == "enum" and warnings[2]["expected"] == ["晴", "雨"]
+    assert warnings[0]["rule"] == "required"
+    assert warnings[1]["rule"] == "enum" and warnings[1]["expected"] == ["晴", "雨"]
     assert not any("MVU" in p for p in reply["extra"]["problems"])
 
 
@@ -443,3 +445,57 @@ async def test_with_the_updater_off_both_kinds_of_entry_go_to_the_reply_s_prompt
     sent = prompt_text(llm.chat_requests[-1])
     assert "RULES: update" in sent and "PLOT: the bells ring" in sent
     assert len(llm.chat_requests) == 1
+
+
+def card_without_schema() -> Json:
+    """The card without its Zod schema script: MVU's own structure rules decide."""
+    card = mvu_card()
+    scripts = card["data"]["extensions"]["tavern_helper"]["scripts"]
+    card["data"]["extensions"]["tavern_helper"]["scripts"] = [
+        s for s in scripts if s["id"] != "zod"
+    ]
+    init = card["data"]["character_book"]["entries"][0]
+    init["content"] = (
+        INIT_VARS + "  物品: [$__META_EXTENSIBLE__$, 火把]\n  记忆: [初见]\n"
+        "同伴:\n  $meta: {extensible: true}\n  甲: 1\n"
+    )
+    return card
+
+
+async def test_mvu_commands_and_structure_rules_through_the_routes(
+    api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer
+) -> None:
+    chat_id = await new_chat(api, await import_card(api, card_without_schema()))
+    llm.script(
+        Reply(
+            text="嗯。<UpdateVariable>"
+            "_.set('理.好感度', 19, 19 + math.pow(2, 3));"  # math, on a value pair
+            "_.set('理.心情', '开心 + 1');"  # quoted: text, never computed
+            "_.add('世界.天数', 2 * 3);"
+            "_.assign('世界.物品', '绳子');"
+            "_.assign('世界', '季节', '春');"  # 世界 has no $meta: locked
+            "_.assign('同伴', '乙', 2);"  # $meta opens it
+            "_.remove('同伴', '甲');"
+            "_.remove('理.地点');"  # required by $meta
+            "_.set('理.不存在', 1);"  # a problem: _.set changes what is there
+            "_.add('世界.天数', 1 / 0);"  # a problem: cannot be computed
+            "</UpdateVariable>"
+        )
+    )
+    reply = await turn(api, server, chat_id, "你好")
+    data = await stat_data(api, chat_id, reply["id"])
+    assert data["理"]["好感度"] == [27, "她对你的好感"]
+    assert data["理"]["心情"] == ["开心 + 1", "她此刻的心情"]
+    assert data["世界"]["天数"] == 7 and "季节" not in data["世界"]
+    assert data["世界"]["物品"] == ["火把", "绳子"]  # the marker opened it, then left
+    assert data["同伴"] == {"乙": 2}
+    assert "$meta" not in json.dumps(data, ensure_ascii=False)
+    assert "$__META_EXTENSIBLE__$" not in json.dumps(data, ensure_ascii=False)
+    warnings = reply["extra"]["mvu_warnings"]
+    assert [(w["kind"], w["path"]) for w in warnings] == [
+        ("not_extensible", "世界.季节"),
+        ("required", "理.地点"),
+    ]
+    problems = reply["extra"]["problems"]
+    assert any("理.不存在 does not exist" in p for p in problems)
+    assert any("division by zero" in p for p in problems)

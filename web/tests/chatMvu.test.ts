@@ -31,13 +31,13 @@ describe("MVU on a chat's messages", () => {
     const zh = mountMessage(m, 'zh')
     const lines = zh.findAll(q('chat-message-problem')).map((li) => li.text())
     expect(lines).toEqual([
-      '理.秘密：未添加：此对象不接受新键',
+      '理.秘密：未更改：结构已锁定（不能增删键或元素）',
       '世界.天气：未修改：违反角色卡的规则（enum：晴 / 雨）',
       '独立变量更新失败，变量保持回复后的样子（upstream down）',
     ])
     const en = mountMessage(m, 'en')
     expect(en.find(q('chat-message-problems')).attributes('data-count')).toBe('3')
-    expect(en.findAll(q('chat-message-problem'))[0]!.text()).toBe('理.秘密: not added: this object takes no new keys')
+    expect(en.findAll(q('chat-message-problem'))[0]!.text()).toBe('理.秘密: not changed: its structure is locked (no keys or elements are added or removed)')
   })
 
   it('offers re-parse and replay on a reply of an MVU chat only', async () => {

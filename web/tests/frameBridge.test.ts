@@ -52,6 +52,15 @@ describe("MVU's views of a message's variables", () => {
     expect(out.delta_data).toEqual({ 好感度: { 0: '10->15' }, 新: '1' })
   })
 
+  it('never shows MVU\'s $meta or array marker to a frame', () => {
+    const stored = { stat_data: { 理: { $meta: { extensible: false }, 物品: ['$__META_EXTENSIBLE__$', '火把'] } }, $mvu_schema: { type: 'object' } }
+    const out = messageVariables(stored, stored, [])
+    expect(out.stat_data).toEqual({ 理: { 物品: ['火把'] } })
+    expect(out).not.toHaveProperty('$mvu_schema')
+    expect(JSON.stringify(out)).not.toContain('$meta')
+    expect(JSON.stringify(out)).not.toContain('$__META_EXTENSIBLE__$')
+  })
+
   it('leaves variables without stat_data as they are', () => {
     expect(messageVariables({ x: 1 }, {}, [])).toEqual({ x: 1 })
   })

@@ -10,8 +10,12 @@ inside one once it has closed. Three vocabularies:
   JSON object (keys set) or RFC 6902 array;
 * MVU's ``<JSONPatch>``: a JSON array of RFC 6902 ops (``replace add remove move copy
   test``, MVU's ``insert`` = add and ``delta`` = numeric add), maybe in a code fence;
-* MVU's ``<UpdateVariable>``: ``<JSONPatch>`` blocks and the older
-  ``_.set('path', old, new);`` commands, in the order written.
+* MVU's ``<UpdateVariable>``: ``<JSONPatch>`` blocks and the command lines
+  ``_.set/_.add/_.assign/_.remove(...)`` (and their other names), in the order written.
+  A command's effect depends on the state (an array or an object, the structure's
+  rules), so it is decoded as an ``mvu`` patch operation that
+  :func:`storyloom.chat.reply.mvu_values.apply_mvu_ops` resolves; its values are read as
+  MVU reads them, unquoted arithmetic computed (:mod:`.mvu_math`).
 
 MVU paths are relative to ``root`` (:data:`MVU_ROOT`, where MVU keeps a card's
 variables). A JSON Pointer is kept exactly as written (``"/ "`` is the key ``" "``). In a
@@ -25,9 +29,13 @@ as a problem, in words, beside the ops it could.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Final, Literal
 
+import yaml
+
+from storyloom.chat.reply.mvu_math import MathError, evaluate
 from storyloom.chat.reply.state_ops import (
     StateOp,
     escape_pointer_part,
@@ -138,7 +146,7 @@ _JSON_PATCH_BLOCK = re.compile(r"<(json_?patch)\b[^>]*>(.*?)(?:</\1\s*>|\Z)", re
 _ANALYSIS_BLOCK = re.compile(
     r"<analysis\b[^>]*>.*?(?:</analysis\s*>|(?=<json_?patch\b)|\Z)", re.I | re.S
 )
-_MVU_COMMAND = re.compile(r"_\.(set|add|insert|assign|remove|unset|delete)\(")
+_MVU_COMMAND = re.compile(r"_\.(set|add|modify|alter|insert|assign|remove|unset|delete)\s*\(")
 
 
 def decode_update_variable(content: str, root: str = MVU_ROOT) -> tuple[list[StateOp], list[str]]:
@@ -287,45 +295,52 @@ def _decode_mvu_commands(text: str, root: str) -> list[tuple[int, list[StateOp],
 def _mvu_command(
     name: str, args: list[str], root: str, written: str
 ) -> tuple[StateOp | None, str | None]:
+    """One command line as an ``mvu`` patch operation: what it does depends on the state
+    it meets (an array or an object, the structure's rules), so
+    :func:`~storyloom.chat.reply.mvu_values.apply_mvu_ops` resolves it there."""
     if not args or not args[0]:
         return None, f"{_clip(written)}: no path"
-    path = _join(root, _mvu_pointer(_unquote(args[0])))
-    if name == "set":
-        if len(args) < 2:
-            return None, f"{_clip(written)}: no value"
-        return StateOp(op="set", path=path, value=_mvu_value(args[-1])), None
-    if name == "add":
-        if len(args) != 2:
-            return None, f"{_clip(written)}: _.add takes a path and an amount"
-        amount = parse_number(_mvu_value(args[1]))
-        if amount is None:
-            return None, f"{_clip(written)}: {args[1]} is not a number"
-        return StateOp(op="add", path=path, value=amount), None
-    if name in ("insert", "assign"):
-        if len(args) == 2:
-            return StateOp(op="push", path=path, value=_mvu_value(args[1])), None
-        if len(args) >= 3:
-            key = _mvu_value(args[1])
-            at = "-" if key == -1 else str(key)
-            return StateOp(
-                op="patch",
-                path=root,
-                patch=[
-                    {
-                        "op": "add",
-                        "path": path[len(root) :] + "/" + escape_pointer_part(at),
-                        "value": _mvu_value(args[2]),
-                    }
-                ],
-            ), None
-        return None, f"{_clip(written)}: no value"
-    # remove / unset / delete
-    if len(args) == 1:
-        return StateOp(op="remove", path=path), None
-    target = _mvu_value(args[1])
-    if isinstance(target, int) and not isinstance(target, bool):
-        return StateOp(op="remove", path=f"{path}/{target}"), None
-    return StateOp(op="pull", path=path, value=target), None
+    command = _COMMAND_ALIASES.get(name, name)
+    fewest, most = {"set": (2, 3), "add": (2, 2), "assign": (2, 3), "remove": (1, 2)}[command]
+    if name in ("modify", "alter"):
+        fewest = 1  # MVU's older names of _.add: with only a path, a boolean is flipped
+    if not fewest <= len(args) <= most:
+        return None, f"{_clip(written)}: _.{name} takes {_ARITY[command]}"
+    try:
+        values = [_mvu_value(arg) for arg in args[1:]]
+    except MathError as exc:
+        return None, f"{_clip(written)}: {exc}"
+    if command == "set":
+        values = values[-1:]  # _.set(path, old, new): the old value is not checked
+    return StateOp(
+        op="patch",
+        path=root,
+        patch=[
+            {
+                "op": MVU_COMMAND_OP,
+                "command": command,
+                "path": _mvu_pointer(_unquote(args[0])),
+                "args": values,
+                "written": _clip(written),
+            }
+        ],
+    ), None
+
+
+MVU_COMMAND_OP: Final = "mvu"
+_COMMAND_ALIASES: Final = {
+    "insert": "assign",
+    "unset": "remove",
+    "delete": "remove",
+    "modify": "add",
+    "alter": "add",
+}
+_ARITY: Final = {
+    "set": "a path and a value (or a path, the old value and the new)",
+    "add": "a path and an amount (_.modify and _.alter: or only a path, to flip a boolean)",
+    "assign": "a path and a value, or a path, a key or index and a value",
+    "remove": "a path, or a path and a key, index or value",
+}
 
 
 def _matching_paren(text: str, start: int) -> int:
@@ -398,14 +413,37 @@ def _unquote(text: str) -> str:
 
 
 def _mvu_value(text: str) -> Any:
+    """A command's value as MVU reads it: JSON; ``undefined`` as null; a JavaScript-style
+    array or object literal (``['a', 'b']``); unquoted arithmetic computed
+    (:mod:`.mvu_math`, raising :class:`MathError` when it cannot be); else text, its
+    quotes taken off (a quoted value is text, never computed)."""
     text = text.strip()
+    if text == "undefined":
+        return None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (ValueError, RecursionError):
         pass
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'`":
+    else:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise MathError(f"{text}: not a finite number")
+        return value
+    if (
+        len(text) >= 2
+        and (text[0], text[-1]) in (("[", "]"), ("{", "}"))
+        and not (
+            "&" in text or "*" in text  # no YAML anchors: an alias tree can grow without end
+        )
+    ):
+        try:
+            # as JSON: YAML's dates and other types become what JSON can hold, or fail
+            return json.loads(json.dumps(yaml.safe_load(text), ensure_ascii=False))
+        except (yaml.YAMLError, RecursionError, TypeError, ValueError):
+            pass
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'`\"":
         return text[1:-1]
-    return text
+    number = evaluate(text)
+    return text if number is None else number
 
 
 _NOT_A_POINTER = 'not a JSON Pointer: a path is "" or starts with "/" (RFC 6901)'

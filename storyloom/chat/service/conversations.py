@@ -41,7 +41,8 @@ from storyloom.chat.prompt.regex_scripts import (
     apply_regex_scripts,
     card_regex_scripts,
 )
-from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
+from storyloom.chat.reply.mvu import mvu_start
+from storyloom.chat.reply.mvu_values import keep_structure, mvu_variables
 from storyloom.chat.service.display_sources import DisplaySources
 from storyloom.chat.service.group_chat import (
     VIEW_KEY,
@@ -344,7 +345,7 @@ class ChatService:
                 for problem in problems:
                     logger.warning("character %s: %s", character_id, problem)
                 if stat_data:
-                    variables[STAT_DATA] = stat_data
+                    variables.update(mvu_variables(stat_data))
             if background_id is not None:
                 background = background_snapshot(presets.background(background_id))
         chosen = (settings or ConversationSettings()).model_copy()
@@ -671,7 +672,9 @@ class ChatService:
         bridge, where the character allows it); the later messages keep their states."""
         self._check_idle(conversation_id)
         self._in_conversation(conversation_id, message_id)
-        state = self.tree.state_at(message_id).model_copy(update={"variables": variables})
+        before = self.tree.state_at(message_id)
+        variables = keep_structure(before.variables, variables)
+        state = before.model_copy(update={"variables": variables})
         message = self.tree.update_message(message_id, state=state, bump_version=True)
         self._changed(self.tree.conversation(conversation_id))
         return message

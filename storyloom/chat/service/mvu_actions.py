@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storyloom.chat.reply.filament import FilamentTags, parse_filament
-from storyloom.chat.reply.mvu import STAT_DATA, mvu_start
-from storyloom.chat.reply.mvu_values import apply_mvu_ops
+from storyloom.chat.reply.mvu import mvu_start
+from storyloom.chat.reply.mvu_values import apply_mvu_ops, mvu_variables
 from storyloom.chat.service.conversations import ChatService
 from storyloom.chat.store.chat_errors import ChatError
 from storyloom.chat.store.conversation import Conversation
@@ -159,7 +159,7 @@ class MvuActions:
         if problems:
             raise InvalidInput(f"conversation {conversation_id}: " + "; ".join(problems))
         own = self.tree.state_at(pointer).as_json()
-        variables = {**own["variables"], STAT_DATA: stat_data}
+        variables = {**own["variables"], **mvu_variables(stat_data)}
         state = ChatState.model_validate({**own, "variables": variables})
         self.tree.update_message(pointer, state=state, bump_version=True)
         return self._done(conversation_id)

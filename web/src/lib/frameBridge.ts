@@ -130,14 +130,30 @@ function shown(value: unknown): string {
   return typeof value === 'string' ? value : JSON.stringify(value)
 }
 
+const EXTENSIBLE_MARKER = '$__META_EXTENSIBLE__$'
+const MVU_STRUCTURE = '$mvu_schema'
+
+/** `value` without MVU's `$meta` keys and `$__META_EXTENSIBLE__$` array elements. */
+export function withoutMvuMetadata(value: unknown): unknown {
+  if (Array.isArray(value)) return value.filter((item) => item !== EXTENSIBLE_MARKER).map(withoutMvuMetadata)
+  if (!isObject(value)) return value
+  return Object.fromEntries(Object.entries(value).filter(([key]) => key !== '$meta').map(([key, item]) => [key, withoutMvuMetadata(item)]))
+}
+
 /** A message's variables as MVU keeps them on the message: `stat_data` as it is,
  * `display_data` (stat_data with each changed leaf shown "old->new") and `delta_data`
  * (only the changed leaves, shown the same way), from the RFC 6902 `delta` of the state
  * (parent → this message) and the parent's variables. */
 export function messageVariables(variables: Variables, parent: Variables, delta: readonly Record<string, unknown>[]): Variables {
-  const stat = variables.stat_data
   const out: Variables = structuredClone(variables)
-  if (!isObject(stat)) return out
+  // storyloom's own record of an MVU chat's structure rules (MVU's `schema`): not the
+  // card's to read, and kept by the server when a frame replaces the variables
+  delete out[MVU_STRUCTURE]
+  if (!isObject(out.stat_data)) return out
+  // MVU takes `$meta` and its array marker out of stat_data once read; a chat started
+  // before storyloom did the same may still hold them: a frame never sees them
+  const stat = withoutMvuMetadata(out.stat_data) as Variables
+  out.stat_data = stat
   const display: Variables = structuredClone(stat)
   const changed: Variables = {}
   for (const op of delta) {
