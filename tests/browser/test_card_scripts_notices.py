@@ -26,10 +26,10 @@ from playwright.sync_api import Page, expect
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.browser import conftest
 from tests.browser.conftest import messages, no_sideways_scroll, send, side_panel, tid
+from tests.fixtures.script_cards import scripted_card
 
 pytestmark = pytest.mark.browser
 
-STATUS_BAR = "```\n<!DOCTYPE html><html><body><script>1</script></body></html>\n```"
 WORDS = " ".join(["lore"] * 40)
 
 
@@ -51,44 +51,9 @@ def card(name: str = "小穗", *, book: bool = False) -> dict[str, Any]:
     """A card with two regex scripts (one draws a status bar with scripts) and two Tavern
     Helper scripts (MVU's bundle and one of its own); with ``book``, a lorebook whose two
     constant entries have the lowest order."""
-    data: dict[str, Any] = {
-        "name": name,
-        "description": "村姑",
-        "first_mes": "你好",
-        "extensions": {
-            "regex_scripts": [
-                {
-                    "id": "r1",
-                    "scriptName": "状态栏",
-                    "findRegex": "<StatusPlaceHolderImpl/>",
-                    "replaceString": STATUS_BAR,
-                    "placement": [2],
-                    "markdownOnly": True,
-                },
-                {"id": "r2", "scriptName": "去思考", "findRegex": "<think>", "placement": [2]},
-            ],
-            "tavern_helper": {
-                "scripts": [
-                    {
-                        "type": "script",
-                        "id": "mvu",
-                        "name": "MVU",
-                        "enabled": True,
-                        "content": "import 'https://testingcf.jsdelivr.net/gh/"
-                        "MagicalAstrogy/MagVarUpdate/artifact/bundle.js'",
-                    },
-                    {
-                        "type": "script",
-                        "id": "daily",
-                        "name": "日替",
-                        "info": "换日",
-                        "enabled": True,
-                        "content": "eventOn('x', () => {})",
-                    },
-                ]
-            },
-        },
-    }
+    more = {"id": "r2", "scriptName": "去思考", "findRegex": "<think>", "placement": [2]}
+    document = scripted_card(name, more_regex=[more])
+    data: dict[str, Any] = document["data"]
     if book:
         entries = [
             _entry(1, "世界设定", 10, constant=True),
@@ -96,7 +61,7 @@ def card(name: str = "小穗", *, book: bool = False) -> dict[str, Any]:
             *(_entry(10 + i, f"港口{i}", 100 + i) for i in range(3)),
         ]
         data["character_book"] = {"name": "港口", "entries": entries}
-    return {"spec": "chara_card_v3", "spec_version": "3.0", "data": data}
+    return document
 
 
 @pytest.fixture

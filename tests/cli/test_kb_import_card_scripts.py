@@ -10,47 +10,9 @@ from pathlib import Path
 from storyloom.chat.personalab.card_permissions import CardPermissionStore
 from storyloom.project.project_file import init_project
 from tests.cli.cli_support import storyloom
+from tests.fixtures.script_cards import scripted_card
 
-CARD = {
-    "spec": "chara_card_v3",
-    "spec_version": "3.0",
-    "data": {
-        "name": "小穗",
-        "description": "村姑",
-        "first_mes": "你好",
-        "extensions": {
-            "regex_scripts": [
-                {
-                    "id": "r1",
-                    "scriptName": "状态栏",
-                    "findRegex": "<StatusPlaceHolderImpl/>",
-                    "replaceString": "```\n<html><body><script>1</script></body></html>\n```",
-                    "placement": [2],
-                    "markdownOnly": True,
-                }
-            ],
-            "tavern_helper": {
-                "scripts": [
-                    {
-                        "type": "script",
-                        "id": "mvu",
-                        "name": "MVU",
-                        "enabled": True,
-                        "content": "import 'https://testingcf.jsdelivr.net/gh/"
-                        "MagicalAstrogy/MagVarUpdate/artifact/bundle.js'",
-                    },
-                    {
-                        "type": "script",
-                        "id": "daily",
-                        "name": "日替",
-                        "enabled": True,
-                        "content": "eventOn('x', () => {})",
-                    },
-                ]
-            },
-        },
-    },
-}
+CARD = scripted_card()
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, Path]:

@@ -14,60 +14,13 @@ import pytest
 
 from storyloom.plugins import node_registry
 from storyloom.testing.replay_server import ReplayLLMServer
+from tests.fixtures.script_cards import scripted_card
 from tests.server.conftest import chat_home
-
-STATUS_BAR = "```\n<!DOCTYPE html><html><body><script>1</script></body></html>\n```"
 
 
 def _card(**extensions: Any) -> bytes:
-    card = {
-        "spec": "chara_card_v3",
-        "spec_version": "3.0",
-        "data": {
-            "name": "小穗",
-            "description": "村姑",
-            "first_mes": "你好",
-            "extensions": {
-                "regex_scripts": [
-                    {
-                        "id": "r1",
-                        "scriptName": "状态栏",
-                        "findRegex": "<StatusPlaceHolderImpl/>",
-                        "replaceString": STATUS_BAR,
-                        "placement": [2],
-                        "markdownOnly": True,
-                    },
-                    {
-                        "id": "r2",
-                        "scriptName": "off",
-                        "findRegex": "x",
-                        "placement": [2],
-                        "disabled": True,
-                    },
-                ],
-                "tavern_helper": {
-                    "scripts": [
-                        {
-                            "type": "script",
-                            "id": "mvu",
-                            "name": "MVU",
-                            "enabled": True,
-                            "content": "import 'https://testingcf.jsdelivr.net/gh/"
-                            "MagicalAstrogy/MagVarUpdate/artifact/bundle.js'",
-                        },
-                        {
-                            "type": "script",
-                            "id": "daily",
-                            "name": "日替",
-                            "enabled": True,
-                            "content": "eventOn('x', () => {})",
-                        },
-                    ]
-                },
-                **extensions,
-            },
-        },
-    }
+    off = {"id": "r2", "scriptName": "off", "findRegex": "x", "placement": [2], "disabled": True}
+    card = scripted_card(more_regex=[off], **extensions)
     return json.dumps(card, ensure_ascii=False).encode()
 
 

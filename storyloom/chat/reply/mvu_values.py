@@ -46,6 +46,7 @@ from storyloom.chat.reply.state_ops import (
     apply_ops,
     escape_pointer_part,
     parse_number,
+    value_at,
 )
 from storyloom.chat.reply.update_blocks import MVU_COMMAND_OP, MVU_ROOT
 
@@ -225,18 +226,6 @@ def _parts(pointer: str) -> list[str] | None:
         return None
 
 
-def _lookup(doc: Any, parts: Sequence[str]) -> tuple[bool, Any]:
-    node = doc
-    for part in parts:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False, None
-    return True, node
-
-
 def _as_old_type(old: Any, new: Any) -> Any:
     """MVU keeps a number a number: ``"25"`` written over 19 is stored as 25."""
     if isinstance(old, int | float) and not isinstance(old, bool) and isinstance(new, str):
@@ -250,7 +239,7 @@ def _pair_aware(doc: dict[str, Any], op: StateOp, target: str) -> StateOp:
     parts = _parts(target)
     if parts is None:
         return op
-    found, current = _lookup(doc, parts)
+    found, current = value_at(doc, parts)
     if not found or not is_value_pair(current):
         return op
     if op.op == "set" and not is_value_pair(op.value):
@@ -303,18 +292,18 @@ def _meta_refusal(doc: dict[str, Any], op: StateOp, target: str) -> MvuWarning |
             continue
         # the first key the op would add (a set makes missing parents too)
         missing = next(
-            (n for n in range(2, len(parts) + 1) if not _lookup(doc, parts[:n])[0]), None
+            (n for n in range(2, len(parts) + 1) if not value_at(doc, parts[:n])[0]), None
         )
         if missing is None:
             continue
-        _, parent = _lookup(doc, parts[: missing - 1])
+        _, parent = value_at(doc, parts[: missing - 1])
         if isinstance(parent, dict) and _extensible(doc, parts[: missing - 1]) is False:
             return MvuWarning(kind="not_extensible", path=_dotted(parts[:missing]))
     for pointer in removes:
         parts = _parts(pointer)
         if parts is None or len(parts) < 2:
             continue
-        parent_found, parent = _lookup(doc, parts[:-1])
+        parent_found, parent = value_at(doc, parts[:-1])
         if not (parent_found and isinstance(parent, dict)):
             continue
         meta = parent.get("$meta")
@@ -334,7 +323,7 @@ def _extensible(doc: dict[str, Any], parts: Sequence[str]) -> bool | None:
     node: Any = doc
     for depth in range(len(parts) + 1):
         if depth > 0:
-            found, node = _lookup(node, [parts[depth - 1]])
+            found, node = value_at(node, [parts[depth - 1]])
             if not found:
                 return inherited
         meta = node.get("$meta") if isinstance(node, dict) else None
@@ -478,7 +467,7 @@ def _resolve_command(
     parts = _parts(path)
     if parts is None:
         return f"{written}: {rel!r} is not a path"
-    found, current = _lookup(doc, parts)
+    found, current = value_at(doc, parts)
     where = _dotted(parts) or "stat_data"
     if (
         len(parts) == 1
@@ -519,7 +508,7 @@ def _resolve_command(
         case "assign":
             if found and current is not None and not isinstance(current, list | dict):
                 return f"{written}: {where} holds a {type(current).__name__}, not a collection"
-            if not found and not _lookup(doc, parts[:-1])[0]:
+            if not found and not value_at(doc, parts[:-1])[0]:
                 return f"{written}: {where} has no parent to hold it"
             if len(args) == 1:
                 value = args[0]
@@ -806,7 +795,7 @@ def _structure_refusal(doc: dict[str, Any], op: StateOp, target: str) -> MvuWarn
     creates, removes = _writes(op, target)
     if op.op in ("push", "pull"):
         parts = _parts(target)
-        found, value = _lookup(doc, parts or [])
+        found, value = value_at(doc, parts or [])
         if parts and found and isinstance(value, list):
             node = _schema_at(structure, parts[1:])
             if node is not None and node.get("extensible") is not True:
@@ -823,15 +812,15 @@ def _structure_refusal(doc: dict[str, Any], op: StateOp, target: str) -> MvuWarn
         if parts is None or len(parts) < 2:
             continue
         missing = next(
-            (n for n in range(2, len(parts) + 1) if not _lookup(doc, parts[:n])[0]), None
+            (n for n in range(2, len(parts) + 1) if not value_at(doc, parts[:n])[0]), None
         )
         if missing is None:
-            _, parent = _lookup(doc, parts[:-1])
+            _, parent = value_at(doc, parts[:-1])
             if not (inserting and isinstance(parent, list)):
                 continue  # a value that is there is changed: no key is added
             missing = len(parts)
         parent_parts = parts[: missing - 1]
-        _, parent = _lookup(doc, parent_parts)
+        _, parent = value_at(doc, parent_parts)
         node = _schema_at(structure, parent_parts[1:])
         if node is None or not isinstance(parent, dict | list):
             continue
@@ -844,7 +833,7 @@ def _structure_refusal(doc: dict[str, Any], op: StateOp, target: str) -> MvuWarn
         parts = _parts(pointer)
         if parts is None or len(parts) < 2:
             continue
-        found, parent = _lookup(doc, parts[:-1])
+        found, parent = value_at(doc, parts[:-1])
         node = _schema_at(structure, parts[1:-1])
         if not found or node is None:
             continue

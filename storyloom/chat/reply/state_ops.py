@@ -331,7 +331,8 @@ def _walk(doc: Any, parts: list[str], *, create: bool) -> Any:
     return node
 
 
-def _get(doc: Any, parts: list[str]) -> tuple[bool, Any]:
+def value_at(doc: Any, parts: Sequence[str]) -> tuple[bool, Any]:
+    """Whether ``parts`` (a pointer's unescaped parts) lead to a value in ``doc``, and it."""
     node = doc
     for part in parts:
         if isinstance(node, dict) and part in node:
@@ -378,7 +379,7 @@ def _apply_number(doc: dict[str, Any], op: StateOp) -> None:
     amount = parse_number(op.value)
     if amount is None:
         raise _OpFailed(f"{_short(op.value)} is not a number")
-    found, current = _get(doc, parts)
+    found, current = value_at(doc, parts)
     if not found or current is None:
         base: int | float = 0
     else:
@@ -409,7 +410,7 @@ def _apply_remove(doc: dict[str, Any], op: StateOp) -> None:
 
 def _apply_push(doc: dict[str, Any], op: StateOp) -> None:
     parts = _parts(op.path)
-    found, current = _get(doc, parts)
+    found, current = value_at(doc, parts)
     if not found or current is None:
         if not parts:
             raise _OpFailed("the variables themselves are not an array")
@@ -422,7 +423,7 @@ def _apply_push(doc: dict[str, Any], op: StateOp) -> None:
 
 def _apply_pull(doc: dict[str, Any], op: StateOp) -> None:
     parts = _parts(op.path)
-    found, current = _get(doc, parts)
+    found, current = value_at(doc, parts)
     if not found:
         raise _OpFailed("there is no array there")
     if not isinstance(current, list):
@@ -449,7 +450,7 @@ def _apply_patch(doc: dict[str, Any], op: StateOp) -> tuple[int, list[str]]:
     problems: list[str] = []
     applied = 0
     base_parts = _parts(op.path)
-    found, base = _get(doc, base_parts)
+    found, base = value_at(doc, base_parts)
     if not found or base is None:
         if base_parts:
             base = {}
