@@ -319,6 +319,39 @@ def test_a_front_end_card_renders_its_page_with_scripts_off_until_allowed(
         no_sideways_scroll(page)
 
 
+def test_a_page_that_navigates_itself_away_is_closed(
+    start_server: Callable[..., Any], sized_page: Page
+) -> None:
+    # A sandboxed frame with scripts may still load another address into itself (browsers
+    # allow it): storyloom closes the frame at once and says so. Without scripts, Chromium
+    # refuses even the meta refresh, and the page stays.
+    page = sized_page
+    leaving = (
+        "你好。\n```html\n<!DOCTYPE html><html><head>"
+        '<meta http-equiv="refresh" content="0;url=about:blank"></head>'
+        "<body><p id=\"stay\">here</p><script>location.href = '/api/health?leak=script'</script>"
+        "</body></html>\n```"
+    )
+    with ReplayLLMServer(models=["test-model"]) as llm:
+        server = start_server(home_with(llm.url))
+        page.goto(server.url + "chat")
+        for allowed in (False, True):
+            card = mvu_card(first_mes=leaving)
+            card["data"]["name"] = f"出走{int(allowed)}"
+            character_id = import_card(page, server, card)
+            if allowed:
+                allow(server, character_id)
+            start_chat(page, server, character_id)
+            greeting = messages(page).first
+            expect(greeting.locator(tid("chat-message-text"))).to_contain_text("你好。")
+            if allowed:
+                expect(greeting.locator(tid("chat-html-left"))).to_be_visible()
+                expect(greeting.locator(tid("chat-html-frame"))).to_have_count(0)
+            else:
+                expect(frame_of(greeting).locator("#stay")).to_have_text("here")
+                expect(greeting.locator(tid("chat-html-left"))).to_have_count(0)
+
+
 HELPER = """
 const p = document.createElement('p');
 p.id = 'ran';

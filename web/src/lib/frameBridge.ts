@@ -16,6 +16,8 @@ export const FRAME_REPLY = 'storyloom:reply'
 export const FRAME_SYNC = 'storyloom:sync'
 export const FRAME_EVENT = 'storyloom:event'
 export const FRAME_HEIGHT = 'storyloom:height'
+/** A frame's own document finished loading (framePrelude.js sends it on `load`). */
+export const FRAME_LOADED = 'storyloom:loaded'
 
 /** A message as Tavern Helper's `getChatMessages` gives it (its id is its index). */
 export interface FrameMessage {

@@ -344,6 +344,11 @@
     post({ type: 'storyloom:height', height: height })
   }
   addEventListener('load', sendHeight)
+  // Says this document (the one the page made) finished loading: a load of the frame
+  // without it is another document, the frame having navigated away.
+  addEventListener('load', function () {
+    post({ type: 'storyloom:loaded' })
+  })
   addEventListener('DOMContentLoaded', function () {
     sendHeight()
     if (window.ResizeObserver) new ResizeObserver(sendHeight).observe(document.documentElement)

@@ -8,6 +8,7 @@ import {
   FRAME_CALL,
   FRAME_EVENT,
   FRAME_HEIGHT,
+  FRAME_LOADED,
   FRAME_REPLY,
   FRAME_SYNC,
   type FrameConfig,
@@ -24,6 +25,8 @@ export interface AttachedFrame {
   nonce: string
   window: () => Window | null
   height: (value: number) => void
+  /** The frame's own document finished loading. */
+  loaded?: () => void
 }
 
 export interface FrameHost {
@@ -179,6 +182,7 @@ export function useFrameHost(options: FrameHostOptions): FrameHost {
     // Only the frame's own window with its own nonce: another frame cannot speak for it.
     if (!frame || event.source === null || event.source !== frame.window() || msg.nonce !== frame.nonce) return
     if (msg.type === FRAME_HEIGHT && typeof msg.height === 'number') frame.height(msg.height)
+    else if (msg.type === FRAME_LOADED) frame.loaded?.()
     else if (msg.type === FRAME_CALL && typeof msg.fn === 'string') {
       const callId = msg.id
       const args = isObject(msg.args) ? msg.args : {}
