@@ -6,7 +6,13 @@ one turn against the scripted server.
 Its display regex 状态栏 turns ``<StatusPlaceHolderImpl/>`` into a full HTML page whose
 script waits for ``DOMContentLoaded``, reads ``(await getChatMessages(getCurrentMessageId()))
 [0].data`` and falls back to its own sample data (好感度 ``15->19``) when the read throws:
-the frame must show this chat's values, not the sample's. The web app must be built
+the frame must show this chat's values, not the sample's.
+
+Before this test's fixes the bar showed ``5`` where MVU shows ``0->5``: the server records
+``_.set`` on a [value, description] pair as one replace of the pair, and the bridge's
+``display_data`` / ``delta_data`` skipped any change whose new value was an array; the
+chat list's preview showed the raw ``<StatusPlaceHolderImpl/>``; and the chat's notice
+counted the scripts not allowed without naming 日替. The web app must be built
 (``cd web && npm run build``); ``make test-corpus`` runs this with the other corpus tests.
 """
 
