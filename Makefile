@@ -27,8 +27,9 @@ test: setup-dev web chromium lint typecheck test-web test-python
 # Real SillyTavern files from users, kept outside the repository.
 CORPUS ?= $(or $(STORYLOOM_CORPUS),../shared/st-samples)
 
-## Import and export every file of the corpus (CORPUS=DIR or STORYLOOM_CORPUS=DIR).
-test-corpus: setup-dev
+## Import and export every file of the corpus (CORPUS=DIR or STORYLOOM_CORPUS=DIR); its
+## cards also play in the browser (the web app built, Debian's chromium, as `make test`).
+test-corpus: setup-dev web chromium
 	@if [ -d "$(CORPUS)" ]; then \
 		STORYLOOM_CORPUS="$(abspath $(CORPUS))" $(BIN)/pytest tests/corpus; \
 	else \

@@ -476,6 +476,14 @@ def test_conversations_list_newest_first_with_a_preview(tree: TurnTree) -> None:
     assert tree.conversations()[0].id == other_project.id
 
 
+def test_the_preview_leaves_out_a_status_bar_placeholder(tree: TurnTree) -> None:
+    # MVU cards end each reply with a placeholder their display regex turns into a page.
+    chat = new_chat(tree)
+    line(tree, chat, "早上好", "理轻轻合上祈祷书。\n<StatusPlaceHolderImpl/>")
+    (listed,) = tree.conversations("p1")
+    assert listed.last_message == "理轻轻合上祈祷书。"
+
+
 def test_conversations_list_names_the_character_behind_each_face_and_marks_groups(
     tree: TurnTree,
 ) -> None:

@@ -60,3 +60,8 @@ def corpus_sample() -> Callable[[str], Path]:
         return path
 
     return find
+
+
+# The browser tests' server, chromium and page (tests/browser/conftest.py), for the corpus
+# cards played in the browser; `make test` builds the web app and installs both.
+from tests.browser.conftest import browser, start_server, web_build  # noqa: E402, F401

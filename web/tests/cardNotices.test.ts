@@ -18,7 +18,7 @@ const scripts: CardScripts = {
 describe('scriptsOff', () => {
   it('counts what the chat switched off and what the character was not allowed', () => {
     const off = scriptsOff(scripts, { allow_regex_scripts: false, allow_html_scripts: false })
-    expect(off).toEqual({ regexOff: 2, framesOff: 1, helperNative: 1, helperNotAllowed: 1 })
+    expect(off).toEqual({ regexOff: 2, framesOff: 1, helperNative: 1, helperNotAllowed: 1, helperNotAllowedNames: ['日替'] })
     expect(scriptsOffKey('c1', off!)).toBe('c1:scripts:2:1:1:1')
   })
 

@@ -48,8 +48,29 @@ describe("MVU's views of a message's variables", () => {
     ]
     const out = messageVariables(after, before, delta)
     expect(out.stat_data).toEqual(after.stat_data)
-    expect(out.display_data).toEqual({ 好感度: ['10->15', '好感'], 地点: '村口', 新: '1' })
-    expect(out.delta_data).toEqual({ 好感度: { 0: '10->15' }, 新: '1' })
+    expect(out.display_data).toEqual({ 好感度: '10->15', 地点: '村口', 新: '1' })
+    expect(out.delta_data).toEqual({ 好感度: '10->15', 新: '1' })
+  })
+
+  it('shows a value pair the server replaced whole as one variable, old->new', () => {
+    // The corpus card 青空 理: `_.set('理.好感度', 0, 5)` reaches the state as one
+    // replace of the pair; its status bar reads display_data.理.好感度 and delta_data's.
+    const description = '[-30,100]之间,理对 user 的好感度'
+    const before = { stat_data: { 理: { 好感度: [0, description], 重要物品: ['圣女头纱', '获得或失去重要物品时更新'] } } }
+    const after = { stat_data: { 理: { 好感度: [5, description], 重要物品: ['圣女头纱', '获得或失去重要物品时更新'] } } }
+    const delta = [{ op: 'replace', path: '/variables/stat_data/理/好感度', value: [5, description] }]
+    const out = messageVariables(after, before, delta)
+    expect(out.stat_data).toEqual(after.stat_data)
+    expect(out.display_data).toEqual({ 理: { 好感度: '0->5', 重要物品: ['圣女头纱', '获得或失去重要物品时更新'] } })
+    expect(out.delta_data).toEqual({ 理: { 好感度: '0->5' } })
+  })
+
+  it('still shows a new branch as it is', () => {
+    const out = messageVariables({ stat_data: { 新: { 值: [1, '说明'] } } }, { stat_data: {} }, [
+      { op: 'add', path: '/variables/stat_data/新', value: { 值: [1, '说明'] } },
+    ])
+    expect(out.display_data).toEqual({ 新: { 值: [1, '说明'] } })
+    expect(out.delta_data).toEqual({})
   })
 
   it('never shows MVU\'s $meta or array marker to a frame', () => {

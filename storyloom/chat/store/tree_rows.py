@@ -8,6 +8,7 @@ validated (:func:`validated_message`) or built from validated parts.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -144,9 +145,14 @@ def dumps_json(value: Any, what: str) -> str:
         raise ChatError(f"{what} is not JSON: {exc}") from exc
 
 
+# A self-closing tag alone (``<StatusPlaceHolderImpl/>``): a placeholder a card's display
+# regex draws a page in place of. A one-line preview draws nothing, so it shows nothing.
+_PLACEHOLDER = re.compile(r"<[A-Za-z][\w:-]*\s*/>")
+
+
 def preview(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters."""
-    flat = " ".join(text.split())
+    """``text`` on one line without placeholder tags, cut to ``limit`` characters."""
+    flat = " ".join(_PLACEHOLDER.sub(" ", text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -14,6 +14,8 @@ export interface ScriptsOff {
   /** Tavern Helper scripts: those storyloom serves itself, and those not allowed. */
   helperNative: number
   helperNotAllowed: number
+  /** The names of the Tavern Helper scripts not allowed, so the user knows which. */
+  helperNotAllowedNames: string[]
 }
 
 /** What of the card does not run in a chat with `settings`; null when everything runs. */
@@ -25,6 +27,7 @@ export function scriptsOff(scripts: CardScripts, settings: Pick<ConversationSett
     framesOff: settings.allow_html_scripts ? 0 : live.filter((s) => s.frame_scripts).length,
     helperNative: helper.filter((s) => s.status === 'native').length,
     helperNotAllowed: helper.filter((s) => s.status === 'not_allowed').length,
+    helperNotAllowedNames: helper.filter((s) => s.status === 'not_allowed').map((s) => s.name || s.id),
   }
   return off.regexOff || off.framesOff || off.helperNotAllowed ? off : null
 }

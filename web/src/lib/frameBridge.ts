@@ -132,6 +132,15 @@ function shown(value: unknown): string {
   return typeof value === 'string' ? value : JSON.stringify(value)
 }
 
+/** MVU's ValueWithDescription: a scalar value and the text that tells the model about it. */
+function isValuePair(value: unknown): value is [unknown, string] {
+  return Array.isArray(value) && value.length === 2 && typeof value[1] === 'string' && (value[0] === null || typeof value[0] !== 'object')
+}
+
+function valueOf(leaf: unknown): unknown {
+  return isValuePair(leaf) ? leaf[0] : leaf
+}
+
 const EXTENSIBLE_MARKER = '$__META_EXTENSIBLE__$'
 const MVU_STRUCTURE = '$mvu_schema'
 
@@ -143,8 +152,9 @@ export function withoutMvuMetadata(value: unknown): unknown {
 }
 
 /** A message's variables as MVU keeps them on the message: `stat_data` as it is,
- * `display_data` (stat_data with each changed leaf shown "old->new") and `delta_data`
- * (only the changed leaves, shown the same way), from the RFC 6902 `delta` of the state
+ * `display_data` (stat_data with each changed variable shown "old->new", a
+ * [value, description] pair replaced by that text) and `delta_data` (only the changed
+ * variables, shown the same way), from the RFC 6902 `delta` of the state
  * (parent → this message) and the parent's variables. */
 export function messageVariables(variables: Variables, parent: Variables, delta: readonly Record<string, unknown>[]): Variables {
   const out: Variables = structuredClone(variables)
@@ -160,10 +170,14 @@ export function messageVariables(variables: Variables, parent: Variables, delta:
   const changed: Variables = {}
   for (const op of delta) {
     if (typeof op.path !== 'string' || !op.path.startsWith('/variables/stat_data/')) continue
-    const path = pointer(op.path).slice(2)
+    let path = pointer(op.path).slice(2)
     if (!path.length) continue
-    const before = leafAt(parent.stat_data, path)
-    const after = leafAt(stat, path)
+    // MVU's [value, description] pair is one variable: a change to its value (the pair
+    // or its first element) shows at the pair's path, as MVU's own display does
+    const holder = path.slice(0, -1)
+    if (holder.length && path[path.length - 1] === '0' && (isValuePair(leafAt(stat, holder)) || isValuePair(leafAt(parent.stat_data, holder)))) path = holder
+    const before = valueOf(leafAt(parent.stat_data, path))
+    const after = valueOf(leafAt(stat, path))
     if (after !== null && typeof after === 'object') continue // a new branch: shown as it is
     const text = op.op === 'remove' ? `${shown(before)}->` : before === undefined ? shown(after) : `${shown(before)}->${shown(after)}`
     setAt(changed, path, text)
