@@ -26,25 +26,9 @@ from playwright.sync_api import Page, expect
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.browser import conftest
 from tests.browser.conftest import messages, no_sideways_scroll, send, side_panel, tid
-from tests.fixtures.script_cards import scripted_card
+from tests.fixtures.script_cards import budget_book_entries, scripted_card
 
 pytestmark = pytest.mark.browser
-
-WORDS = " ".join(["lore"] * 40)
-
-
-def _entry(uid: int, name: str, order: int, *, constant: bool = False) -> dict[str, Any]:
-    return {
-        "id": uid,
-        "keys": [] if constant else ["harbour"],
-        "name": name,
-        "comment": name,
-        "content": f"{name}: {WORDS}",
-        "constant": constant,
-        "enabled": True,
-        "insertion_order": order,
-        "extensions": {"position": 0},
-    }
 
 
 def card(name: str = "小穗", *, book: bool = False) -> dict[str, Any]:
@@ -55,11 +39,7 @@ def card(name: str = "小穗", *, book: bool = False) -> dict[str, Any]:
     document = scripted_card(name, more_regex=[more])
     data: dict[str, Any] = document["data"]
     if book:
-        entries = [
-            _entry(1, "世界设定", 10, constant=True),
-            _entry(2, "扮演准则", 20, constant=True),
-            *(_entry(10 + i, f"港口{i}", 100 + i) for i in range(3)),
-        ]
+        entries = budget_book_entries()
         data["character_book"] = {"name": "港口", "entries": entries}
     return document
 

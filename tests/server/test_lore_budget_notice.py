@@ -14,34 +14,15 @@ import pytest
 
 from storyloom.plugins import node_registry
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
+from tests.fixtures.script_cards import budget_book_entries
 from tests.server.conftest import chat_home
 from tests.server.test_chat_api import get_chat, turn
-
-WORDS = " ".join(["lore"] * 40)
-
-
-def _entry(uid: int, name: str, order: int, *, constant: bool = False) -> dict[str, Any]:
-    return {
-        "id": uid,
-        "keys": [] if constant else ["harbour"],
-        "name": name,
-        "comment": name,
-        "content": f"{name}: {WORDS}",
-        "constant": constant,
-        "enabled": True,
-        "insertion_order": order,
-        "extensions": {"position": 0},
-    }
 
 
 def _card() -> bytes:
     # The corpus card's shape: its world and rules are constant but of the lowest order,
     # so they are the first the budget cuts (as SillyTavern cuts them).
-    entries = [
-        _entry(1, "世界设定", 10, constant=True),
-        _entry(2, "扮演准则", 20, constant=True),
-        *(_entry(10 + i, f"港口{i}", 100 + i) for i in range(3)),
-    ]
+    entries = budget_book_entries()
     card = {
         "spec": "chara_card_v2",
         "spec_version": "2.0",
