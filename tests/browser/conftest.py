@@ -45,6 +45,17 @@ CHROMIUM_ARGS = [
 START_TIMEOUT_S = 60.0
 
 
+def in_chinese(context: Any) -> None:
+    """Switch the app to 中文 before any page script runs (web/src/i18n.ts keeps the choice).
+
+    Init scripts run in every frame, sandboxed card frames included, where touching the
+    real localStorage throws: only the top page is told.
+    """
+    context.add_init_script(
+        "if (window.top === window) localStorage.setItem('storyloom.locale', 'zh')"
+    )
+
+
 def tid(name: str) -> str:
     """The CSS selector of the element with ``data-testid="name"``."""
     return f'[data-testid="{name}"]'

@@ -51,6 +51,7 @@ from tests.browser.conftest import (
     RESULTS_DIR,
     RunningServer,
     home_with,
+    in_chinese,
     messages,
     side_panel,
     tid,
@@ -387,8 +388,7 @@ def zh_pages(browser: Browser) -> Iterator[Callable[[int, int], Page]]:
         # time or number formatted in the browser's language instead of the page's shows.
         context = browser.new_context(locale="en-US", viewport={"width": width, "height": height})
         context.set_default_timeout(15_000)
-        # How the app keeps the choice of language (web/src/i18n.ts).
-        context.add_init_script("localStorage.setItem('storyloom.locale', 'zh')")
+        in_chinese(context)
         contexts.append(context)
         return context.new_page()
 

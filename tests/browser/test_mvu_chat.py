@@ -14,7 +14,15 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from storyloom.testing.replay_server import ReplayLLMServer, Reply
-from tests.browser.conftest import home_with, messages, no_sideways_scroll, send, start_chat, tid
+from tests.browser.conftest import (
+    home_with,
+    in_chinese,
+    messages,
+    no_sideways_scroll,
+    send,
+    start_chat,
+    tid,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -51,16 +59,12 @@ REPLY = "她笑了。<UpdateVariable><JSONPatch>" + json.dumps(PATCH, ensure_asc
 REPLY += "</JSONPatch></UpdateVariable>"
 
 
-def in_chinese(page: Page) -> None:
-    page.context.add_init_script("localStorage.setItem('storyloom.locale', 'zh')")
-
-
 @pytest.mark.parametrize("size", [(1440, 900), (390, 844)], ids=["1440x900", "390x844"])
 def test_an_mvu_chat_shows_refused_updates_and_offers_mvu_s_actions(
     start_server: Callable[..., Any], page: Page, size: tuple[int, int]
 ) -> None:
     page.set_viewport_size({"width": size[0], "height": size[1]})
-    in_chinese(page)
+    in_chinese(page.context)
     with ReplayLLMServer(models=["test-model"]) as llm:
         llm.script(Reply(text=REPLY))
         server = start_server(home_with(llm.url, {CHARACTER_ID: LI}))

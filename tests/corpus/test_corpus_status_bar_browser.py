@@ -33,6 +33,7 @@ from storyloom.testing.replay_server import ReplayLLMServer, Reply
 from tests.browser.conftest import (
     RunningServer,
     home_with,
+    in_chinese,
     messages,
     no_sideways_scroll,
     send,
@@ -66,7 +67,7 @@ def zh_page(browser: Browser) -> Iterator[Page]:
     # An English browser with the app switched to 中文 (web/src/i18n.ts keeps the choice).
     context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 900})
     context.set_default_timeout(20_000)
-    context.add_init_script("localStorage.setItem('storyloom.locale', 'zh')")
+    in_chinese(context)
     yield context.new_page()
     context.close()
 
