@@ -16,6 +16,7 @@ from storyloom.cli.options import HomeOption, JsonOption, ProjectOption, fail
 from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
 
 if TYPE_CHECKING:
+    from storyloom.tools.approvals import PendingApproval
     from storyloom.workflow.events import RunEvent
     from storyloom.workflow.runner import RunResult
     from storyloom.workflow.validation import WorkflowProblem
@@ -191,6 +192,16 @@ def run(
     host = open_tool_host(
         data_dir, _workflow_project(project, file), node_registry=default_registry()
     )
+
+    def refuse(approval: PendingApproval) -> None:
+        # Nobody can answer an approval in a command-line run; waiting would hang it.
+        typer.echo(
+            f"storyloom: {approval.tool} needs approval (policy ask); refused in the command line",
+            err=True,
+        )
+        host.approvals.answer(approval.id, "deny")
+
+    host.approvals.on_request = refuse
 
     async def run_and_close() -> RunResult:
         on_event = None if as_json else _StreamPrinter()
