@@ -16,6 +16,7 @@ from storyloom.cli.options import HomeOption, JsonOption, ProjectOption, fail
 from storyloom.core.errors import FieldProblem, FileFormatError, StoryloomError
 
 if TYPE_CHECKING:
+    from storyloom.tools.approvals import PendingApproval
     from storyloom.workflow.events import RunEvent
     from storyloom.workflow.runner import RunResult
     from storyloom.workflow.validation import WorkflowProblem
@@ -172,17 +173,15 @@ def run(
     project: ProjectOption = None,
     home: HomeOption = None,
 ) -> None:
-    """Run a workflow and print its outputs (and streamed text as it comes)."""
+    """Run a workflow and print its outputs (and streamed text as it comes).
+
+    The run goes through the same tool host as the server's: enabled plugins' node types
+    and hooks apply, and ``agent:Run`` calls tools under the global tool policy."""
     from storyloom.core.home import ensure_home, resolve_home
     from storyloom.core.settings import SettingsStore
     from storyloom.plugins import default_registry
-    from storyloom.project.knowledge_service import KnowledgeService
-    from storyloom.store.database import Database
-    from storyloom.workflow.node_history import NodeHistory
-    from storyloom.workflow.node_type import WorkflowServices
-    from storyloom.workflow.runner import WorkflowRunner
+    from storyloom.tools.tool_host import open_tool_host
     from storyloom.workflow.validation import WorkflowInvalid
-    from storyloom.workflow.workflow_file import WorkflowLibrary
 
     workflow = _load(file)
     values = _parse_inputs(workflow, inputs or [])
@@ -190,31 +189,38 @@ def run(
     loaded = SettingsStore(data_dir).load()
     if loaded.error:
         typer.echo(f"storyloom: {loaded.error}\n  defaults are in use", err=True)
-    settings = loaded.effective
-    root = _workflow_project(project, file)
-    database = Database.in_home(data_dir)
-    try:
-        services = WorkflowServices(
-            settings=lambda: settings,
-            project_dir=root,
-            database=database,
-            knowledge=(
-                KnowledgeService(data_dir, root, settings=lambda: settings, database=database)
-                if root is not None
-                else None
-            ),
-            workflows=WorkflowLibrary(root).load if root is not None else None,
+    host = open_tool_host(
+        data_dir, _workflow_project(project, file), node_registry=default_registry()
+    )
+
+    def refuse(approval: PendingApproval) -> None:
+        # Nobody can answer an approval in a command-line run; waiting would hang it.
+        typer.echo(
+            f"storyloom: {approval.tool} needs approval (policy ask); refused in the command line",
+            err=True,
         )
-        runner = WorkflowRunner(default_registry(), services, history=NodeHistory(database))
+        host.approvals.answer(approval.id, "deny")
+
+    host.approvals.on_request = refuse
+
+    async def run_and_close() -> RunResult:
         on_event = None if as_json else _StreamPrinter()
         try:
-            result = asyncio.run(runner.run(workflow, inputs=values, on_event=on_event))
-        except WorkflowInvalid as exc:
-            raise _invalid(file, exc.problems) from None
-        except StoryloomError as exc:
-            raise fail(exc) from None
+            await host.start()
+            return await host.runner.run(workflow, inputs=values, on_event=on_event)
+        finally:
+            await host.aclose()
+            if host.knowledge is not None:
+                await host.knowledge.aclose()
+
+    try:
+        result = asyncio.run(run_and_close())
+    except WorkflowInvalid as exc:
+        raise _invalid(file, exc.problems) from None
+    except StoryloomError as exc:
+        raise fail(exc) from None
     finally:
-        database.close()
+        host.database.close()
     if as_json:
         report = {
             "runId": result.run_id,

@@ -438,7 +438,7 @@ class PluginSettings(BaseModel):
 
     A plugin found on disk is off until its name is in ``enabled``: its Python code runs
     in the server process. ``granted`` holds, per plugin, the override permissions
-    (``ui:<component>``, ``service:<name>``) the user allowed when enabling it; an
+    (``ui:<component>``) the user allowed when enabling it; an
     override not granted is refused. ``network`` holds the plugins whose declared
     ``permissions.network`` the user granted: their script tools run with the network,
     all others without. Changed through the plugin commands and endpoints,

@@ -6,7 +6,7 @@ enabled plugins only. ``GET /api/plugins/installed`` is what the Tools page show
 the user trusts a plugin: every plugin found, what it declares, its risk, and the plugins
 that could not be read (folder, file, field, reason). A plugin's Python runs in the
 server, so a plugin found is off until enabled here; one that declares overrides of core
-components or services is enabled only with ``grantOverrides`` (a 409 says which); one
+components (``ui:X``) is enabled only with ``grantOverrides`` (a 409 says which); one
 that declares ``permissions.network`` gets it only with ``grantNetwork``; a high-risk one
 (Python inside the server, overrides) only with ``acceptRisk: "high"`` (a 409 names the
 risk and its reasons).
@@ -49,10 +49,6 @@ class UiDeclares(_Camel):
     override: list[str] = Field(default_factory=list)
 
 
-class ServiceDeclares(_Camel):
-    override: list[str] = Field(default_factory=list)
-
-
 class PluginDeclares(_Camel):
     """What a plugin brings and asks for, as its folder and ``plugin.yaml`` say."""
 
@@ -65,7 +61,6 @@ class PluginDeclares(_Camel):
     workflows: list[str] = Field(default_factory=list, description="Workflow ids it ships")
     hooks: list[str] = Field(default_factory=list, description="hook:<server|client>:...")
     ui: UiDeclares = Field(default_factory=UiDeclares)
-    services: ServiceDeclares = Field(default_factory=ServiceDeclares)
     network: bool = Field(
         default=False, description="Its script tools ask to connect to other machines"
     )
@@ -105,7 +100,7 @@ class EnableRequest(_Camel):
     grant_overrides: bool = Field(
         default=False,
         alias="grantOverrides",
-        description="Grant the overrides of core components and services it declares",
+        description="Grant the overrides of core components (ui:X) it declares",
     )
     grant_network: bool = Field(
         default=False,
@@ -172,7 +167,6 @@ def plugin_info(host: PluginHost, plugin: FoundPlugin) -> PluginInfo:
             inject=list(permissions.ui.inject),
             override=list(permissions.ui.override),
         ),
-        services=ServiceDeclares(override=list(permissions.services.override)),
         network=permissions.network,
     )
     return PluginInfo(

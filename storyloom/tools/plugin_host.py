@@ -16,7 +16,7 @@ built-in ones:
   each goes into the node registry, where a ``storyloom_nodemanager_before_register``
   hook may refuse it. Disabling the plugin removes them again.
 
-Overrides (``permissions.ui.override``, ``permissions.services.override``) are refused
+Overrides (``permissions.ui.override``) are refused
 unless granted when the plugin was enabled (:func:`set_plugin_enabled`): the web app is
 told only the granted ones (:attr:`ExtensionInfo.overrides`). Likewise a plugin's script
 tools get the network only when it declares ``permissions.network`` and the user granted

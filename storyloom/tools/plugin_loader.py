@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from storyloom.core.errors import Conflict, FieldProblem, FileFormatError
 from storyloom.core.settings import Settings
 from storyloom.tools.plugin_manifest import (
+    DEV_ENTRY_REFUSED,
     MANIFEST_FILE,
     PluginManifest,
     parse_manifest,
@@ -174,6 +175,8 @@ def read_plugin(
         return None
 
     if manifest.frontend is not None:
+        if manifest.frontend.dev is not None:
+            report("frontend.dev.entry", DEV_ENTRY_REFUSED)
         missing = manifest.frontend.missing()
         if missing is not None:
             report("frontend", f"{missing}; the plugin loads without its web part")
@@ -287,9 +290,6 @@ def assess_risk(
         reasons.append(
             ("high", f"replaces core UI components: {', '.join(permissions.ui.override)}")
         )
-    if permissions.services.override:
-        services = ", ".join(permissions.services.override)
-        reasons.append(("high", f"replaces core services: {services}"))
     if permissions.hooks:
         reasons.append(("medium", f"hooks into: {', '.join(permissions.hooks)}"))
     if permissions.ui.wrap:

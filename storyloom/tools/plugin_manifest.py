@@ -10,8 +10,9 @@ out, so a file dropped into ``tools/`` is not silently ignored.
 Hook permissions are ``hook:<server|client>:<area>:<event>`` (seed §6.2): the server
 hooks are the pluggy hooks of :data:`SERVER_HOOKS`; the client hooks are the web
 extension API's. Overrides are the riskiest permissions: ``permissions.ui.override``
-(``ui:<Component>``) and ``permissions.services.override`` (a service name, granted as
-``service:<name>``) take effect only once the user grants them.
+(``ui:<Component>``) takes effect only once the user grants it. ``permissions.services.override``
+is refused when not empty (:data:`SERVICE_OVERRIDE_REFUSED` says why), and
+``frontend.dev`` is reported and not used (:data:`DEV_ENTRY_REFUSED`).
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ SERVER_HOOKS: dict[str, str] = {
 }
 """Permission string → the pluggy hook a plugin implements for it."""
 
-SERVICE_PERMISSION = "service:"
-
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
@@ -73,8 +72,18 @@ class EntrySection(_Section):
     _entry = field_validator("entry")(_relative)
 
 
+DEV_ENTRY_REFUSED = (
+    "storyloom does not run or proxy a Vite dev server: it serves the built frontend "
+    "(build.outputDir, or vanilla.rootDir). Rebuild with `vite build --watch` and reload the "
+    "page; the plugin loads with its build and this entry is not used"
+)
+
+
 class DevFrontend(_Section):
-    entry: str = Field(description="Source entry for a Vite dev server (not served here)")
+    """The seed's Vite dev-mode entry: read only to tell the author it is not used
+    (:data:`DEV_ENTRY_REFUSED`)."""
+
+    entry: str = Field(description="Source entry for a Vite dev server: not used (reported)")
 
 
 class BuildFrontend(_Section):
@@ -159,10 +168,28 @@ class UiPermissions(_Section):
     )
 
 
+SERVICE_OVERRIDE_REFUSED = (
+    "storyloom has no replaceable core services (the seed's workflowManager is a Python "
+    "runner that plugins extend through permissions.hooks and node types); a plugin that "
+    "needs to replace one is refused. Leave this list empty"
+)
+
+
 class ServicePermissions(_Section):
+    """The seed's ``services.override`` (replace a core service, e.g. workflowManager):
+    storyloom refuses a non-empty list, naming why, instead of granting what nothing
+    honours. An empty list (the seed's examples write one) is accepted."""
+
     override: list[str] = Field(
-        default_factory=list, description="Core services replaced: needs a grant"
+        default_factory=list, description="Must be empty: core services cannot be replaced"
     )
+
+    @field_validator("override")
+    @classmethod
+    def _refused(cls, value: list[str]) -> list[str]:
+        if value:
+            raise ValueError(f"{', '.join(map(repr, value))}: {SERVICE_OVERRIDE_REFUSED}")
+        return value
 
 
 class Permissions(_Section):
@@ -179,8 +206,9 @@ class Permissions(_Section):
         return [SERVER_HOOKS[h] for h in self.hooks if h in SERVER_HOOKS]
 
     def overrides(self) -> list[str]:
-        """Every override permission, as granted: ``ui:<X>`` and ``service:<name>``."""
-        return [*self.ui.override, *(f"{SERVICE_PERMISSION}{s}" for s in self.services.override)]
+        """Every override permission, as granted: ``ui:<X>`` (service overrides are
+        refused when the manifest is read)."""
+        return list(self.ui.override)
 
 
 class PluginManifest(_Section):
@@ -248,7 +276,7 @@ class ExtensionInfo(_Section):
     frontend: FrontendInfo | None = None
     config_options: list[ConfigOption] = Field(default_factory=list, alias="configOptions")
     overrides: list[str] = Field(
-        default_factory=list, description="Granted override permissions (ui:X, service:X)"
+        default_factory=list, description="Granted override permissions (ui:X)"
     )
 
 

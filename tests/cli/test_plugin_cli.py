@@ -93,3 +93,31 @@ def test_list_reports_plugins_that_did_not_load(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "Not loaded:" in result.stdout
     assert f"{bad / 'plugin.yaml'}: name: must be kebab-case" in result.stdout
+
+
+def test_validate_refuses_a_service_override_and_a_vite_dev_entry_naming_each(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    folder = tmp_path / "seedish"
+    folder.mkdir()
+    (folder / "dist").mkdir()
+    (folder / "dist" / "index.js").write_text("export default {}\n")
+    manifest = folder / "plugin.yaml"
+    manifest.write_text(
+        "name: seedish\nversion: '1'\n"
+        "frontend:\n  dev:\n    entry: web/index.ts\n  build:\n    entry: dist/index.js\n"
+    )
+    dev = storyloom("plugin", "validate", str(folder), home=home, cwd=tmp_path)
+    assert dev.returncode == 1
+    assert f"{manifest}: frontend.dev.entry: storyloom does not run or proxy a Vite" in dev.stderr
+
+    manifest.write_text(
+        "name: seedish\nversion: '1'\npermissions:\n  services:\n    override: [workflowManager]\n"
+    )
+    service = storyloom("plugin", "validate", str(folder), home=home, cwd=tmp_path)
+    assert service.returncode == 1
+    assert (
+        f"{manifest}: permissions.services.override: 'workflowManager': storyloom has no "
+        "replaceable core services" in service.stderr
+    )

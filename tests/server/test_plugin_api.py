@@ -189,13 +189,13 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
         {
             "name": "skin",
             "version": "1",
-            "permissions": {"ui": {"override": ["ui:ChatView"]}, "services": {"override": ["tts"]}},
+            "permissions": {"ui": {"override": ["ui:ChatView"]}},
         },
     )
     refused = client.post("/api/plugins/skin/enable", json={"grantOverrides": False})
     assert refused.status_code == 409
     message = refused.json()["error"]["message"]
-    assert "ui:ChatView" in message and "service:tts" in message and "grantOverrides" in message
+    assert "ui:ChatView" in message and "grantOverrides" in message
     assert "plugins" not in _settings(live_server) or _settings(live_server)["plugins"] == {
         "enabled": [],
         "granted": {},
@@ -205,12 +205,68 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
         "/api/plugins/skin/enable", json={"grantOverrides": True, "acceptRisk": "high"}
     )
     assert granted.status_code == 200, granted.text
-    assert granted.json()["granted"] == ["ui:ChatView", "service:tts"]
+    assert granted.json()["granted"] == ["ui:ChatView"]
     (extension,) = client.get("/api/plugins").json()
-    assert extension["overrides"] == ["ui:ChatView", "service:tts"]
+    assert extension["overrides"] == ["ui:ChatView"]
     # Disabling withdraws the grant: enabling again asks again.
     client.post("/api/plugins/skin/disable")
     assert client.post("/api/plugins/skin/enable").status_code == 409
+
+
+def test_a_plugin_that_replaces_a_core_service_is_refused_naming_file_field_and_reason(
+    client: httpx.Client, live_server: LiveServer
+) -> None:
+    _plugin(
+        live_server,
+        "runner",
+        {
+            "name": "runner",
+            "version": "1",
+            "permissions": {"services": {"override": ["workflowManager"]}},
+        },
+    )
+    installed = client.get("/api/plugins/installed").json()
+    assert installed["plugins"] == []
+    (problem,) = installed["problems"]
+    assert problem["file"].endswith("runner/plugin.yaml")
+    assert problem["field"] == "permissions.services.override"
+    assert "'workflowManager'" in problem["reason"]
+    assert "no replaceable core services" in problem["reason"]
+    # Nothing to grant: enabling it, even granting everything, finds no such plugin.
+    refused = client.post(
+        "/api/plugins/runner/enable", json={"grantOverrides": True, "acceptRisk": "high"}
+    )
+    assert refused.status_code == 404
+    assert client.get("/api/plugins").json() == []
+
+
+def test_a_vite_dev_entry_is_reported_and_the_plugin_serves_its_build(
+    client: httpx.Client, live_server: LiveServer
+) -> None:
+    _plugin(
+        live_server,
+        "viewy",
+        {
+            "name": "viewy",
+            "version": "1",
+            "frontend": {
+                "dev": {"entry": "web/index.ts"},
+                "build": {"entry": "dist/index.js"},
+            },
+        },
+        {"dist/index.js": "export default {}\n"},
+    )
+    installed = client.get("/api/plugins/installed").json()
+    (problem,) = installed["problems"]
+    assert problem["file"].endswith("viewy/plugin.yaml")
+    assert problem["field"] == "frontend.dev.entry"
+    assert "does not run or proxy a Vite dev server" in problem["reason"]
+    assert (
+        client.post("/api/plugins/viewy/enable", json={"acceptRisk": "medium"}).status_code == 200
+    )
+    (extension,) = client.get("/api/plugins").json()
+    assert extension["frontend"]["entryUrl"] == "/plugins/viewy/dist/index.js"
+    assert client.get(extension["frontend"]["entryUrl"]).status_code == 200
 
 
 def test_enabling_an_unknown_plugin_is_404(client: httpx.Client) -> None:

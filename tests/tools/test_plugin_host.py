@@ -190,7 +190,6 @@ def test_overrides_are_granted_only_when_asked_and_reach_the_extension_info(env:
             "frontend": {"type": "vanilla", "vanilla": {"entry": "index.js", "styles": ["s.css"]}},
             "permissions": {
                 "ui": {"override": ["ui:BaseNode"]},
-                "services": {"override": ["workflowManager"]},
             },
         },
         {"web/index.js": "//", "web/s.css": ""},
@@ -210,10 +209,8 @@ def test_overrides_are_granted_only_when_asked_and_reach_the_extension_info(env:
     assert data["displayName"] == "skin"
 
     host.set_enabled(env.store, "skin", True, grant_overrides=True, accept_risk="high")
-    assert host.extension_infos()[0].overrides == ["ui:BaseNode", "service:workflowManager"]
-    assert env.store.read_file().plugins.granted == {
-        "skin": ["ui:BaseNode", "service:workflowManager"]
-    }
+    assert host.extension_infos()[0].overrides == ["ui:BaseNode"]
+    assert env.store.read_file().plugins.granted == {"skin": ["ui:BaseNode"]}
 
     host.set_enabled(env.store, "skin", False)
     assert env.store.read_file().plugins.granted == {}

@@ -45,10 +45,12 @@ def test_a_frontend_without_build_or_vanilla_costs_only_the_web_part(tmp_path: P
     half = found[0]
     assert half.node_modules and half.tool_files
     assert [(Path(p.folder).name, p.field) for p in problems] == [
+        ("half", "frontend.dev.entry"),
         ("half", "frontend"),
         ("typo", "frontend.vanilla.entry"),
     ]
-    assert all("loads without its web part" in p.reason for p in problems)
+    assert "does not run or proxy a Vite dev server" in problems[0].reason
+    assert all("loads without its web part" in p.reason for p in problems[1:])
 
 
 def test_missing_web_files_are_reported(tmp_path: Path) -> None:
@@ -97,7 +99,7 @@ def test_risk_is_high_for_python_and_overrides_medium_for_hooks_low_otherwise(
 ) -> None:
     plugins = tmp_path / "project" / "plugins"
     write_plugin(plugins, "py", files={"nodes/py.py": node_module("py")})
-    write_plugin(plugins, "over", {"permissions": {"services": {"override": ["workflowManager"]}}})
+    write_plugin(plugins, "over", {"permissions": {"ui": {"override": ["ui:ChatView"]}}})
     write_plugin(plugins, "hooks", {"permissions": {"hooks": ["hook:client:node:render-after"]}})
     write_plugin(plugins, "wrap", {"permissions": {"ui": {"wrap": ["ui:BaseNode"]}}})
     write_plugin(plugins, "net", {"permissions": {"network": True}})
@@ -107,7 +109,7 @@ def test_risk_is_high_for_python_and_overrides_medium_for_hooks_low_otherwise(
     risk = {p.name: (p.risk, p.risk_reasons) for p in found}
 
     assert risk["py"] == ("high", ("runs Python code inside the server process (nodes/py.py)",))
-    assert risk["over"] == ("high", ("replaces core services: workflowManager",))
+    assert risk["over"] == ("high", ("replaces core UI components: ui:ChatView",))
     assert risk["hooks"][0] == "medium"
     assert risk["wrap"] == ("medium", ("wraps core UI components: ui:BaseNode",))
     assert risk["net"] == ("medium", ("connects to other machines",))

@@ -57,8 +57,7 @@ permissions:
     inject: ["node:header:right", "sidebar:icon-bar:tabs:after"]
     override: []
   services:
-    override:
-      - "workflowManager"
+    override: []
 """
 
 
@@ -80,7 +79,19 @@ def test_the_seed_manifest_loads_with_every_field(tmp_path: Path) -> None:
     assert manifest.frontend.served() == (".", "dist/index.js", ["dist/style.css"])
     assert [o.name for o in manifest.config_options] == ["enableFeatureX", "maxItems"]
     assert manifest.permissions.server_hooks == ["storyloom_nodemanager_before_register"]
-    assert manifest.permissions.overrides() == ["service:workflowManager"]
+    assert manifest.permissions.overrides() == []
+
+
+def test_replacing_a_core_service_is_refused_with_the_reason() -> None:
+    ((field, reason),) = problems_of(
+        {
+            "name": "a",
+            "version": "1",
+            "permissions": {"services": {"override": ["workflowManager"]}},
+        }
+    )
+    assert field == "permissions.services.override"
+    assert reason.startswith("'workflowManager': storyloom has no replaceable core services")
 
 
 def test_a_version_yaml_reads_as_a_number_is_kept_as_text() -> None:

@@ -17,7 +17,7 @@ const NETWORKED = plugin({
   name: 'bilibili-fetcher',
   displayName: 'Bilibili',
   riskReasons: ['connects to other machines'],
-  declares: { nodes: [], tools: ['BilibiliFetch:getSubtitle'], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] }, services: { override: [] }, network: true },
+  declares: { nodes: [], tools: ['BilibiliFetch:getSubtitle'], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] }, network: true },
   networkGranted: false,
 })
 

@@ -29,7 +29,7 @@ export function plugin(over: Partial<PluginInfo> = {}): PluginInfo {
     enabled: false,
     risk: 'medium',
     riskReasons: ['runs Python in the server'],
-    declares: { nodes: [], tools: [], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] }, services: { override: [] } },
+    declares: { nodes: [], tools: [], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] } },
     granted: [],
     ...over,
   }

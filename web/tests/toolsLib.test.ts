@@ -140,11 +140,11 @@ describe('plugins', () => {
   it('ask for a grant only when the plugin overrides components or services', () => {
     expect(needsGrant(plugin())).toBe(false)
     const over = plugin({
-      declares: { ...plugin().declares, ui: { wrap: ['BaseNode'], inject: [], override: ['ui:ChatComposer'] }, services: { override: ['search'] } },
+      declares: { ...plugin().declares, ui: { wrap: ['BaseNode'], inject: [], override: ['ui:ChatComposer'] } },
     })
     expect(needsGrant(over)).toBe(true)
-    expect(requestedOverrides(over)).toEqual(['ui:ChatComposer', 'service:search'])
-    expect(declaredItems(over).map((g) => g.kind)).toEqual(['uiWrap', 'uiOverride', 'serviceOverride'])
+    expect(requestedOverrides(over)).toEqual(['ui:ChatComposer'])
+    expect(declaredItems(over).map((g) => g.kind)).toEqual(['uiWrap', 'uiOverride'])
   })
 })
 

@@ -79,7 +79,7 @@ function pluginInfo(over: Partial<PluginInfo> = {}): PluginInfo {
     description: 'An example',
     folder: '/p/plugins/example',
     riskReasons: ['runs Python in the server process'],
-    declares: { nodes: ['example:Echo'], tools: ['example:shout'], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] }, services: { override: [] } },
+    declares: { nodes: ['example:Echo'], tools: ['example:shout'], workflows: [], hooks: [], ui: { wrap: [], inject: [], override: [] } },
     ...over,
   })
 }

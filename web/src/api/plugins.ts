@@ -12,7 +12,6 @@ export interface PluginDeclares {
   workflows: string[]
   hooks: string[]
   ui: { wrap: string[]; inject: string[]; override: string[] }
-  services: { override: string[] }
   /** Its script tools ask to connect to other machines (`permissions.network`). */
   network?: boolean
 }

@@ -81,14 +81,14 @@ export function globListText(globs: readonly string[]): string {
 }
 
 /** The override permissions a plugin asks for, as the server grants them: UI overrides
- * as declared (`ui:<Component>`), service overrides as `service:<name>`. */
+ * as declared (`ui:<Component>`); a plugin that replaces a core service is refused when read. */
 export function requestedOverrides(plugin: PluginInfo): string[] {
-  return [...plugin.declares.ui.override, ...plugin.declares.services.override.map((service) => `service:${service}`)]
+  return [...plugin.declares.ui.override]
 }
 
 /** Whether enabling must ask the user to grant overrides explicitly. */
 export function needsGrant(plugin: PluginInfo): boolean {
-  return plugin.declares.ui.override.length + plugin.declares.services.override.length > 0
+  return plugin.declares.ui.override.length > 0
 }
 
 /** Whether enabling asks if its script tools may use the network (it declares so). */
@@ -107,7 +107,6 @@ export function declaredItems(plugin: PluginInfo): { kind: string; items: string
     { kind: 'uiWrap', items: d.ui.wrap },
     { kind: 'uiInject', items: d.ui.inject },
     { kind: 'uiOverride', items: d.ui.override },
-    { kind: 'serviceOverride', items: d.services.override },
   ]
   return all.filter((g) => g.items.length > 0)
 }
