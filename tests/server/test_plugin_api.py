@@ -189,13 +189,16 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
         {
             "name": "skin",
             "version": "1",
-            "permissions": {"ui": {"override": ["ui:ChatView"]}, "services": {"override": ["tts"]}},
+            "permissions": {
+                "ui": {"override": ["ui:ChatMessage"]},
+                "services": {"override": ["tts"]},
+            },
         },
     )
     refused = client.post("/api/plugins/skin/enable", json={"grantOverrides": False})
     assert refused.status_code == 409
     message = refused.json()["error"]["message"]
-    assert "ui:ChatView" in message and "service:tts" in message and "grantOverrides" in message
+    assert "ui:ChatMessage" in message and "service:tts" in message and "grantOverrides" in message
     assert "plugins" not in _settings(live_server) or _settings(live_server)["plugins"] == {
         "enabled": [],
         "granted": {},
@@ -205,12 +208,43 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
         "/api/plugins/skin/enable", json={"grantOverrides": True, "acceptRisk": "high"}
     )
     assert granted.status_code == 200, granted.text
-    assert granted.json()["granted"] == ["ui:ChatView", "service:tts"]
+    assert granted.json()["granted"] == ["ui:ChatMessage", "service:tts"]
     (extension,) = client.get("/api/plugins").json()
-    assert extension["overrides"] == ["ui:ChatView", "service:tts"]
+    assert extension["overrides"] == ["ui:ChatMessage", "service:tts"]
+    assert extension["wraps"] == []
     # Disabling withdraws the grant: enabling again asks again.
     client.post("/api/plugins/skin/disable")
     assert client.post("/api/plugins/skin/enable").status_code == 409
+
+
+def test_a_declared_wrap_is_granted_as_declared_and_the_web_app_is_told(
+    client: httpx.Client, live_server: LiveServer
+) -> None:
+    # Before: wraps were never granted (only overrides were), so a plugin declaring
+    # permissions.ui.wrap enabled without a question and the web app refused its wrap.
+    _plugin(
+        live_server,
+        "frame",
+        {
+            "name": "frame",
+            "version": "1",
+            "permissions": {
+                "ui": {"wrap": ["ui:BaseNode", "ui:SettingsPanel"]},
+                "hooks": ["hook:client:auth:login"],
+            },
+        },
+    )
+    refused = client.post("/api/plugins/frame/enable")
+    assert refused.status_code == 409
+    message = refused.json()["error"]["message"]
+    assert "wrap:ui:BaseNode" in message and "wrap:ui:SettingsPanel" in message
+    granted = client.post("/api/plugins/frame/enable", json={"grantOverrides": True})
+    assert granted.status_code == 200, granted.text
+    assert granted.json()["granted"] == ["wrap:ui:BaseNode", "wrap:ui:SettingsPanel"]
+    (extension,) = client.get("/api/plugins").json()
+    assert extension["wraps"] == ["ui:BaseNode", "ui:SettingsPanel"]
+    assert extension["overrides"] == []
+    assert extension["hooks"] == ["hook:client:auth:login"]
 
 
 def test_enabling_an_unknown_plugin_is_404(client: httpx.Client) -> None:
