@@ -83,12 +83,16 @@ export function globListText(globs: readonly string[]): string {
 /** The override permissions a plugin asks for, as the server grants them: UI overrides
  * as declared (`ui:<Component>`), service overrides as `service:<name>`. */
 export function requestedOverrides(plugin: PluginInfo): string[] {
-  return [...plugin.declares.ui.override, ...plugin.declares.services.override.map((service) => `service:${service}`)]
+  return [
+    ...plugin.declares.ui.wrap.map((component) => `wrap:${component}`),
+    ...plugin.declares.ui.override,
+    ...plugin.declares.services.override.map((service) => `service:${service}`),
+  ]
 }
 
-/** Whether enabling must ask the user to grant overrides explicitly. */
+/** Whether enabling must ask the user to grant wraps or overrides explicitly. */
 export function needsGrant(plugin: PluginInfo): boolean {
-  return plugin.declares.ui.override.length + plugin.declares.services.override.length > 0
+  return requestedOverrides(plugin).length > 0
 }
 
 /** Whether enabling asks if its script tools may use the network (it declares so). */
