@@ -5,6 +5,7 @@ import { flushPromises, mount } from '@vue/test-utils'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { defineComponent, h, nextTick } from 'vue'
 import {
+  CLIENT_HOOKS,
   callerPlugin,
   emitAuthLogin,
   pluginRefusals,
@@ -66,7 +67,8 @@ describe('the plugin loader', () => {
   })
 
   it('unloads a disabled plugin with what it registered, and loads a re-enabled one again under a new URL', async () => {
-    let plugins = [info('hello'), info('other')]
+    const hello = info('hello', { hooks: ['hook:client:settings:before-save'] })
+    let plugins = [hello, info('other')]
     const options = { fetchPlugins: async () => plugins, fetchConfig: async () => ({}) }
     await reloadExtensions(options)
     extensionApi.forPlugin('hello').ui.registerOutletComponent('layout:header:right', { mount: (el) => void (el.textContent = 'hi') })
@@ -82,7 +84,7 @@ describe('the plugin loader', () => {
     await runSettingsBeforeSave({ a: 1 })
     expect(offHook).not.toHaveBeenCalled()
 
-    plugins = [info('other'), info('hello')]
+    plugins = [info('other'), hello]
     await reloadExtensions(options)
     // A module runs once per URL: the second load is a new URL, so the plugin runs again.
     expect(scripts()).toEqual(['/plugins/other/web/index.js', '/plugins/hello/web/index.js?v=2'])
@@ -243,6 +245,19 @@ describe('wrap and override', () => {
 })
 
 describe('client hooks', () => {
+  // The plugins the tests below register for, each declaring every client hook.
+  const declaringAll = (name: string) => info(name, { hooks: [...CLIENT_HOOKS] })
+  beforeEach(() => setExtensions(['a', 'b', 'c', 'guard', 'x', 'y'].map(declaringAll)))
+
+  it('a caller that is no enabled plugin registers no hook', async () => {
+    const fn = vi.fn()
+    extensionApi.hooks.on('hook:client:settings:before-save', fn as never)
+    extensionApi.forPlugin('stranger').hooks.on('hook:client:settings:before-save', fn as never)
+    await runSettingsBeforeSave({ a: 1 })
+    expect(fn).not.toHaveBeenCalled()
+    expect(pluginRefusals('stranger')).toEqual([{ kind: 'hookNotDeclared', id: 'hook:client:settings:before-save' }])
+  })
+
   it('a known plugin registers only the hooks its manifest declares; the refusal is in its status', async () => {
     setExtensions([info('careful', { hooks: ['hook:client:auth:login'] })])
     const api = extensionApi.forPlugin('careful')
@@ -274,7 +289,8 @@ describe('client hooks', () => {
 
   it('the loader fires auth:login once the plugin list (which needs the server’s access) is read', async () => {
     const heard = vi.fn()
-    extensionApi.hooks.on('hook:client:auth:login', heard as never)
+    setExtensions([info('p', { hooks: ['hook:client:auth:login'] })])
+    extensionApi.forPlugin('p').hooks.on('hook:client:auth:login', heard as never)
     await reloadExtensions({ fetchPlugins: async () => Promise.reject(new Error('401')) })
     expect(heard).not.toHaveBeenCalled()
     await reloadExtensions({ fetchPlugins: async () => [], fetchConfig: async () => ({}) })
@@ -302,7 +318,7 @@ describe('client hooks', () => {
   })
 
   it('settings:before-save may change the settings', async () => {
-    extensionApi.hooks.on('hook:client:settings:before-save', ((p: { settings: Record<string, unknown> }) => ({ ...p.settings, checked: true })) as never)
+    extensionApi.forPlugin('a').hooks.on('hook:client:settings:before-save', ((p: { settings: Record<string, unknown> }) => ({ ...p.settings, checked: true })) as never)
     expect(await runSettingsBeforeSave({ a: 1 })).toEqual({ a: 1, checked: true })
   })
 
@@ -328,7 +344,7 @@ describe('client hooks', () => {
 
   it('unsubscribing stops the handler', async () => {
     const fn = vi.fn()
-    const off = extensionApi.hooks.on('hook:client:settings:before-save', fn)
+    const off = extensionApi.forPlugin('a').hooks.on('hook:client:settings:before-save', fn)
     off()
     await runSettingsBeforeSave({})
     expect(fn).not.toHaveBeenCalled()

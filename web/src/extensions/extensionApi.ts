@@ -271,12 +271,11 @@ export function wrapPoint(componentId: WrapPoint, original: Component): Componen
 
 // -- hooks ---------------------------------------------------------------------------------
 
-/** A plugin the loader knows may register only the hooks its manifest declares; an
- * unknown caller (a script outside /plugins/) is not checked, as before. */
+/** Only an enabled plugin may register a hook, and only one its manifest declares; a
+ * caller that cannot be told (no plugin script on the stack) is refused, as for wraps. */
 function declared(plugin: string | null, hook: ClientHook): boolean {
-  if (!plugin) return true
-  const info = extensions.get(plugin)
-  return !info || (info.hooks ?? []).includes(hook)
+  if (!plugin) return false
+  return (extensions.get(plugin)?.hooks ?? []).includes(hook)
 }
 
 function onHook(plugin: string | null, name: string, fn: HookHandler): () => void {
