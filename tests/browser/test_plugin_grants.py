@@ -2,9 +2,9 @@
 §20, §21): a real plugin folder (``tests/browser/plugins/ui-frame``), a real server with
 its access token, a real browser.
 
-The plugin declares ``permissions.ui.wrap: [ui:SettingsPanel]`` and the client hook
-``auth:login``. Enabling it on the Tools page asks to grant exactly that wrap; once
-granted, its wrapper frames the settings page. What its frontend tries beyond its
+The plugin declares ``permissions.ui.wrap: [ui:SettingsPanel, ui:BaseNode]`` and the
+client hook ``auth:login``. Enabling it on the Tools page asks to grant exactly those
+wraps; once granted, its wrappers frame the settings page and every workflow node. What its frontend tries beyond its
 manifest (wrapping ``ui:ChatMessage``, hooking settings saves) is refused: the API
 answers ``false`` to the plugin and the refusals show on its card. ``auth:login`` reaches
 it once the page is in.
@@ -53,16 +53,17 @@ def test_a_declared_wrap_is_granted_and_applies_and_what_is_not_declared_is_refu
     card.locator(tid(f"plugin-enable-{PLUGIN}")).click()
     dialog = card.locator(tid(f"plugin-grant-dialog-{PLUGIN}"))
     expect(dialog).to_contain_text("wrap:ui:SettingsPanel")
+    expect(dialog).to_contain_text("wrap:ui:BaseNode")
     dialog.locator(tid(f"plugin-grant-{PLUGIN}")).click()
     expect(card).to_have_attribute("data-enabled", "true")
     (extension,) = server.api("/api/plugins")
-    assert extension["wraps"] == ["ui:SettingsPanel"]
+    assert extension["wraps"] == ["ui:SettingsPanel", "ui:BaseNode"]
     assert extension["hooks"] == ["hook:client:auth:login"]
 
     # The plugin's own view: its declared wrap was accepted, the undeclared one refused.
     body = page.locator("body")
     expect(body).to_have_attribute("data-ui-frame-results", json.dumps(
-        {"wrapSettings": True, "wrapChat": False}, separators=(",", ":")
+        {"wrapSettings": True, "wrapNodes": True, "wrapChat": False}, separators=(",", ":")
     ))  # fmt: skip
     # auth:login reached it: the page is in (its plugin list needed the token cookie).
     expect(body).to_have_attribute("data-ui-frame-login", "page")
@@ -79,4 +80,12 @@ def test_a_declared_wrap_is_granted_and_applies_and_what_is_not_declared_is_refu
     frame = page.locator(tid("ui-frame-settings"))
     expect(frame).to_be_visible()
     expect(frame.locator("h1").first).to_be_visible()
+    no_sideways_scroll(page)
+
+    # ui:BaseNode: every node of a workflow is drawn inside the plugin's wrapper.
+    page.goto(f"{server.url}workflows/chat-default")
+    nodes = page.locator(tid("wf-node"))
+    expect(nodes.first).to_be_visible()
+    wrapped = page.locator(f"{tid('ui-frame-node')} {tid('wf-node')}")
+    expect(wrapped).to_have_count(nodes.count())
     no_sideways_scroll(page)

@@ -11,6 +11,14 @@ const results = {
       return () => h('div', { 'data-testid': 'ui-frame-settings', style: 'outline: 2px solid teal' }, [h(original, attrs)])
     },
   })),
+  // Declared too: a mark on every node of the workflow editor, by its type (props.data).
+  wrapNodes: api.ui.wrapComponent('ui:BaseNode', (original, { h }) => ({
+    name: 'UiFrameNode',
+    inheritAttrs: false,
+    setup(_, { attrs }) {
+      return () => h('div', { 'data-testid': 'ui-frame-node', 'data-node-type': attrs.data?.nodeType ?? '' }, [h(original, attrs)])
+    },
+  })),
   // Not declared: refused, and the refusal shows in the plugin's status.
   wrapChat: api.ui.wrapComponent('ui:ChatMessage', (original) => original),
 }
