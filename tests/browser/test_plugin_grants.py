@@ -5,9 +5,9 @@ its access token, a real browser.
 The plugin declares ``permissions.ui.wrap: [ui:SettingsPanel, ui:BaseNode]`` and the
 client hook ``auth:login``. Enabling it on the Tools page asks to grant exactly those
 wraps; once granted, its wrappers frame the settings page and every workflow node. What
-its frontend tries beyond its manifest (wrapping ``ui:ChatMessage``, hooking settings saves) is refused: the API
-answers ``false`` to the plugin and the refusals show on its card. ``auth:login`` reaches
-it once the page is in.
+its frontend tries beyond its manifest (wrapping ``ui:ChatMessage``, hooking settings
+saves) is refused: the API answers ``false`` to the plugin and the refusals show on its
+card. ``auth:login`` reaches it once the page is in.
 
 Before this change the test failed at the first step: a plugin declaring only a wrap
 was enabled without any grant dialog (the server granted overrides only), its
