@@ -197,7 +197,7 @@ def _set_enabled(
             )
         except StoryloomError as exc:
             raise fail(exc) from None
-    overrides = plugin.manifest.permissions.overrides()
+    overrides = plugin.manifest.permissions.grants()
     network = plugin.manifest.permissions.network
     set_plugin_enabled(
         store, name, enabled, grant, overrides, grant_network=grant_network and network
@@ -207,7 +207,10 @@ def _set_enabled(
         return
     typer.echo(f"Enabled {name} (risk {plugin.risk}); it loads when storyloom next starts.")
     if overrides and not grant:
-        typer.echo(f"  overrides refused (pass --grant-overrides to allow): {', '.join(overrides)}")
+        typer.echo(
+            "  wraps and overrides refused (pass --grant-overrides to allow): "
+            + ", ".join(overrides)
+        )
     if network:
         if grant_network:
             typer.echo("  network granted: its script tools may connect to other machines")
@@ -236,7 +239,9 @@ def enable(
     grant_overrides: Annotated[
         bool,
         typer.Option(
-            "--grant-overrides", help="Also allow the core components/services it replaces."
+            "--grant-overrides",
+            help="Also allow the core components it wraps or replaces and the services it "
+            "replaces (exactly what it declares).",
         ),
     ] = False,
     grant_network: Annotated[

@@ -5,8 +5,9 @@ and the web assets of the enabled ones (seed 003 §15.1.3).
 enabled plugins only. ``GET /api/plugins/installed`` is what the Tools page shows before
 the user trusts a plugin: every plugin found, what it declares, its risk, and the plugins
 that could not be read (folder, file, field, reason). A plugin's Python runs in the
-server, so a plugin found is off until enabled here; one that declares overrides of core
-components (``ui:X``) is enabled only with ``grantOverrides`` (a 409 says which); one
+server, so a plugin found is off until enabled here; one that declares wraps or overrides
+of core components is enabled only with ``grantOverrides`` (a 409 says which:
+``wrap:ui:X``, ``ui:X``); one
 that declares ``permissions.network`` gets it only with ``grantNetwork``; a high-risk one
 (Python inside the server, overrides) only with ``acceptRisk: "high"`` (a 409 names the
 risk and its reasons).
@@ -100,7 +101,7 @@ class EnableRequest(_Camel):
     grant_overrides: bool = Field(
         default=False,
         alias="grantOverrides",
-        description="Grant the overrides of core components (ui:X) it declares",
+        description="Grant the wraps and overrides of core components it declares (exactly those)",
     )
     grant_network: bool = Field(
         default=False,
@@ -118,11 +119,13 @@ class EnableRequest(_Camel):
 
 
 class OverridesNotGranted(Conflict):
-    """A plugin that replaces core parts was asked to be enabled without granting it."""
+    """A plugin that wraps or replaces core parts was asked to be enabled without granting
+    it."""
 
     def __init__(self, plugin: str, overrides: list[str]) -> None:
         super().__init__(
-            f"plugin {plugin!r} replaces core parts ({', '.join(overrides)}); enable it with "
+            f"plugin {plugin!r} wraps or replaces core parts ({', '.join(overrides)}); "
+            "enable it with "
             "grantOverrides true to grant these permissions"
         )
 
@@ -225,7 +228,7 @@ async def enable_plugin(
     request: Request, name: str, body: EnableRequest | None = None
 ) -> PluginInfo:
     """Turn the plugin on: its Python is imported, its node types, tools and hooks
-    registered. Overrides it declares need ``grantOverrides`` (else a 409); network
+    registered. Wraps and overrides it declares need ``grantOverrides`` (else a 409); network
     access it declares is given only with ``grantNetwork`` (else its script tools run
     without a network)."""
     body = body or EnableRequest()
@@ -257,7 +260,7 @@ async def _set_enabled(
     async with state.settings_lock:
         host.reload()
         plugin = host.plugin(name)
-        overrides = plugin.manifest.permissions.overrides()
+        overrides = plugin.manifest.permissions.grants()
         if enabled and overrides and not grant:
             raise OverridesNotGranted(name, overrides)
         found = host.set_enabled(

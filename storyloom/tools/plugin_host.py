@@ -16,9 +16,10 @@ built-in ones:
   each goes into the node registry, where a ``storyloom_nodemanager_before_register``
   hook may refuse it. Disabling the plugin removes them again.
 
-Overrides (``permissions.ui.override``) are refused
+Wraps and overrides (``permissions.ui.wrap``, ``permissions.ui.override``) are refused
 unless granted when the plugin was enabled (:func:`set_plugin_enabled`): the web app is
-told only the granted ones (:attr:`ExtensionInfo.overrides`). Likewise a plugin's script
+told only the granted ones (:attr:`ExtensionInfo.wraps`, :attr:`ExtensionInfo.overrides`)
+and the client hooks the plugin declares (:attr:`ExtensionInfo.hooks`). Likewise a plugin's script
 tools get the network only when it declares ``permissions.network`` and the user granted
 it when enabling.
 """
@@ -49,7 +50,12 @@ from storyloom.tools.plugin_loader import (
     check_risk_accepted,
     discover_plugins,
 )
-from storyloom.tools.plugin_manifest import SERVER_HOOKS, ExtensionInfo, FrontendInfo
+from storyloom.tools.plugin_manifest import (
+    SERVER_HOOKS,
+    WRAP_PERMISSION,
+    ExtensionInfo,
+    FrontendInfo,
+)
 from storyloom.tools.secret_store import SecretStore
 from storyloom.tools.tool_definition import ServiceTool, load_tool_file
 from storyloom.workflow import hookspecs as workflow_hookspecs
@@ -399,7 +405,13 @@ class PluginHost:
                     description=manifest.description,
                     frontend=frontend,
                     config_options=list(manifest.config_options),
-                    overrides=list(plugin.granted),
+                    overrides=[g for g in plugin.granted if not g.startswith(WRAP_PERMISSION)],
+                    wraps=[
+                        g.removeprefix(WRAP_PERMISSION)
+                        for g in plugin.granted
+                        if g.startswith(WRAP_PERMISSION)
+                    ],
+                    hooks=manifest.permissions.client_hooks,
                 )
             )
         return infos
@@ -448,7 +460,7 @@ class PluginHost:
             name,
             enabled,
             grant_overrides,
-            permissions.overrides(),
+            permissions.grants(),
             grant_network=grant_network and permissions.network,
         )
         self.reload(settings)
@@ -467,7 +479,7 @@ def set_plugin_enabled(
     """Save plugin ``name`` as enabled or not, and return the settings saved.
 
     Enabling with ``grant_overrides`` grants exactly ``overrides`` (the plugin's declared
-    override permissions); with ``grant_network`` (pass it only for a plugin that declares
+    wrap and override permissions); with ``grant_network`` (pass it only for a plugin that declares
     ``permissions.network``) its script tools may use the network. Enabling without
     either, or disabling, withdraws that grant, so each enabling asks again."""
     current = store.read_file()

@@ -189,7 +189,7 @@ def read_plugin(
         folder, manifest.workflows, DEFAULT_WORKFLOWS, "workflows", report, ".json"
     )
     risk, reasons = assess_risk(manifest, node_modules, folder)
-    declared = set(manifest.permissions.overrides())
+    declared = set(manifest.permissions.grants())
     granted = tuple(g for g in settings.plugins.granted.get(manifest.name, []) if g in declared)
     return FoundPlugin(
         manifest=manifest,

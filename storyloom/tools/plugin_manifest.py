@@ -9,10 +9,13 @@ out, so a file dropped into ``tools/`` is not silently ignored.
 
 Hook permissions are ``hook:<server|client>:<area>:<event>`` (seed §6.2): the server
 hooks are the pluggy hooks of :data:`SERVER_HOOKS`; the client hooks are the web
-extension API's. Overrides are the riskiest permissions: ``permissions.ui.override``
-(``ui:<Component>``) takes effect only once the user grants it. ``permissions.services.override``
-is refused when not empty (:data:`SERVICE_OVERRIDE_REFUSED` says why), and
-``frontend.dev`` is reported and not used (:data:`DEV_ENTRY_REFUSED`).
+extension API's (:data:`CLIENT_HOOKS`). Wraps and overrides of core parts take effect
+only once the user grants them, exactly as declared: ``permissions.ui.wrap`` (granted as
+``wrap:ui:<Component>``) and ``permissions.ui.override`` (``ui:<Component>``). A
+component id must be one of storyloom's wrap points (:data:`WRAP_POINTS`); the seed's ids
+for parts storyloom does not have are refused with the reason (:data:`NO_COMPONENT`).
+``permissions.services.override`` is refused when not empty (:data:`SERVICE_OVERRIDE_REFUSED`
+says why), and ``frontend.dev`` is reported and not used (:data:`DEV_ENTRY_REFUSED`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,37 @@ SERVER_HOOKS: dict[str, str] = {
     "hook:server:tool:before-call": "storyloom_tool_before_call",
 }
 """Permission string → the pluggy hook a plugin implements for it."""
+
+CLIENT_HOOKS: tuple[str, ...] = (
+    "hook:client:auth:login",
+    "hook:client:workflow:before-execute",
+    "hook:client:settings:before-save",
+    "hook:client:node:render-after",
+    "hook:client:chat:message-rendered",
+)
+"""The hooks of the web extension API (``extensionApi.hooks.on``); a plugin's frontend may
+register only those its manifest declares."""
+
+WRAP_POINTS: dict[str, str] = {
+    "ui:BaseNode": "a node of the workflow editor (WorkflowNode.vue)",
+    "ui:ChatMessage": "a message of the chat (ChatMessageItem.vue)",
+    "ui:SettingsPanel": "the settings page (SettingsPage.vue)",
+    "ui:SidebarManager": "the workflow editor's side panel (WorkflowSidePanel.vue)",
+}
+"""Core component id → the storyloom component a plugin may wrap or override there."""
+
+NO_COMPONENT: dict[str, str] = {
+    "ui:NodeInputControl": "node settings are one form (NodeConfigForm), not one control per input",
+    "ui:GraphEditor": "the workflow page drives its canvas directly; wrap ui:BaseNode instead",
+    "ui:ContextMenu": "storyloom has no context menu",
+    "ui:HomeSidebar": "storyloom has no home page sidebar",
+    "ui:StatusBar": "storyloom's editor has no status bar",
+    "ui:RightPreviewPanel": "storyloom has no floating preview panel",
+    "ui:MainMenu": "the app's navigation is part of the page frame, not a component",
+}
+"""The seed's core component ids (003 §21.2) that are no wrap point here, and why."""
+
+WRAP_PERMISSION = "wrap:"
 
 
 class _Section(BaseModel):
@@ -142,6 +176,11 @@ class Frontend(_Section):
 def _component(value: str) -> str:
     if not value.startswith("ui:") or len(value) == 3:
         raise ValueError(f"{value!r}: a core component is written ui:<Component>")
+    if value in NO_COMPONENT:
+        raise ValueError(f"{value!r} is no wrap point of storyloom: {NO_COMPONENT[value]}")
+    if value not in WRAP_POINTS:
+        known = ", ".join(WRAP_POINTS)
+        raise ValueError(f"{value!r} is no wrap point of storyloom (known: {known})")
     return value
 
 
@@ -151,6 +190,9 @@ def _hook(value: str) -> str:
     if value.startswith("hook:server:") and value not in SERVER_HOOKS:
         known = ", ".join(SERVER_HOOKS)
         raise ValueError(f"{value!r} is not a server hook of storyloom (known: {known})")
+    if value.startswith("hook:client:") and value not in CLIENT_HOOKS:
+        known = ", ".join(CLIENT_HOOKS)
+        raise ValueError(f"{value!r} is not a client hook of storyloom (known: {known})")
     return value
 
 
@@ -160,7 +202,7 @@ HookPermission = Annotated[str, AfterValidator(_hook)]
 
 class UiPermissions(_Section):
     wrap: list[Component] = Field(
-        default_factory=list, description="Core components wrapped (ui:X)"
+        default_factory=list, description="Core components wrapped (ui:X): needs a grant"
     )
     inject: list[str] = Field(default_factory=list, description="Outlets added to")
     override: list[Component] = Field(
@@ -205,10 +247,20 @@ class Permissions(_Section):
         """The pluggy hook names the plugin may implement."""
         return [SERVER_HOOKS[h] for h in self.hooks if h in SERVER_HOOKS]
 
+    @property
+    def client_hooks(self) -> list[str]:
+        """The web extension API hooks the plugin's frontend may register."""
+        return [h for h in self.hooks if h in CLIENT_HOOKS]
+
     def overrides(self) -> list[str]:
         """Every override permission, as granted: ``ui:<X>`` (service overrides are
         refused when the manifest is read)."""
         return list(self.ui.override)
+
+    def grants(self) -> list[str]:
+        """Every permission the user must grant, as granted: ``wrap:ui:<X>``, then the
+        overrides."""
+        return [*(f"{WRAP_PERMISSION}{c}" for c in self.ui.wrap), *self.overrides()]
 
 
 class PluginManifest(_Section):
@@ -266,8 +318,9 @@ class FrontendInfo(_Section):
 
 
 class ExtensionInfo(_Section):
-    """An enabled plugin as the web app loads it (seed §15.1.1), plus the overrides the
-    user granted it (any other override it declares is refused)."""
+    """An enabled plugin as the web app loads it (seed §15.1.1), plus what its frontend
+    may do: the wraps and overrides the user granted it (any other it declares is
+    refused) and the client hooks it declares (any other is refused)."""
 
     name: str
     display_name: str = Field(alias="displayName")
@@ -277,6 +330,12 @@ class ExtensionInfo(_Section):
     config_options: list[ConfigOption] = Field(default_factory=list, alias="configOptions")
     overrides: list[str] = Field(
         default_factory=list, description="Granted override permissions (ui:X)"
+    )
+    wraps: list[str] = Field(
+        default_factory=list, description="Core components it was granted to wrap (ui:X)"
+    )
+    hooks: list[str] = Field(
+        default_factory=list, description="Client hooks it declares (hook:client:...)"
     )
 
 

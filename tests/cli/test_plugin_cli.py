@@ -121,3 +121,27 @@ def test_validate_refuses_a_service_override_and_a_vite_dev_entry_naming_each(
         f"{manifest}: permissions.services.override: 'workflowManager': storyloom has no "
         "replaceable core services" in service.stderr
     )
+
+
+def test_enable_grants_a_declared_wrap_only_with_grant_overrides(tmp_path: Path) -> None:
+    # Before: the CLI granted overrides only, so a declared wrap was never granted.
+    home, project = tmp_path / "home", tmp_path / "project"
+    init_project(project)
+    folder = project / "plugins" / "frame"
+    folder.mkdir(parents=True)
+    (folder / "plugin.yaml").write_text(
+        "name: frame\nversion: '1'\npermissions:\n  ui:\n    wrap: ['ui:BaseNode']\n",
+        encoding="utf-8",
+    )
+    plain = storyloom("plugin", "enable", "frame", home=home, cwd=project)
+    assert plain.returncode == 0, plain.stderr
+    assert "wraps and overrides refused (pass --grant-overrides to allow): wrap:ui:BaseNode" in (
+        plain.stdout
+    )
+    settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
+    assert settings["plugins"]["granted"] == {}
+
+    granted = storyloom("plugin", "enable", "frame", "--grant-overrides", home=home, cwd=project)
+    assert granted.returncode == 0, granted.stderr
+    settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
+    assert settings["plugins"]["granted"] == {"frame": ["wrap:ui:BaseNode"]}

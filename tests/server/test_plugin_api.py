@@ -189,13 +189,13 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
         {
             "name": "skin",
             "version": "1",
-            "permissions": {"ui": {"override": ["ui:ChatView"]}},
+            "permissions": {"ui": {"override": ["ui:ChatMessage"]}},
         },
     )
     refused = client.post("/api/plugins/skin/enable", json={"grantOverrides": False})
     assert refused.status_code == 409
     message = refused.json()["error"]["message"]
-    assert "ui:ChatView" in message and "grantOverrides" in message
+    assert "ui:ChatMessage" in message and "grantOverrides" in message
     assert "plugins" not in _settings(live_server) or _settings(live_server)["plugins"] == {
         "enabled": [],
         "granted": {},
@@ -205,9 +205,10 @@ def test_declared_overrides_need_a_grant_before_the_plugin_is_enabled(
         "/api/plugins/skin/enable", json={"grantOverrides": True, "acceptRisk": "high"}
     )
     assert granted.status_code == 200, granted.text
-    assert granted.json()["granted"] == ["ui:ChatView"]
+    assert granted.json()["granted"] == ["ui:ChatMessage"]
     (extension,) = client.get("/api/plugins").json()
-    assert extension["overrides"] == ["ui:ChatView"]
+    assert extension["overrides"] == ["ui:ChatMessage"]
+    assert extension["wraps"] == []
     # Disabling withdraws the grant: enabling again asks again.
     client.post("/api/plugins/skin/disable")
     assert client.post("/api/plugins/skin/enable").status_code == 409
@@ -267,6 +268,36 @@ def test_a_vite_dev_entry_is_reported_and_the_plugin_serves_its_build(
     (extension,) = client.get("/api/plugins").json()
     assert extension["frontend"]["entryUrl"] == "/plugins/viewy/dist/index.js"
     assert client.get(extension["frontend"]["entryUrl"]).status_code == 200
+
+
+def test_a_declared_wrap_is_granted_as_declared_and_the_web_app_is_told(
+    client: httpx.Client, live_server: LiveServer
+) -> None:
+    # Before: wraps were never granted (only overrides were), so a plugin declaring
+    # permissions.ui.wrap enabled without a question and the web app refused its wrap.
+    _plugin(
+        live_server,
+        "frame",
+        {
+            "name": "frame",
+            "version": "1",
+            "permissions": {
+                "ui": {"wrap": ["ui:BaseNode", "ui:SettingsPanel"]},
+                "hooks": ["hook:client:auth:login"],
+            },
+        },
+    )
+    refused = client.post("/api/plugins/frame/enable")
+    assert refused.status_code == 409
+    message = refused.json()["error"]["message"]
+    assert "wrap:ui:BaseNode" in message and "wrap:ui:SettingsPanel" in message
+    granted = client.post("/api/plugins/frame/enable", json={"grantOverrides": True})
+    assert granted.status_code == 200, granted.text
+    assert granted.json()["granted"] == ["wrap:ui:BaseNode", "wrap:ui:SettingsPanel"]
+    (extension,) = client.get("/api/plugins").json()
+    assert extension["wraps"] == ["ui:BaseNode", "ui:SettingsPanel"]
+    assert extension["overrides"] == []
+    assert extension["hooks"] == ["hook:client:auth:login"]
 
 
 def test_enabling_an_unknown_plugin_is_404(client: httpx.Client) -> None:

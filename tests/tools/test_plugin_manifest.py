@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from storyloom.core.errors import FileFormatError
 from storyloom.tools.config_options import ConfigOption
-from storyloom.tools.plugin_manifest import load_manifest, parse_manifest
+from storyloom.tools.plugin_manifest import NO_COMPONENT, WRAP_POINTS, load_manifest, parse_manifest
 
 SEED_MANIFEST = """
 name: my-awesome-plugin
@@ -53,7 +53,7 @@ permissions:
     - "hook:client:workflow:before-execute"
     - "hook:server:nodemanager:before-register"
   ui:
-    wrap: ["ui:BaseNode", "ui:ContextMenu"]
+    wrap: ["ui:BaseNode", "ui:SidebarManager"]
     inject: ["node:header:right", "sidebar:icon-bar:tabs:after"]
     override: []
   services:
@@ -80,6 +80,57 @@ def test_the_seed_manifest_loads_with_every_field(tmp_path: Path) -> None:
     assert [o.name for o in manifest.config_options] == ["enableFeatureX", "maxItems"]
     assert manifest.permissions.server_hooks == ["storyloom_nodemanager_before_register"]
     assert manifest.permissions.overrides() == []
+    assert manifest.permissions.grants() == ["wrap:ui:BaseNode", "wrap:ui:SidebarManager"]
+    assert manifest.permissions.client_hooks == [
+        "hook:client:auth:login",
+        "hook:client:settings:before-save",
+        "hook:client:workflow:before-execute",
+    ]
+
+
+# Seed 003 §21.2: every core component id it names.
+SEED_COMPONENT_IDS = [
+    "ui:BaseNode",
+    "ui:NodeInputControl",
+    "ui:GraphEditor",
+    "ui:ContextMenu",
+    "ui:SidebarManager",
+    "ui:HomeSidebar",
+    "ui:StatusBar",
+    "ui:RightPreviewPanel",
+    "ui:SettingsPanel",
+    "ui:MainMenu",
+]
+
+
+@pytest.mark.parametrize("component", SEED_COMPONENT_IDS)
+@pytest.mark.parametrize("kind", ["wrap", "override"])
+def test_each_seed_component_id_is_a_wrap_point_or_refused_with_its_reason(
+    component: str, kind: str
+) -> None:
+    data = {"name": "a", "version": "1", "permissions": {"ui": {kind: [component]}}}
+    if component in WRAP_POINTS:
+        parse_manifest(data, Path("p.yaml"))
+        return
+    [(field, reason)] = problems_of(data)
+    assert field == f"permissions.ui.{kind}[0]"
+    assert reason == f"{component!r} is no wrap point of storyloom: {NO_COMPONENT[component]}"
+
+
+def test_a_component_id_unknown_to_the_seed_and_storyloom_names_the_wrap_points() -> None:
+    [(field, reason)] = problems_of(
+        {"name": "a", "version": "1", "permissions": {"ui": {"wrap": ["ui:Nope"]}}}
+    )
+    assert field == "permissions.ui.wrap[0]"
+    assert "no wrap point" in reason and "ui:BaseNode" in reason and "ui:ChatMessage" in reason
+
+
+def test_a_client_hook_the_web_app_does_not_have_is_refused() -> None:
+    [(field, reason)] = problems_of(
+        {"name": "a", "version": "1", "permissions": {"hooks": ["hook:client:auth:logout"]}}
+    )
+    assert field == "permissions.hooks[0]"
+    assert "not a client hook" in reason and "hook:client:auth:login" in reason
 
 
 def test_replacing_a_core_service_is_refused_with_the_reason() -> None:

@@ -1,7 +1,8 @@
 import { createRouter, createWebHistory, type RouteRecordRaw } from 'vue-router'
 import ChatPage from './views/ChatPage.vue'
 import KnowledgePage from './views/KnowledgePage.vue'
-import SettingsPage from './views/SettingsPage.vue'
+import SettingsPageView from './views/SettingsPage.vue'
+import { wrapPoint } from './extensions/extensionApi'
 
 export const AREAS = ['chat', 'characters', 'knowledge', 'workflows', 'writing', 'tools'] as const
 export type Area = (typeof AREAS)[number]
@@ -21,7 +22,8 @@ export const routes: RouteRecordRaw[] = [
   { path: '/writing/:bookId?', name: 'writing', component: () => import('./views/WritingPage.vue') },
   // The open tab is in the query (`?tab=plugins`).
   { path: '/tools', name: 'tools', component: () => import('./views/ToolsPage.vue') },
-  { path: '/settings', name: 'settings', component: SettingsPage },
+  // The seed's ui:SettingsPanel wrap point.
+  { path: '/settings', name: 'settings', component: wrapPoint('ui:SettingsPanel', SettingsPageView) },
   { path: '/:pathMatch(.*)*', redirect: '/chat' },
 ]
 

@@ -5,7 +5,11 @@ import { flushPromises, mount } from '@vue/test-utils'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { defineComponent, h, nextTick } from 'vue'
 import {
+  CLIENT_HOOKS,
   callerPlugin,
+  emitAuthLogin,
+  pluginRefusals,
+  wrapPoint,
   emitChatMessageRendered,
   emitNodeRenderAfter,
   type ExtensionInfo,
@@ -63,7 +67,8 @@ describe('the plugin loader', () => {
   })
 
   it('unloads a disabled plugin with what it registered, and loads a re-enabled one again under a new URL', async () => {
-    let plugins = [info('hello'), info('other')]
+    const hello = info('hello', { hooks: ['hook:client:settings:before-save'] })
+    let plugins = [hello, info('other')]
     const options = { fetchPlugins: async () => plugins, fetchConfig: async () => ({}) }
     await reloadExtensions(options)
     extensionApi.forPlugin('hello').ui.registerOutletComponent('layout:header:right', { mount: (el) => void (el.textContent = 'hi') })
@@ -79,7 +84,7 @@ describe('the plugin loader', () => {
     await runSettingsBeforeSave({ a: 1 })
     expect(offHook).not.toHaveBeenCalled()
 
-    plugins = [info('other'), info('hello')]
+    plugins = [info('other'), hello]
     await reloadExtensions(options)
     // A module runs once per URL: the second load is a new URL, so the plugin runs again.
     expect(scripts()).toEqual(['/plugins/other/web/index.js', '/plugins/hello/web/index.js?v=2'])
@@ -171,9 +176,19 @@ describe('wrap and override', () => {
     expect(extensionApi.forPlugin('plain').ui.overrideComponent('ui:BaseNode', Replacement)).toBe(false)
     expect(extensionApi.forPlugin('plain').ui.wrapComponent('ui:BaseNode', (c) => c)).toBe(false)
     expect(extensionApi.forPlugin('trusted').ui.wrapComponent('ui:GraphEditor', (c) => c)).toBe(false)
+    // Granted an override is not granted a wrap: exactly what was granted.
+    expect(extensionApi.forPlugin('trusted').ui.wrapComponent('ui:BaseNode', (c) => c)).toBe(false)
     // The caller cannot be told (no plugin URL on the stack): refused.
     expect(extensionApi.ui.overrideComponent('ui:BaseNode', Replacement)).toBe(false)
-    expect(console.warn).toHaveBeenCalledTimes(4)
+    expect(console.warn).toHaveBeenCalledTimes(5)
+    expect(pluginRefusals('plain')).toEqual([
+      { kind: 'overrideNotGranted', id: 'ui:BaseNode' },
+      { kind: 'wrapNotGranted', id: 'ui:BaseNode' },
+    ])
+    expect(pluginRefusals('trusted')).toEqual([
+      { kind: 'noWrapPoint', id: 'ui:GraphEditor' },
+      { kind: 'wrapNotGranted', id: 'ui:BaseNode' },
+    ])
     expect(resolveCoreComponent('ui:BaseNode', Original)).toBe(Original)
 
     expect(extensionApi.forPlugin('trusted').ui.overrideComponent('ui:BaseNode', Replacement)).toBe(true)
@@ -181,15 +196,18 @@ describe('wrap and override', () => {
   })
 
   it('apply a granted wrapper around the original', () => {
-    setExtensions([info('trusted', { granted: ['ui:StatusBar'] })])
+    setExtensions([info('trusted', { wraps: ['ui:SettingsPanel'] })])
     const seen: unknown[] = []
-    const ok = extensionApi.forPlugin('trusted').ui.wrapComponent('ui:StatusBar', (original) => {
-      seen.push(original)
+    const ok = extensionApi.forPlugin('trusted').ui.wrapComponent('ui:SettingsPanel', (original, tools) => {
+      seen.push(original, typeof tools.h)
       return Replacement
     })
     expect(ok).toBe(true)
-    expect(resolveCoreComponent('ui:StatusBar', Original)).toBe(Replacement)
-    expect(seen).toEqual([Original])
+    expect(resolveCoreComponent('ui:SettingsPanel', Original)).toBe(Replacement)
+    expect(seen).toEqual([Original, 'function'])
+    // A wrap point renders what the wrappers make of the original.
+    const w = mount(wrapPoint('ui:SettingsPanel', Original))
+    expect(w.text()).toBe('plugin')
   })
 
   it('reach the chat: a granted ui:ChatMessage wrapper draws every message, an ungranted one nothing', async () => {
@@ -204,7 +222,7 @@ describe('wrap and override', () => {
       scripts: false,
       empty: false,
     }
-    setExtensions([info('plain'), info('trusted', { overrides: ['ui:ChatMessage'] })])
+    setExtensions([info('plain'), info('trusted', { wraps: ['ui:ChatMessage'] })])
     const Framed = (original: unknown) =>
       defineComponent({ inheritAttrs: false, setup: (_, { attrs }) => () => h('div', { 'data-testid': 'framed' }, [h(original as never, attrs)]) })
     expect(extensionApi.forPlugin('plain').ui.wrapComponent('ui:ChatMessage', Framed)).toBe(false)
@@ -227,6 +245,58 @@ describe('wrap and override', () => {
 })
 
 describe('client hooks', () => {
+  // The plugins the tests below register for, each declaring every client hook.
+  const declaringAll = (name: string) => info(name, { hooks: [...CLIENT_HOOKS] })
+  beforeEach(() => setExtensions(['a', 'b', 'c', 'guard', 'x', 'y'].map(declaringAll)))
+
+  it('a caller that is no enabled plugin registers no hook', async () => {
+    const fn = vi.fn()
+    extensionApi.hooks.on('hook:client:settings:before-save', fn as never)
+    extensionApi.forPlugin('stranger').hooks.on('hook:client:settings:before-save', fn as never)
+    await runSettingsBeforeSave({ a: 1 })
+    expect(fn).not.toHaveBeenCalled()
+    expect(pluginRefusals('stranger')).toEqual([{ kind: 'hookNotDeclared', id: 'hook:client:settings:before-save' }])
+  })
+
+  it('a known plugin registers only the hooks its manifest declares; the refusal is in its status', async () => {
+    setExtensions([info('careful', { hooks: ['hook:client:auth:login'] })])
+    const api = extensionApi.forPlugin('careful')
+    const saved = vi.fn()
+    api.hooks.on('hook:client:settings:before-save', saved as never)
+    api.hooks.on('hook:client:auth:logout', saved as never)
+    await runSettingsBeforeSave({ a: 1 })
+    expect(saved).not.toHaveBeenCalled()
+    expect(pluginRefusals('careful')).toEqual([
+      { kind: 'hookNotDeclared', id: 'hook:client:settings:before-save' },
+      { kind: 'noSuchHook', id: 'hook:client:auth:logout' },
+    ])
+  })
+
+  it('auth:login fires once when the page is in, and at once for a handler registered later', async () => {
+    setExtensions([info('early', { hooks: ['hook:client:auth:login'] }), info('late', { hooks: ['hook:client:auth:login'] })])
+    const early = vi.fn()
+    extensionApi.forPlugin('early').hooks.on('hook:client:auth:login', early as never)
+    expect(early).not.toHaveBeenCalled()
+    emitAuthLogin()
+    emitAuthLogin()
+    expect(early).toHaveBeenCalledTimes(1)
+    expect(early).toHaveBeenCalledWith({ via: 'page' })
+    const late = vi.fn()
+    extensionApi.forPlugin('late').hooks.on('hook:client:auth:login', late as never)
+    await Promise.resolve()
+    expect(late).toHaveBeenCalledTimes(1)
+  })
+
+  it('the loader fires auth:login once the plugin list (which needs the server’s access) is read', async () => {
+    const heard = vi.fn()
+    setExtensions([info('p', { hooks: ['hook:client:auth:login'] })])
+    extensionApi.forPlugin('p').hooks.on('hook:client:auth:login', heard as never)
+    await reloadExtensions({ fetchPlugins: async () => Promise.reject(new Error('401')) })
+    expect(heard).not.toHaveBeenCalled()
+    await reloadExtensions({ fetchPlugins: async () => [], fetchConfig: async () => ({}) })
+    expect(heard).toHaveBeenCalledTimes(1)
+  })
+
   it('workflow:before-execute passes each handler the inputs the previous one returned', async () => {
     extensionApi.forPlugin('a').hooks.on('hook:client:workflow:before-execute', ((p: { inputs: Record<string, unknown> }) => ({ ...p.inputs, n: Number(p.inputs.n) + 1 })) as never)
     extensionApi.forPlugin('b').hooks.on('hook:client:workflow:before-execute', (async (p: { workflowId: string; inputs: Record<string, unknown> }) => ({ ...p.inputs, by: p.workflowId })) as never)
@@ -248,7 +318,7 @@ describe('client hooks', () => {
   })
 
   it('settings:before-save may change the settings', async () => {
-    extensionApi.hooks.on('hook:client:settings:before-save', ((p: { settings: Record<string, unknown> }) => ({ ...p.settings, checked: true })) as never)
+    extensionApi.forPlugin('a').hooks.on('hook:client:settings:before-save', ((p: { settings: Record<string, unknown> }) => ({ ...p.settings, checked: true })) as never)
     expect(await runSettingsBeforeSave({ a: 1 })).toEqual({ a: 1, checked: true })
   })
 
@@ -268,13 +338,13 @@ describe('client hooks', () => {
 
   it('an unknown hook name is refused with a warning', async () => {
     const fn = vi.fn()
-    extensionApi.hooks.on('hook:client:auth:login', fn)
+    extensionApi.hooks.on('hook:client:auth:logout', fn)
     expect(console.warn).toHaveBeenCalledTimes(1)
   })
 
   it('unsubscribing stops the handler', async () => {
     const fn = vi.fn()
-    const off = extensionApi.hooks.on('hook:client:settings:before-save', fn)
+    const off = extensionApi.forPlugin('a').hooks.on('hook:client:settings:before-save', fn)
     off()
     await runSettingsBeforeSave({})
     expect(fn).not.toHaveBeenCalled()

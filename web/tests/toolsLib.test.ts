@@ -137,13 +137,15 @@ describe('tool search and globs', () => {
 })
 
 describe('plugins', () => {
-  it('ask for a grant only when the plugin overrides components or services', () => {
+  it('ask for a grant only when the plugin wraps or overrides components or services', () => {
     expect(needsGrant(plugin())).toBe(false)
     const over = plugin({
-      declares: { ...plugin().declares, ui: { wrap: ['BaseNode'], inject: [], override: ['ui:ChatComposer'] } },
+      declares: { ...plugin().declares, ui: { wrap: ['ui:BaseNode'], inject: [], override: ['ui:ChatComposer'] } },
     })
     expect(needsGrant(over)).toBe(true)
-    expect(requestedOverrides(over)).toEqual(['ui:ChatComposer'])
+    expect(requestedOverrides(over)).toEqual(['wrap:ui:BaseNode', 'ui:ChatComposer'])
+    const wrapOnly = plugin({ declares: { ...plugin().declares, ui: { wrap: ['ui:BaseNode'], inject: [], override: [] } } })
+    expect(needsGrant(wrapOnly)).toBe(true)
     expect(declaredItems(over).map((g) => g.kind)).toEqual(['uiWrap', 'uiOverride'])
   })
 })

@@ -2,15 +2,18 @@
 // `window.storyloom.extensionApi` before any plugin script loads.
 //
 // Three layers, as the seed orders them by risk: outlets (add UI at named places, always
-// allowed), hooks (react to or intercept a flow: the four client hooks below), and
-// wrap/override of core components, refused unless the user granted that permission when
-// enabling the plugin (ExtensionInfo.overrides). Everything a plugin registers is recorded
-// under its name, so disabling it removes its UI and hooks without a page reload.
+// allowed), hooks (react to or intercept a flow: the client hooks below, each only if the
+// plugin's manifest declares it, ExtensionInfo.hooks), and wrap/override of core
+// components, refused unless the user granted exactly that permission when enabling the
+// plugin (ExtensionInfo.wraps, ExtensionInfo.overrides). A refusal is recorded in the
+// plugin's status (pluginRefusals), which the Tools page shows. Everything a plugin
+// registers is recorded under its name, so disabling it removes its UI and hooks without
+// a page reload.
 //
 // Which plugin is calling: `extensionApi.forPlugin(name)` says so explicitly; otherwise the
 // caller is found from the call stack (a plugin's script is served under /plugins/<name>/).
 // A wrap/override whose caller cannot be told is refused.
-import { type Component, markRaw, shallowReactive } from 'vue'
+import { type Component, computed, defineComponent, h, markRaw, shallowReactive } from 'vue'
 
 /** A plugin UI unit without Vue: `mount` draws into `el` and may return a cleanup. */
 export interface VanillaComponent {
@@ -26,6 +29,7 @@ export interface OutletEntry {
 }
 
 export const CLIENT_HOOKS = [
+  'hook:client:auth:login',
   'hook:client:workflow:before-execute',
   'hook:client:settings:before-save',
   'hook:client:node:render-after',
@@ -33,7 +37,15 @@ export const CLIENT_HOOKS = [
 ] as const
 export type ClientHook = (typeof CLIENT_HOOKS)[number]
 
+/** The core components a plugin may wrap or override (plugin_manifest.WRAP_POINTS). */
+export const WRAP_POINTS = ['ui:BaseNode', 'ui:ChatMessage', 'ui:SettingsPanel', 'ui:SidebarManager'] as const
+export type WrapPoint = (typeof WRAP_POINTS)[number]
+
 /** What each hook's handler receives. */
+export interface AuthLogin {
+  /** The page's first request that needed the server's access (GET /api/plugins). */
+  via: 'page'
+}
 export interface WorkflowBeforeExecute {
   workflowId: string
   inputs: Record<string, unknown>
@@ -67,10 +79,20 @@ export interface ExtensionInfo {
   description?: string
   frontend?: { entryUrl: string; styleUrls: string[] } | null
   configOptions?: Record<string, unknown>[]
-  /** wrap/override permissions the user granted (`ui:BaseNode` …). */
+  /** Override permissions the user granted (`ui:BaseNode`, `service:x`). */
   overrides?: string[]
-  /** The same, under the settings' name for it. */
-  granted?: string[]
+  /** Core components the user granted it to wrap (`ui:BaseNode` …). */
+  wraps?: string[]
+  /** The client hooks its manifest declares. */
+  hooks?: string[]
+}
+
+/** Why the extension API refused something a plugin asked for (shown in its status). */
+export type RefusalKind = 'wrapNotGranted' | 'overrideNotGranted' | 'noWrapPoint' | 'hookNotDeclared' | 'noSuchHook'
+export interface Refusal {
+  kind: RefusalKind
+  /** The component id or hook name it asked for. */
+  id: string
 }
 
 export type ConfigListener = (value: unknown) => void
@@ -90,11 +112,28 @@ let nextId = 1
 
 const outletRegistry = shallowReactive(new Map<string, readonly OutletEntry[]>())
 const hookRegistry = new Map<ClientHook, HookEntry[]>()
-const wrappers = shallowReactive(new Map<string, readonly { plugin: string; wrap: (original: Component) => Component }[]>())
+const wrappers = shallowReactive(new Map<string, readonly { plugin: string; wrap: Wrapper }[]>())
 const overrides = shallowReactive(new Map<string, { plugin: string; component: Component }>())
 const extensions = new Map<string, ExtensionInfo>()
 const configValues = new Map<string, unknown>()
 const configListeners = new Map<string, Set<{ plugin: string | null; fn: ConfigListener }>>()
+const refusals = shallowReactive(new Map<string, readonly Refusal[]>())
+/** The page has made an authenticated request: auth:login has fired. */
+let authenticated = false
+
+/** What the API refused each plugin (reactive), by plugin name. */
+export function pluginRefusals(plugin: string): readonly Refusal[] {
+  return refusals.get(plugin) ?? []
+}
+
+function recordRefusal(plugin: string | null, kind: RefusalKind, id: string): void {
+  const what = `[storyloom extensions] ${plugin ?? 'an unknown caller'}: ${id} refused (${kind})`
+  console.warn(what)
+  if (!plugin) return
+  const before = refusals.get(plugin) ?? []
+  if (before.some((r) => r.kind === kind && r.id === id)) return
+  refusals.set(plugin, [...before, { kind, id }])
+}
 
 /** The plugins the loader knows (their ExtensionInfo decides what they may override). */
 export function setExtensions(list: readonly ExtensionInfo[]): void {
@@ -150,30 +189,49 @@ export { isVanilla }
 
 // -- wrap / override -----------------------------------------------------------------------
 
-function granted(plugin: string | null, componentId: string): boolean {
+/** What a wrapper gets besides the original: Vue's `h`, since a plugin's script cannot
+ * import the app's Vue. */
+export interface WrapTools {
+  h: typeof h
+}
+export type Wrapper = (original: Component, tools: WrapTools) => Component
+
+/** Whether `plugin` may wrap (`wraps`) or override (`overrides`) `componentId`: exactly
+ * what the user granted, never one for the other. */
+function granted(plugin: string | null, componentId: string, list: 'wraps' | 'overrides'): boolean {
   if (!plugin) return false
-  const info = extensions.get(plugin)
-  if (!info) return false
-  const list = [...(info.overrides ?? []), ...(info.granted ?? [])]
-  return list.includes(componentId)
+  return (extensions.get(plugin)?.[list] ?? []).includes(componentId)
 }
 
-function refuse(plugin: string | null, what: string, componentId: string): false {
-  console.warn(
-    `[storyloom extensions] ${plugin ?? 'an unknown caller'}: ${what}("${componentId}") refused: ` +
-      'the user has not granted this plugin that permission (Tools → Plugins).',
-  )
-  return false
+function isWrapPoint(componentId: string): boolean {
+  return (WRAP_POINTS as readonly string[]).includes(componentId)
 }
 
-function wrapComponent(plugin: string | null, componentId: string, wrap: (original: Component) => Component): boolean {
-  if (typeof wrap !== 'function' || !granted(plugin, componentId)) return refuse(plugin, 'wrapComponent', componentId)
+/** Why `plugin` may not wrap/override `componentId`, or null when it may. */
+function componentRefusal(plugin: string | null, componentId: string, list: 'wraps' | 'overrides'): RefusalKind | null {
+  if (!isWrapPoint(componentId)) return 'noWrapPoint'
+  if (!granted(plugin, componentId, list)) return list === 'wraps' ? 'wrapNotGranted' : 'overrideNotGranted'
+  return null
+}
+
+function wrapComponent(plugin: string | null, componentId: string, wrap: Wrapper): boolean {
+  if (typeof wrap !== 'function') return false
+  const refused = componentRefusal(plugin, componentId, 'wraps')
+  if (refused) {
+    recordRefusal(plugin, refused, componentId)
+    return false
+  }
   wrappers.set(componentId, [...(wrappers.get(componentId) ?? []), { plugin: plugin!, wrap }])
   return true
 }
 
 function overrideComponent(plugin: string | null, componentId: string, component: Component): boolean {
-  if (!validComponent(component) || !granted(plugin, componentId)) return refuse(plugin, 'overrideComponent', componentId)
+  if (!validComponent(component)) return false
+  const refused = componentRefusal(plugin, componentId, 'overrides')
+  if (refused) {
+    recordRefusal(plugin, refused, componentId)
+    return false
+  }
   overrides.set(componentId, { plugin: plugin!, component: markRaw(component as object) as Component })
   return true
 }
@@ -185,7 +243,7 @@ export function resolveCoreComponent(componentId: string, original: Component): 
   let current = overrides.get(componentId)?.component ?? original
   for (const w of wrappers.get(componentId) ?? []) {
     try {
-      current = markRaw(w.wrap(current) as object) as Component
+      current = markRaw(w.wrap(current, { h }) as object) as Component
     } catch (exc) {
       console.error(`[storyloom extensions] ${w.plugin}: wrapper of ${componentId} failed`, exc)
     }
@@ -193,17 +251,71 @@ export function resolveCoreComponent(componentId: string, original: Component): 
   return current
 }
 
+/**
+ * A core component as the page renders it at wrap point `componentId`: `original`, or
+ * what the granted override and wrappers make of it, following them as plugins come and
+ * go. Props, listeners and slots pass through.
+ */
+export function wrapPoint(componentId: WrapPoint, original: Component): Component {
+  return markRaw(
+    defineComponent({
+      name: `WrapPoint(${componentId})`,
+      inheritAttrs: false,
+      setup(_, { attrs, slots }) {
+        const shown = computed(() => resolveCoreComponent(componentId, original))
+        return () => h(shown.value, attrs, slots)
+      },
+    }),
+  )
+}
+
 // -- hooks ---------------------------------------------------------------------------------
 
+/** Only an enabled plugin may register a hook, and only one its manifest declares; a
+ * caller that cannot be told (no plugin script on the stack) is refused, as for wraps. */
+function declared(plugin: string | null, hook: ClientHook): boolean {
+  if (!plugin) return false
+  return (extensions.get(plugin)?.hooks ?? []).includes(hook)
+}
+
 function onHook(plugin: string | null, name: string, fn: HookHandler): () => void {
-  if (!(CLIENT_HOOKS as readonly string[]).includes(name) || typeof fn !== 'function') {
-    console.warn(`[storyloom extensions] ${plugin ?? 'a plugin'}: no client hook "${name}" (known: ${CLIENT_HOOKS.join(', ')})`)
+  if (typeof fn !== 'function') return () => {}
+  if (!(CLIENT_HOOKS as readonly string[]).includes(name)) {
+    recordRefusal(plugin, 'noSuchHook', name)
     return () => {}
   }
   const hook = name as ClientHook
+  if (!declared(plugin, hook)) {
+    recordRefusal(plugin, 'hookNotDeclared', hook)
+    return () => {}
+  }
   const entry: HookEntry = { id: nextId++, plugin, fn }
   hookRegistry.set(hook, [...(hookRegistry.get(hook) ?? []), entry])
+  // auth:login has already fired for this page: a handler registered after it (every
+  // plugin's, since plugins load once the page is in) is told at once.
+  if (hook === 'hook:client:auth:login' && authenticated) queueMicrotask(() => callAuthLogin(entry))
   return () => hookRegistry.set(hook, (hookRegistry.get(hook) ?? []).filter((e) => e.id !== entry.id))
+}
+
+function callAuthLogin(entry: HookEntry): void {
+  if (!(hookRegistry.get('hook:client:auth:login') ?? []).includes(entry)) return
+  try {
+    const out = (entry.fn as (p: AuthLogin) => unknown)({ via: 'page' })
+    if (out instanceof Promise) out.catch((exc: unknown) => console.error(`[storyloom extensions] ${entry.plugin ?? 'a plugin'}: auth:login failed`, exc))
+  } catch (exc) {
+    console.error(`[storyloom extensions] ${entry.plugin ?? 'a plugin'}: auth:login failed`, exc)
+  }
+}
+
+/**
+ * `hook:client:auth:login`: the page is in (its first request that needs the server's
+ * access, GET /api/plugins, succeeded — with the token cookie where the server asks for
+ * one). Fires once per page: handlers registered later are called when they register.
+ */
+export function emitAuthLogin(): void {
+  if (authenticated) return
+  authenticated = true
+  for (const h of hookHandlers('hook:client:auth:login')) callAuthLogin(h)
 }
 
 function hookHandlers(name: ClientHook): HookEntry[] {
@@ -320,7 +432,7 @@ export interface ExtensionApi {
   readonly plugin: string | null
   ui: {
     registerOutletComponent(outlet: string, component: OutletComponent): () => void
-    wrapComponent(componentId: string, wrapper: (original: Component) => Component): boolean
+    wrapComponent(componentId: string, wrapper: Wrapper): boolean
     overrideComponent(componentId: string, component: Component): boolean
   }
   hooks: { on(name: string, fn: (payload: never) => unknown): () => void }
@@ -376,6 +488,7 @@ export function forgetPlugin(plugin: string): void {
   }
   for (const [id, o] of [...overrides]) if (o.plugin === plugin) overrides.delete(id)
   for (const set of configListeners.values()) for (const l of [...set]) if (l.plugin === plugin) set.delete(l)
+  refusals.delete(plugin)
 }
 
 /** Forget every registration and value (tests). */
@@ -387,4 +500,6 @@ export function resetExtensionApi(): void {
   extensions.clear()
   configValues.clear()
   configListeners.clear()
+  refusals.clear()
+  authenticated = false
 }

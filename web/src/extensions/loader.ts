@@ -7,7 +7,7 @@
 // tags and registrations go; a newly enabled one loads. A module script runs once per URL,
 // so a plugin enabled again loads under a new `?v=` and runs again.
 import { requestJson } from '../api/client'
-import { type ExtensionInfo, forgetPlugin, initializeExtensionApi, setConfigValues, setExtensions } from './extensionApi'
+import { emitAuthLogin, type ExtensionInfo, forgetPlugin, initializeExtensionApi, setConfigValues, setExtensions } from './extensionApi'
 
 export interface LoadedExtension {
   info: ExtensionInfo
@@ -98,6 +98,8 @@ export async function reloadExtensions(options: LoaderOptions = {}): Promise<Loa
   if (token !== generation) return [...loaded.values()]
   list = Array.isArray(list) ? list.filter((i) => i && typeof i.name === 'string') : []
   setExtensions(list)
+  // The list needs the server's access: the page is in (auth:login, once per page).
+  emitAuthLogin()
   try {
     setConfigValues(await (options.fetchConfig ?? configValues)())
   } catch (exc) {

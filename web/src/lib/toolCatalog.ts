@@ -80,15 +80,19 @@ export function globListText(globs: readonly string[]): string {
   return globs.join('\n')
 }
 
-/** The override permissions a plugin asks for, as the server grants them: UI overrides
- * as declared (`ui:<Component>`); a plugin that replaces a core service is refused when read. */
+/** The wrap and override permissions a plugin asks for, as the server grants them: wraps
+ * as `wrap:ui:<Component>`, overrides as declared (`ui:<Component>`). A plugin that
+ * replaces a core service is refused when its manifest is read. */
 export function requestedOverrides(plugin: PluginInfo): string[] {
-  return [...plugin.declares.ui.override]
+  return [
+    ...plugin.declares.ui.wrap.map((component) => `wrap:${component}`),
+    ...plugin.declares.ui.override,
+  ]
 }
 
-/** Whether enabling must ask the user to grant overrides explicitly. */
+/** Whether enabling must ask the user to grant wraps or overrides explicitly. */
 export function needsGrant(plugin: PluginInfo): boolean {
-  return plugin.declares.ui.override.length > 0
+  return requestedOverrides(plugin).length > 0
 }
 
 /** Whether enabling asks if its script tools may use the network (it declares so). */
