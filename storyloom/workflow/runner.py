@@ -266,11 +266,12 @@ class WorkflowRun:
                 if not isinstance(value, str) or TAM_START not in value:
                     continue
                 if agents is None:
-                    top.first_error = top.first_error or (
-                        node_id,
+                    message = (
                         f"executeToolCalls: output {name!r} holds tool calls and this "
-                        "process has no tool host to run them",
+                        "process has no tool host to run them"
                     )
+                    self.errors[node_id] = message
+                    top.first_error = top.first_error or (node_id, message)
                     return
                 done = await agents.run_text_calls(
                     value, run_id=self.run_id, workflow_id=self.workflow.id

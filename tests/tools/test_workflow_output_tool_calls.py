@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from storyloom.plugins import node_registry
 from storyloom.testing.replay_server import ReplayLLMServer
 from storyloom.workflow.events import NodeToolStep, RunEvent
-from storyloom.workflow.runner import RunResult
+from storyloom.workflow.runner import RunResult, WorkflowRunner
 from storyloom.workflow.workflow_file import Workflow
 from tests.tools.agent_support import AgentWorld, agent_world, tam_call
 
@@ -90,3 +91,13 @@ async def test_the_global_policy_and_approvals_hold_for_output_calls(
         ]
         (asked,) = world.asked
         assert asked.tool == "chat:RollDice" and asked.caller["name"] == "workflow:echo"
+
+
+async def test_without_a_tool_host_a_run_with_output_calls_fails_naming_the_output() -> None:
+    runner = WorkflowRunner(node_registry(entry_points=False))
+    result = await runner.run(echo_workflow(executeToolCalls=True), inputs={"prompt": ROLL})
+    assert result.status == "failed"
+    assert "output 'text' holds tool calls" in result.errors["out"], result.errors
+    assert "no tool host" in result.errors["out"]
+    quiet = await runner.run(echo_workflow(executeToolCalls=True), inputs={"prompt": "plain"})
+    assert quiet.status == "completed" and quiet.interface_outputs["text"] == "plain"
