@@ -21,12 +21,16 @@ from storyloom.server.state import ServerState, server_state
 from storyloom.tools.approvals import PendingApproval
 from storyloom.tools.audit_log import AuditEntry
 from storyloom.tools.config_options import ConfigOption
+from storyloom.tools.text_tool_calls import TextToolCalls, run_text_tool_calls
 from storyloom.tools.tool_definition import ToolEntry
 from storyloom.tools.tool_manager import ToolCallContext, ToolCaller, ToolCallResult
 from storyloom.tools.tool_policy import PolicyAction, PolicyRule, ToolPolicy
 from storyloom.workflow.agent_host import ApprovalDecision
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
+
+TAM_CALLER = "tam-endpoint"
+"""The caller name the audit log shows for calls sent as text to ``POST /api/tools/tam``."""
 
 USER_CALLER = "tools-page"
 """The caller name the audit log shows for a call tried from the Tools page."""
@@ -74,6 +78,12 @@ class ToolCallRequest(_Camel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class TamTextRequest(_Camel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    text: str = Field(description="Text holding <|[REQUEST_TOOL]|> blocks")
+
+
 class AuditPage(_Camel):
     entries: list[AuditEntry]
     total: int = Field(description="How many calls the filter keeps, over all pages")
@@ -115,6 +125,16 @@ async def call_tool(request: Request, body: ToolCallRequest) -> ToolCallResult:
     context = ToolCallContext(caller=ToolCaller(kind="user", name=USER_CALLER))
     result: ToolCallResult = await host.manager.call(body.tool, body.arguments, context)
     return result
+
+
+@router.post("/tam", response_model=TextToolCalls, responses=error_responses(422))
+async def call_tools_in_text(request: Request, body: TamTextRequest) -> TextToolCalls:
+    """Run the TAM blocks in ``text`` (seed 003 §12.2) as an ``api`` caller: the global
+    policy decides (``ask`` counts as allowed, as for every api caller; ``deny`` denies),
+    and each call is audited."""
+    host = _host(request)
+    context = ToolCallContext(caller=ToolCaller(kind="api", name=TAM_CALLER))
+    return await run_text_tool_calls(host.manager, body.text, context)
 
 
 @router.get("/audit", response_model=AuditPage)

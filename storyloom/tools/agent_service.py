@@ -27,10 +27,17 @@ from storyloom.core.settings import ChatEndpoint
 from storyloom.tools.agent_loop import AgentLoop, CallProtocol, LoopSetup
 from storyloom.tools.agent_profile import AgentLibrary, AgentProfile
 from storyloom.tools.approvals import ApprovalBroker
+from storyloom.tools.text_tool_calls import run_text_tool_calls
 from storyloom.tools.tool_docs import render_tool_docs
-from storyloom.tools.tool_manager import ToolCaller, ToolManager
+from storyloom.tools.tool_manager import ToolCallContext, ToolCaller, ToolManager
 from storyloom.tools.tool_policy import ToolPolicy
-from storyloom.workflow.agent_host import AgentOutcome, AgentTurnRequest, ApprovalDecision
+from storyloom.workflow.agent_host import (
+    AgentOutcome,
+    AgentTurnRequest,
+    ApprovalDecision,
+    TextCallsOutcome,
+    ToolStep,
+)
 from storyloom.workflow.node_type import NodeContext, WorkflowServices
 
 
@@ -77,6 +84,39 @@ class AgentService:
             except NotFound:
                 continue
         return render_tool_docs(entries)
+
+    async def run_text_calls(self, text: str, *, run_id: str, workflow_id: str) -> TextCallsOutcome:
+        """A workflow's output calls as an agent's (caller ``workflow:<id>``): the global
+        policy decides with no profile of its own (an ``ask`` waits for a person), the
+        KB tools may read but not write, and every call is audited."""
+        caller = ToolCaller("agent", f"workflow:{workflow_id}", run_id)
+        broker = self.host.approvals
+
+        async def approve(tool_id: str, arguments: dict[str, Any]) -> ApprovalDecision:
+            return await broker.request(tool_id, arguments, caller)
+
+        context = ToolCallContext(
+            caller=caller, policy=ToolPolicy(default="allow"), approve=approve
+        )
+        done = await run_text_tool_calls(self.host.manager, text, context)
+        steps = [
+            ToolStep.model_validate(
+                {
+                    "step": 1,
+                    "index": index,
+                    "tool": r.tool,
+                    "arguments": r.arguments,
+                    "decision": r.decision,
+                    "ok": r.ok,
+                    "result": r.result,
+                    "error": r.error,
+                    "durationMs": r.duration_ms,
+                    "auditId": r.audit_id,
+                }
+            )
+            for index, r in enumerate(done.results)
+        ]
+        return TextCallsOutcome(text=done.text, steps=steps)
 
     async def run_turn(self, ctx: NodeContext, request: AgentTurnRequest) -> AgentOutcome:
         profile = self.profile(request.profile_id)

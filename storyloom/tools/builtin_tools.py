@@ -1,9 +1,11 @@
 """The built-in service tools, provided through ``storyloom_tools`` as a plugin would.
 
 - ``system:get_current_time``: the time now, in a named time zone or the machine's.
-- ``kb:Query``, ``kb:ReadEntry``, ``kb:CreateEntry``, ``kb:UpdateEntry``: the project's
-  knowledge, within the caller's :class:`~storyloom.tools.tool_policy.KbAccess`. An
-  entry an agent writes carries ``management_metadata.source = "agent_generated"``.
+- ``kb:Query``, ``kb:ReadEntry``, ``kb:CreateEntry``, ``kb:UpdateEntry``,
+  ``kb:MarkObsolete``, ``kb:DeleteEntry``: the project's knowledge, within the caller's
+  :class:`~storyloom.tools.tool_policy.KbAccess`. An entry an agent writes carries
+  ``management_metadata.source = "agent_generated"``, and every agent write bumps the
+  KB's ``kb_version`` (seed 000 §2.2.3, "管理版本"): its last number goes up by one.
 - ``chat:RollDice``: dice such as ``2d6+1``. Within a turn the n-th roll is seeded by
   sha256(turn key, n, notation), so swiping a turn replays the same rolls; a reroll is
   a new turn key. Without a turn key the roll is random.
@@ -152,6 +154,21 @@ class UpdateEntryParams(_Params):
     tags: list[str] | None = Field(default=None, description="New tags; unset keeps them")
 
 
+class MarkObsoleteParams(_Params):
+    kb: str = Field(min_length=1, description="Knowledge base id or name")
+    entry: str = Field(min_length=1, description="Entry id or display name")
+    reason: str = Field(default="", description="Why the entry no longer holds")
+
+
+class DeleteEntryParams(_Params):
+    kb: str = Field(min_length=1, description="Knowledge base id or name")
+    entry: str = Field(min_length=1, description="Entry id or display name")
+
+
+OBSOLETE_TAG = "obsolete"
+"""Tag ``kb:MarkObsolete`` adds; the entry is also switched off, so no prompt gets it."""
+
+
 def _names(loaded: LoadedKB) -> list[str]:
     return [loaded.kb_id, loaded.kb.kb_displayName, *loaded.aliases, *loaded.reference_ids]
 
@@ -210,6 +227,7 @@ def _entry_view(loaded: LoadedKB, entry: CAIU, limit: int | None = None) -> dict
         "tags": list(entry.management_metadata.tags),
         "enabled": entry.management_metadata.is_enabled,
         "source": entry.management_metadata.source,
+        "kbVersion": loaded.kb.kb_version,
     }
 
 
@@ -276,7 +294,7 @@ def kb_create_entry(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str
         raise InvalidInput.from_validation("entry", exc) from None
     kb = loaded.kb.model_copy(deep=True)
     kb.entries.append(entry)
-    saved = knowledge.replace(kb)
+    saved = knowledge.replace(_versioned(kb))
     return _entry_view(saved, entry)
 
 
@@ -313,8 +331,69 @@ def kb_update_entry(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str
         entry.management_metadata.tags = params.tags
     entry.management_metadata.source = AGENT_SOURCE
     entry.management_metadata.updated_at = _now()
-    saved = knowledge.replace(_revalidated(kb))
+    saved = knowledge.replace(_revalidated(_versioned(kb)))
     return _entry_view(saved, entry)
+
+
+def kb_mark_obsolete(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+    """The entry is kept (its history stays readable) but switched off and tagged
+    ``obsolete``; the reason goes into its author notes."""
+    params = _args(MarkObsoleteParams, arguments)
+    knowledge = _knowledge(ctx)
+    loaded = _find_kb(ctx, params.kb, write=True)
+    kb = loaded.kb.model_copy(deep=True)
+    entry = _find_entry(LoadedKB(kb=kb, folder=loaded.folder, scope=loaded.scope), params.entry)
+    meta = entry.management_metadata
+    meta.is_enabled = False
+    if OBSOLETE_TAG not in meta.tags:
+        meta.tags = [*meta.tags, OBSOLETE_TAG]
+    if params.reason:
+        note = f"Obsolete ({_now()}): {params.reason}"
+        meta.author_notes = f"{meta.author_notes}\n{note}" if meta.author_notes else note
+    meta.source = AGENT_SOURCE
+    meta.updated_at = _now()
+    saved = knowledge.replace(_revalidated(_versioned(kb)))
+    return _entry_view(saved, entry)
+
+
+def kb_delete_entry(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+    """The entry is removed, and with it every other entry's link to it (``child_ids``,
+    ``related_ids``), so nothing points at an entry that is gone."""
+    params = _args(DeleteEntryParams, arguments)
+    knowledge = _knowledge(ctx)
+    loaded = _find_kb(ctx, params.kb, write=True)
+    kb = loaded.kb.model_copy(deep=True)
+    entry = _find_entry(LoadedKB(kb=kb, folder=loaded.folder, scope=loaded.scope), params.entry)
+    kb.entries = [e for e in kb.entries if e.id != entry.id]
+    for other in kb.entries:
+        meta = other.management_metadata
+        meta.child_ids = [i for i in meta.child_ids if i != entry.id]
+        meta.related_ids = [i for i in meta.related_ids if i != entry.id]
+    saved = knowledge.replace(_revalidated(_versioned(kb)))
+    return {
+        "kb": saved.kb_id,
+        "kbName": _label(saved),
+        "deleted": entry.id,
+        "name": entry.displayName or "",
+        "kbVersion": saved.kb.kb_version,
+    }
+
+
+_TRAILING_NUMBER = re.compile(r"(\d+)(\D*)$")
+
+
+def bumped_version(version: str) -> str:
+    """``1.0.0`` → ``1.0.1``; ``v3`` → ``v4``; a version without a number gets ``.1``."""
+    match = _TRAILING_NUMBER.search(version)
+    if match is None:
+        return f"{version}.1" if version else "1"
+    number = str(int(match.group(1)) + 1)
+    return f"{version[: match.start(1)]}{number}{match.group(2)}"
+
+
+def _versioned(kb: KnowledgeBase) -> KnowledgeBase:
+    kb.kb_version = bumped_version(kb.kb_version)
+    return kb
 
 
 def _revalidated(kb: KnowledgeBase) -> KnowledgeBase:
@@ -450,6 +529,20 @@ BUILTIN_TOOLS: tuple[ServiceTool, ...] = (
         "Change an entry's text, name, keywords or tags; what is not given stays.",
         UpdateEntryParams,
         kb_update_entry,
+    ),
+    _tool(
+        "kb:MarkObsolete",
+        "Mark a knowledge entry obsolete",
+        "Switch an entry off and tag it obsolete (it is kept; give the reason).",
+        MarkObsoleteParams,
+        kb_mark_obsolete,
+    ),
+    _tool(
+        "kb:DeleteEntry",
+        "Delete a knowledge entry",
+        "Remove an entry from a knowledge base for good.",
+        DeleteEntryParams,
+        kb_delete_entry,
     ),
     _tool(
         "chat:RollDice",

@@ -45,10 +45,19 @@ MAX_TIMEOUT_S = 60.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+LANGUAGE_DESCRIPTION = (
+    "python (standard library only) or javascript. The JavaScript is quickjs-ng "
+    "(ES2023), not Node.js: no require, import, process, fs, Buffer or npm packages, "
+    "no network; console.log prints. There is no nodejs language."
+)
+"""Seed 003 §4.3 names Node.js; storyloom runs JavaScript on quickjs-ng in the sandbox
+instead, and says so where the model reads it (docs/tools.md §6.3)."""
+
+
 class CodeInterpreterParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    language: CodeLanguage = Field(description="python or javascript")
+    language: CodeLanguage = Field(description=LANGUAGE_DESCRIPTION)
     code: str = Field(
         min_length=1,
         description=(
@@ -122,7 +131,8 @@ def code_interpreter_tool(home: Path | None) -> ServiceTool:
         TOOL_ID,
         execute,
         description=(
-            "Run Python or JavaScript in an isolated sandbox (no network, no host files) "
+            "Run Python or JavaScript (quickjs-ng, not Node.js: no Node APIs or npm) in an "
+            "isolated sandbox (no network, no host files) "
             "and get stdout, stderr, the value of the last expression, the files written "
             "to the working folder and any error with its line. Within one agent run the "
             "working folder persists between calls."

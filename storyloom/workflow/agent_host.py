@@ -92,9 +92,20 @@ class AgentOutcome:
     stopped_by: Literal["reply", "step_limit", "stopped"] = "reply"
 
 
+@dataclass
+class TextCallsOutcome:
+    text: str
+    """The output with every executed block removed."""
+    steps: list[ToolStep] = field(default_factory=list)
+
+
 class AgentHost(Protocol):
     """Runs agent turns for nodes; implemented by ``storyloom.tools``."""
 
     async def run_turn(self, ctx: NodeContext, request: AgentTurnRequest) -> AgentOutcome: ...
 
     def has_profile(self, profile_id: str) -> bool: ...
+
+    async def run_text_calls(self, text: str, *, run_id: str, workflow_id: str) -> TextCallsOutcome:
+        """Run the TAM blocks in a workflow's output ``text`` (``executeToolCalls``)."""
+        ...

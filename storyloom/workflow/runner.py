@@ -85,6 +85,7 @@ from storyloom.workflow.node_cache import OutputCache
 from storyloom.workflow.node_history import NodeHistory, jsonable_outputs
 from storyloom.workflow.node_registry import NodeRegistry
 from storyloom.workflow.node_type import HumanDecision, WorkflowServices
+from storyloom.workflow.tool_results import REQUEST_START as TAM_START
 from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem, check_workflow
 from storyloom.workflow.workflow_file import Workflow
 from storyloom.workflow.workflow_graph import WorkflowLoader
@@ -242,6 +243,8 @@ class WorkflowRun:
             top.flush_events()
             top.pump()
             await top.done
+            if self.workflow.execute_tool_calls and top.failure() is None:
+                await self._run_output_tool_calls(top)
         except asyncio.CancelledError:
             self.cancel()
         except Exception as exc:  # a runner bug must still end the run with an event
@@ -251,6 +254,33 @@ class WorkflowRun:
         await self._drain()
         self._executions.discard(top)
         return self._finish(top)
+
+    async def _run_output_tool_calls(self, top: GraphExecution) -> None:
+        """``executeToolCalls``: each text output's TAM blocks run through the tool host
+        (as the agent ``workflow:<id>``); the output keeps the text without them and
+        each call is a ``node:tool-step`` of its GroupOutput."""
+        agents = self.runner.services.agents
+        for node_id in top.plan.group_outputs:
+            values = top.outputs.get(node_id) or {}
+            for name, value in list(values.items()):
+                if not isinstance(value, str) or TAM_START not in value:
+                    continue
+                if agents is None:
+                    message = (
+                        f"executeToolCalls: output {name!r} holds tool calls and this "
+                        "process has no tool host to run them"
+                    )
+                    self.errors[node_id] = message
+                    top.first_error = top.first_error or (node_id, message)
+                    return
+                done = await agents.run_text_calls(
+                    value, run_id=self.run_id, workflow_id=self.workflow.id
+                )
+                # A new dict: the one there may be the node cache's.
+                values = {**values, name: done.text}
+                top.outputs[node_id] = values
+                for step in done.steps:
+                    self._emit(NodeToolStep, node_id=node_id, step=step.model_dump(mode="json"))
 
     async def _drain(self) -> None:
         """Let every cancelled node task report before the run's last event."""

@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+REQUEST_START = "<|[REQUEST_TOOL]|>"
+"""Opens a TAM call (storyloom.tools.tam); a text without it holds no call."""
 RESULT_START = "<|[TOOL_RESULT]|>"
 RESULT_END = "<|[END_TOOL_RESULT]|>"
 OPEN = "「始」"

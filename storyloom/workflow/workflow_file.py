@@ -108,6 +108,14 @@ class Workflow(_Open):
         alias="interfaceOutputs",
         description="Outputs by name: GroupOutput's inputs, a tool's result",
     )
+    execute_tool_calls: bool = Field(
+        default=False,
+        alias="executeToolCalls",
+        description=(
+            "Run the <|[REQUEST_TOOL]|> blocks in the text outputs once the run completes "
+            "(seed 003 §7.3), as an agent's calls: the global policy, approvals, audit"
+        ),
+    )
 
     @field_validator("id")
     @classmethod
@@ -131,7 +139,11 @@ class Workflow(_Open):
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not self.execute_tool_calls:
+            # Written only when on: a file saved before the setting existed stays as it was.
+            del data["executeToolCalls"]
+        return data
 
 
 class WorkflowSummary(BaseModel):

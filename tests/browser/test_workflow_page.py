@@ -374,3 +374,28 @@ def test_interface_slots_become_group_handles_and_run_inputs(
     page.select_option(tid("wf-config-workflow"), "echo")
     expect(handle(page, "core:SubWorkflow", "target", "topic")).to_have_count(1)
     expect(handle(page, "core:SubWorkflow", "source", "result")).to_have_count(1)
+
+
+def test_the_interface_tab_switches_tool_calls_in_outputs_on(
+    start_server: Callable[..., Any], page: Page
+) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    server = start_server()
+    page.goto(server.url + "workflows")
+    page.click(tid("wf-new"))
+    page.fill(tid("wf-create-name"), "dice")
+    page.click(tid("wf-create-submit"))
+    expect(page).to_have_url(re.compile(r"/workflows/dice$"))
+    page.click(tid("wf-panel-toggle"))
+    page.click(tid("wf-side-interface"))
+    toggle = page.locator(tid("wf-execute-tool-calls"))
+    expect(toggle).not_to_be_checked()
+    toggle.check()
+    page.click(tid("wf-save"))
+    expect(page.locator(tid("wf-status"))).to_contain_text("Saved")
+    path = server.home / "projects" / "default" / "workflows" / "dice.json"
+    assert json.loads(path.read_text())["executeToolCalls"] is True
+    page.reload()
+    page.click(tid("wf-panel-toggle"))
+    page.click(tid("wf-side-interface"))
+    expect(page.locator(tid("wf-execute-tool-calls"))).to_be_checked()

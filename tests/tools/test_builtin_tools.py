@@ -11,7 +11,7 @@ import pytest
 
 from storyloom.core.errors import InvalidInput
 from storyloom.knowledge.caiu import CAIU, Content
-from storyloom.tools.builtin_tools import parse_dice
+from storyloom.tools.builtin_tools import bumped_version, parse_dice
 from tests.tools.tool_support import Tools, kb_access, make_tools
 
 
@@ -200,3 +200,29 @@ def test_builtin_parameters_come_from_pydantic_without_titles(tools: Tools) -> N
     params = tools.manager.get("kb:CreateEntry").definition.parameters
     assert params["required"] == ["kb", "name", "content"]
     assert "title" not in params and "title" not in params["properties"]["name"]
+
+
+async def test_every_agent_write_bumps_the_kb_version(tools: Tools) -> None:
+    ctx = tools.context(kb_access=kb_access(write=["Lore"]))
+    assert kb_file(tools, "Lore")["kb_version"] == "1.0.0"
+    created = await tools.manager.call(
+        "kb:CreateEntry", {"kb": "Lore", "name": "Wyvern", "content": "Small."}, ctx
+    )
+    assert created.ok and created.result["kbVersion"] == "1.0.1"
+    await tools.manager.call("kb:UpdateEntry", {"kb": "Lore", "entry": "Inn", "content": "-"}, ctx)
+    await tools.manager.call("kb:MarkObsolete", {"kb": "Lore", "entry": "Inn"}, ctx)
+    deleted = await tools.manager.call("kb:DeleteEntry", {"kb": "Lore", "entry": "Wyvern"}, ctx)
+    assert deleted.ok, deleted.error
+    assert deleted.result["deleted"] == created.result["id"]
+    assert kb_file(tools, "Lore")["kb_version"] == "1.0.4"
+    missing = await tools.manager.call("kb:DeleteEntry", {"kb": "Lore", "entry": "Wyvern"}, ctx)
+    assert not missing.ok and "no entry 'Wyvern'" in (missing.error or "")
+    assert kb_file(tools, "Lore")["kb_version"] == "1.0.4"
+
+
+def test_versions_bump_their_last_number() -> None:
+    assert bumped_version("1.0.0") == "1.0.1"
+    assert bumped_version("2.9") == "2.10"
+    assert bumped_version("v3-beta") == "v4-beta"
+    assert bumped_version("draft") == "draft.1"
+    assert bumped_version("") == "1"

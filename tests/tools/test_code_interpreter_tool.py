@@ -182,3 +182,30 @@ def test_the_cli_prints_the_result_object(tmp_path: Path) -> None:
     assert answer["ok"] and answer["tool"] == TOOL_ID
     assert set(answer["result"]) == RESULT_KEYS
     assert answer["result"]["stdout"] == "42\n" and answer["result"]["exit_code"] == 0
+
+
+def test_the_schema_says_the_javascript_is_not_node_and_nodejs_is_refused(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    project = tmp_path / "project"
+    init_project(project)
+    listed = storyloom("tools", "list", "--json", "--project", str(project), home=home)
+    assert listed.returncode == 0, listed.stderr
+    (tool,) = [t for t in json.loads(listed.stdout) if t["id"] == TOOL_ID]
+    language = tool["parameters"]["properties"]["language"]
+    assert "not Node.js" in language["description"] and "no require" in language["description"]
+    assert "not Node.js" in tool["description"]
+    refused = storyloom(
+        "tools",
+        "call",
+        TOOL_ID,
+        "--args",
+        json.dumps({"language": "nodejs", "code": "console.log(1)"}),
+        "--project",
+        str(project),
+        home=home,
+    )
+    assert refused.returncode != 0
+    assert "language" in refused.stdout + refused.stderr

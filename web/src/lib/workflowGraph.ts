@@ -51,6 +51,8 @@ export interface WorkflowMeta {
   formatVersion?: number
   interfaceInputs?: Record<string, InterfaceSlot>
   interfaceOutputs?: Record<string, InterfaceSlot>
+  /** Run the TAM blocks of the text outputs once a run completes (docs/tools.md §4). */
+  executeToolCalls?: boolean
   [extra: string]: unknown
 }
 
