@@ -210,7 +210,7 @@ async def put_base(request: Request, kb_id: str, body: KnowledgeBase) -> Knowled
 _MEDIA_ERRORS = error_responses(404, 413, 422)
 
 
-@router.put(
+@router.post(
     "/bases/{kb_id}/entries/{entry_id}/media",
     response_model=KnowledgeBaseDocument,
     responses=_MEDIA_ERRORS,

@@ -85,7 +85,7 @@ async def text_api(
 
 
 async def _attach(api: httpx.AsyncClient, entry_id: str) -> None:
-    response = await api.put(
+    response = await api.post(
         f"/api/knowledge/bases/kb_bestiary/entries/{entry_id}/media",
         files={"file": ("picture.png", IMAGE.read_bytes())},
     )

@@ -23,7 +23,7 @@ def _media_url(kb_id: str, entry_id: str) -> str:
 def _attach(
     client: httpx.Client, kb_id: str, entry_id: str, name: str, data: bytes
 ) -> httpx.Response:
-    return client.put(_media_url(kb_id, entry_id), files={"file": (name, data)})
+    return client.post(_media_url(kb_id, entry_id), files={"file": (name, data)})
 
 
 def test_an_uploaded_image_lands_in_media_and_the_entry_names_it(client: httpx.Client) -> None:
