@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import FilePayload, Page, expect
 
 from tests.browser.conftest import LANTERNFALL, RESULTS_DIR, tid, with_lanternfall
 
@@ -246,9 +246,8 @@ def test_attach_an_image_to_an_entry_and_see_its_preview(
     expect(section.locator(tid("entry-image-attach"))).to_be_enabled()
 
     # Not an image, whatever its name: refused, naming the file.
-    section.locator(tid("entry-image-file")).set_input_files(
-        files=[{"name": "beacon.png", "mimeType": "image/png", "buffer": b"<svg></svg>"}]
-    )
+    not_an_image: FilePayload = {"name": "beacon.png", "mimeType": "image/png", "buffer": b"<svg/>"}
+    section.locator(tid("entry-image-file")).set_input_files(files=[not_an_image])
     expect(section.locator(tid("entry-image-error"))).to_contain_text("beacon.png")
 
     section.locator(tid("entry-image-file")).set_input_files(str(IMAGE))

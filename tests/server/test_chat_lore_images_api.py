@@ -45,6 +45,10 @@ BOOK = KnowledgeBase(
         _entry("dragon", {"value": "DRAGON-TEXT: a red dragon, wings spread."}),
         _entry("wyrm", {"value": "", "alt_text": "WYRM-ALT: a pale wyrm coiled on gold."}),
         _entry("plain", {"value": "PLAIN-LORE"}),
+        _entry(
+            "map",
+            {"value": "MAP-TEXT", "url": "https://maps.example/harbour.png"},
+        ),
     ],
 )
 CARD: dict[str, Any] = {
@@ -121,7 +125,8 @@ async def test_a_vision_connection_gets_the_entry_s_image_as_a_content_part(
     text, urls = parts[0]
     assert "DRAGON-TEXT" in text and "WYRM-ALT" in text
     expected = "data:image/png;base64," + base64.b64encode(IMAGE.read_bytes()).decode()
-    assert urls == [expected, expected]
+    # Files as data URLs, a web address as it is (in the order the entries are injected).
+    assert sorted(urls) == sorted([expected, expected, "https://maps.example/harbour.png"])
     assert all("images" not in m for m in sent)  # storyloom's own reference never leaves
 
 
@@ -141,3 +146,4 @@ async def test_a_connection_without_vision_gets_the_text_and_the_alt_text_only(
     assert all("images" not in m for m in sent)
     joined = "\n".join(m["content"] for m in sent)
     assert "DRAGON-TEXT" in joined and "WYRM-ALT" in joined and "PLAIN-LORE" in joined
+    assert "MAP-TEXT" in joined and "maps.example" not in joined
