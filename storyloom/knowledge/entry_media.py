@@ -83,7 +83,6 @@ def store_entry_image(
     ):
         old.unlink(missing_ok=True)
     content = entry.content.model_copy(update={"path": relative, "mime_type": media_type})
-    content.metadata = {**content.metadata, "bytes": len(data)}
     updated = entry.model_copy(update={"content": content})
     entries = [updated if e.id == entry_id else e for e in kb.entries]
     return kb.model_copy(update={"entries": entries})
