@@ -218,6 +218,15 @@ class _ChatEndpointFields(BaseModel):
         ),
     )
 
+    vision: bool = Field(
+        default=False,
+        description=(
+            "The model reads images (OpenAI image_url content parts, chat API only): an "
+            "injected knowledge entry's image is sent with its text. Off: the entry's "
+            "text (else its alt text or caption) stands in for the image"
+        ),
+    )
+
     _url = field_validator("base_url")(_check_base_url)
 
     @field_validator("token_encoding")

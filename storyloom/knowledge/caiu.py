@@ -336,4 +336,11 @@ class CAIU(_Open):
 
     @property
     def text(self) -> str:
-        return self.content.value or ""
+        """What the prompt gets: the content's text; for media without one, its alt text
+        or caption (the stand-in a model without vision is sent)."""
+        content = self.content
+        if content.value:
+            return content.value
+        if content.path or content.url:
+            return content.alt_text or content.caption or ""
+        return ""

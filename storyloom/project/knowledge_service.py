@@ -53,6 +53,7 @@ from storyloom.knowledge.embedding_models import (
     ResolvedModel,
     resolve_embedding_model,
 )
+from storyloom.knowledge.entry_media import store_entry_image
 from storyloom.knowledge.entry_text import injected_text
 from storyloom.knowledge.global_library import GLOBAL_DIR, global_folders
 from storyloom.knowledge.hybrid_search import SearchHit, search, semantic_scores
@@ -283,6 +284,15 @@ class KnowledgeService:
             loaded = self.snapshot().require(kb.kb_id)
             save_knowledge_base(kb, loaded.folder)
             return self.reload().require(kb.kb_id)
+
+    def attach_image(self, kb_id: str, entry_id: str, data: bytes, filename: str) -> LoadedKB:
+        """Store ``data`` as entry ``entry_id``'s image in the KB's ``media/`` folder and
+        save the KB naming it (both atomic)."""
+        with self._lock:
+            loaded = self.snapshot().require(kb_id)
+            kb = store_entry_image(loaded.kb, loaded.folder, entry_id, data, filename)
+            save_knowledge_base(kb, loaded.folder)
+            return self.reload().require(kb_id)
 
     def reference_global(self, kb_id: str) -> LoadedKB:
         """Add the global KB ``kb_id`` to project.json's ``knowledgeBaseReferences`` (seed

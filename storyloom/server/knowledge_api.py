@@ -31,6 +31,7 @@ from storyloom.knowledge.activation import ActivationResult, Reason, ScanMessage
 from storyloom.knowledge.activation_settings import ActivationSettings
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
+from storyloom.knowledge.entry_media import MAX_MEDIA_BYTES, read_entry_image
 from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_schema, now_iso
 from storyloom.knowledge.st_export import export_world_info
 from storyloom.project.knowledge_service import EmbeddingState, KnowledgeService, Snapshot
@@ -45,6 +46,7 @@ from storyloom.server.api_errors import (
 from storyloom.server.file_transfer import (
     CardConflictChoice,
     download,
+    read_named_upload,
     too_large,
     upload_limit,
     upload_name,
@@ -203,6 +205,44 @@ async def put_base(request: Request, kb_id: str, body: KnowledgeBase) -> Knowled
     loaded = await asyncio.to_thread(service.replace, body)
     service.embed_later([loaded])
     return await asyncio.to_thread(_document, service, loaded)
+
+
+_MEDIA_ERRORS = error_responses(404, 413, 422)
+
+
+@router.post(
+    "/bases/{kb_id}/entries/{entry_id}/media",
+    response_model=KnowledgeBaseDocument,
+    responses=_MEDIA_ERRORS,
+)
+async def upload_entry_media(
+    request: Request,
+    kb_id: str,
+    entry_id: str,
+    file: Annotated[UploadFile, File(description="A PNG, JPEG, GIF or WebP image")],
+) -> KnowledgeBaseDocument:
+    """Attach an image to a saved entry: written into the KB's ``media/`` folder (type
+    by its bytes, at most 10 MB), the entry's ``content.path``/``mime_type`` set to it;
+    its text stays, as the stand-in a model without vision is sent."""
+    service = _service(request)
+    service.snapshot().require(kb_id)
+    filename, data = await read_named_upload(
+        request, file, min(upload_limit(request), MAX_MEDIA_BYTES)
+    )
+    loaded = await asyncio.to_thread(service.attach_image, kb_id, entry_id, data, filename)
+    return await asyncio.to_thread(_document, service, loaded)
+
+
+@router.get("/bases/{kb_id}/entries/{entry_id}/media", responses=_ERRORS)
+def entry_media(request: Request, kb_id: str, entry_id: str) -> Response:
+    """The entry's image, served as what its bytes are (anything else: 404)."""
+    loaded = _service(request).snapshot().require(kb_id)
+    data, media_type = read_entry_image(loaded.kb, loaded.folder, entry_id)
+    return Response(
+        data,
+        media_type=media_type,
+        headers={"cache-control": "no-cache", "x-content-type-options": "nosniff"},
+    )
 
 
 class KnowledgeBasePatch(BaseModel):

@@ -8,11 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import FilePayload, Page, expect
 
 from tests.browser.conftest import LANTERNFALL, RESULTS_DIR, tid, with_lanternfall
 
 pytestmark = pytest.mark.browser
+
+IMAGE = LANTERNFALL.with_name("card_maren_v2_v3.png")
+IMAGE_WIDTH = 2
+OTHER_IMAGE = LANTERNFALL.with_name("card_greta_de_v2_tiny.png")
+OTHER_IMAGE_WIDTH = 1
 
 
 def only_kb(server: Any) -> dict[str, Any]:
@@ -217,3 +222,47 @@ def test_knowledge_page_in_chinese(start_server: Any, page: Page) -> None:
     expect(page.locator(tid("tab-activation"))).to_have_text("测试激活")
     expect(page.locator(tid("kb-save"))).to_have_text("保存")
     expect(page.locator(tid("kb-item-meta"))).to_contain_text("4 个条目")
+
+
+def test_attach_an_image_to_an_entry_and_see_its_preview(
+    start_server: Any, sized_page: Page
+) -> None:
+    """The entry's Image section uploads the file into the KB's media/ folder, shows it
+    (served back by the route) and replaces it; an unsaved KB asks to be saved first, a
+    file that is no image is refused with its name. At the laptop and the phone size."""
+    page = sized_page
+    server = start_server(with_lanternfall)
+    kb = open_kb(page, server)
+    select_entry(page, "lighthouse")
+    section = page.locator(tid("entry-image"))
+    expect(section.locator(tid("entry-image-preview"))).to_have_count(0)
+
+    # An edit not saved yet: the image waits for it.
+    page.locator(tid("field-displayName")).fill("lighthouse (drawn)")
+    expect(section.locator(tid("entry-image-attach"))).to_be_disabled()
+    expect(section.locator(tid("entry-image-save-first"))).to_be_visible()
+    page.locator(tid("kb-save")).click()
+    expect(page.locator(tid("save-bar"))).not_to_have_class(re.compile(r"\bdirty\b"))
+    expect(section.locator(tid("entry-image-attach"))).to_be_enabled()
+
+    # Not an image, whatever its name: refused, naming the file.
+    not_an_image: FilePayload = {"name": "beacon.png", "mimeType": "image/png", "buffer": b"<svg/>"}
+    section.locator(tid("entry-image-file")).set_input_files(files=[not_an_image])
+    expect(section.locator(tid("entry-image-error"))).to_contain_text("beacon.png")
+
+    section.locator(tid("entry-image-file")).set_input_files(str(IMAGE))
+    preview = section.locator(tid("entry-image-preview"))
+    expect(preview).to_be_visible()
+    expect(preview).to_have_js_property("naturalWidth", IMAGE_WIDTH)
+    expect(section.locator(tid("entry-image-error"))).to_have_count(0)
+    entry = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == "lighthouse (drawn)")
+    assert entry["content"]["mime_type"] == "image/png"
+    assert (Path(kb["folder"]) / entry["content"]["path"]).read_bytes() == IMAGE.read_bytes()
+    expect(page.locator(tid("save-bar"))).not_to_have_class(re.compile(r"\bdirty\b"))
+
+    # Replaced: the preview shows the new image (a new address, never the cached one).
+    section.locator(tid("entry-image-file")).set_input_files(str(OTHER_IMAGE))
+    expect(preview).to_have_js_property("naturalWidth", OTHER_IMAGE_WIDTH)
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), (
+        "the Image section scrolls the page sideways"
+    )

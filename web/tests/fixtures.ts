@@ -27,6 +27,7 @@ export function chatView(over: Partial<ChatEndpointView> = {}): ChatEndpointView
     reasoning_prefix: '<think>',
     reasoning_suffix: '</think>',
     local_model: null,
+    vision: false,
     api_key_set: false,
     ...over,
   }

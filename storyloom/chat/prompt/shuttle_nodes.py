@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationError
 
 from storyloom.chat.personalab.director import advance_plot, outline_points
+from storyloom.chat.prompt.lore_images import mark_lore_images, request_messages
 from storyloom.chat.prompt.prompt_ast import apply_prompt_regex, run_prompt_ast
 from storyloom.chat.prompt.script_shuttle import run_script_shuttle
 from storyloom.chat.prompt.skein import Skein
@@ -41,7 +42,7 @@ from storyloom.chat.prompt.skein_builder import (
 )
 from storyloom.chat.prompt.text_prompt import skein_text_prompt, template_cost
 from storyloom.chat.prompt.token_budget import CHAT_COST, apply_budget
-from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, NamesBehavior, weave
+from storyloom.chat.prompt.weaver import NAMES_BEHAVIORS, NamesBehavior, weave_sources
 from storyloom.chat.reply.filament import FilamentTags, parse_filament
 from storyloom.chat.reply.mvu_values import MvuWarning, apply_mvu_ops
 from storyloom.chat.reply.state_ops import StateOp, ops_from_json, ops_to_json
@@ -490,10 +491,10 @@ class Weaver(NodeType[WeaverConfig]):
         self, ctx: NodeContext, inputs: dict[str, Any], config: WeaverConfig
     ) -> dict[str, Any]:
         skein = skein_input(inputs)
-        messages = weave(
+        woven = weave_sources(
             skein, names_behavior=config.names_behavior, squash_system=config.squash_system
         )
-        return {"messages": messages}
+        return {"messages": mark_lore_images(woven, ctx.services.knowledge)}
 
 
 # -- the prompt as one string (text-completion APIs) -----------------------------------------
@@ -699,9 +700,11 @@ class LLMInvoker(NodeType[LLMInvokerConfig]):
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise ShuttleError(f"input messages: expected a list of messages, got {messages!r}")
         overrides = sampling_overrides(config)
-        request = [dict(m) for m in messages]
         snapshot = _agent_snapshot(ctx, inputs)
         endpoint = turn_endpoint(ctx, inputs, config.role)
+        request = await ctx.run_blocking(
+            request_messages, messages, endpoint, ctx.services.knowledge
+        )
         if snapshot is not None and snapshot.agent_profile is not None:
             return await _agent_turn(ctx, snapshot, snapshot.agent_profile, request, overrides)
         prompt = prompt_input(inputs) if endpoint.api != "chat" else None

@@ -1,6 +1,6 @@
 // Typed calls for /api/knowledge: knowledge bases, references, activation test, search,
 // import and export.
-import { type Fetch, requestJson } from './client'
+import { type Fetch, postForm, requestJson } from './client'
 import type {
   ActivationTestRequest,
   ActivationTestResponse,
@@ -89,6 +89,19 @@ export function embeddingProgress(kbId: string, fetchImpl?: Fetch): Promise<Embe
 export type ExportFormat = 'st-worldinfo' | 'ctkbz'
 
 /** Where the browser downloads a KB from (a plain link: the server names the file). */
+/** Where the browser shows entry `entryId`'s image from; `version` (its `content.path`,
+ * which changes with every new image) keeps a replaced image out of the cache. */
+export function entryMediaUrl(kbId: string, entryId: string, version = ''): string {
+  const query = version ? `?v=${enc(version)}` : ''
+  return `${BASE}/bases/${enc(kbId)}/entries/${enc(entryId)}/media${query}`
+}
+
+/** Attach an image (PNG, JPEG, GIF or WebP, at most 10 MB) to a saved entry: the server
+ * stores it in the KB's media/ folder and answers the saved KB. */
+export function attachEntryImage(kbId: string, entryId: string, file: File, fetchImpl?: Fetch): Promise<KnowledgeBaseDocument> {
+  return postForm<KnowledgeBaseDocument>(`${BASE}/bases/${enc(kbId)}/entries/${enc(entryId)}/media`, { file }, fetchImpl)
+}
+
 export function exportUrl(kbId: string, format: ExportFormat): string {
   return `${BASE}/bases/${enc(kbId)}/export?format=${format}`
 }

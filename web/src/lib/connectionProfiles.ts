@@ -25,6 +25,7 @@ export const NEW_CONNECTION: ChatEndpointView = {
   reasoning_suffix: '</think>',
   token_encoding: null,
   tokenizer_model: null,
+  vision: false,
 }
 
 export interface ConnectionForm extends ChatForm {

@@ -82,6 +82,8 @@ export interface ChatForm extends KeyFields {
   /** What opens and closes reasoning written in the reply (SillyTavern's Reasoning Formatting). */
   reasoning_prefix: string
   reasoning_suffix: string
+  /** The model reads images: a lore entry's image goes to it as an image part. */
+  vision: boolean
   /** A .gguf file run on storyloom's own llama.cpp; '' calls base_url instead. */
   local_path: string
   local_context: NumberInput
@@ -158,6 +160,7 @@ export function chatFormFromView(view: ChatEndpointView): ChatForm {
     context_window: view.context_window ?? '',
     reasoning_prefix: view.reasoning_prefix ?? '<think>',
     reasoning_suffix: view.reasoning_suffix ?? '</think>',
+    vision: view.vision ?? false,
     local_path: view.local_model?.path ?? '',
     local_context: view.local_model?.context_size ?? 4096,
     local_threads: view.local_model?.threads ?? 1,
@@ -269,6 +272,7 @@ export function buildChatUpdate(base: ChatEndpointView, form: ChatForm): Built<C
     context_window: contextWindow,
     reasoning_prefix: form.reasoning_prefix,
     reasoning_suffix: form.reasoning_suffix,
+    vision: form.vision,
     local_model: localPath
       ? {
           path: localPath,
