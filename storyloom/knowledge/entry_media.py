@@ -14,7 +14,7 @@ from pathlib import Path
 from storyloom.core.atomic_io import atomic_write_bytes
 from storyloom.core.errors import FieldProblem, InvalidInput, NotFound
 from storyloom.core.image_kind import IMAGE_SUFFIXES, image_type
-from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.caiu import CAIU, Content
 from storyloom.knowledge.knowledge_base import MEDIA_DIR, KnowledgeBase
 
 MAX_MEDIA_BYTES = 10 * 1024 * 1024
@@ -53,11 +53,12 @@ def media_file(folder: Path, entry: CAIU) -> Path | None:
 
 def store_entry_image(
     kb: KnowledgeBase, folder: Path, entry_id: str, data: bytes, filename: str
-) -> KnowledgeBase:
+) -> tuple[KnowledgeBase, Path | None]:
     """``kb`` with entry ``entry_id`` showing the image ``data`` (uploaded as
-    ``filename``), written into ``folder/media/``; the caller saves the returned KB. The
-    entry's text (``content.value``) stays: it is what a model without vision is sent. A
-    previous image of the entry that this function wrote is removed."""
+    ``filename``), written into ``folder/media/``, and the entry's previous image (one
+    this function wrote) to delete once the caller saved that KB: a crash in between
+    leaves a spare file, never an entry naming a deleted one. The entry's text
+    (``content.value``) stays: it is what a model without vision is sent."""
     entry = _entry(kb, entry_id)
     media_type = image_type(data)
     if media_type is None:
@@ -74,17 +75,43 @@ def store_entry_image(
     digest = hashlib.sha256(data).hexdigest()[:16]
     relative = f"{MEDIA_DIR}/{stem}-{digest}{IMAGE_SUFFIXES[media_type]}"
     atomic_write_bytes(folder / relative, data)
-    old = media_file(folder, entry)
-    if (
-        old is not None
-        and old.name.startswith(f"{stem}-")
-        and old.parent == (folder / MEDIA_DIR).resolve()
-        and old != (folder / relative).resolve()
-    ):
-        old.unlink(missing_ok=True)
+    old = _stored_image(folder, entry)
+    stale = old if old is not None and old != (folder / relative).resolve() else None
     content = entry.content.model_copy(update={"path": relative, "mime_type": media_type})
+    return _with_content(kb, entry, content), stale
+
+
+def remove_entry_image(
+    kb: KnowledgeBase, folder: Path, entry_id: str
+) -> tuple[KnowledgeBase, Path | None]:
+    """``kb`` with entry ``entry_id`` showing no image (its text stays), and the file to
+    delete once that KB is saved: the image :func:`store_entry_image` wrote for it (a
+    file the entry names that storyloom did not write is left on disk).
+    :class:`EntryHasNoMedia` when the entry names none."""
+    entry = _entry(kb, entry_id)
+    if not entry.content.path:
+        raise EntryHasNoMedia(f"entry {entry_id} of {kb.kb_id} has no media file")
+    # The text that stood in for the image is the entry's content again.
+    content = entry.content.model_copy(update={"path": None, "mime_type": "text/plain"})
+    return _with_content(kb, entry, content), _stored_image(folder, entry)
+
+
+def _stored_image(folder: Path, entry: CAIU) -> Path | None:
+    """The entry's image file if :func:`store_entry_image` wrote it (named for the entry,
+    in ``media/``)."""
+    path = media_file(folder, entry)
+    if (
+        path is not None
+        and path.name.startswith(f"{_safe_stem(entry.id)}-")
+        and path.parent == (folder / MEDIA_DIR).resolve()
+    ):
+        return path
+    return None
+
+
+def _with_content(kb: KnowledgeBase, entry: CAIU, content: Content) -> KnowledgeBase:
     updated = entry.model_copy(update={"content": content})
-    entries = [updated if e.id == entry_id else e for e in kb.entries]
+    entries = [updated if e.id == entry.id else e for e in kb.entries]
     return kb.model_copy(update={"entries": entries})
 
 

@@ -53,7 +53,7 @@ from storyloom.knowledge.embedding_models import (
     ResolvedModel,
     resolve_embedding_model,
 )
-from storyloom.knowledge.entry_media import store_entry_image
+from storyloom.knowledge.entry_media import remove_entry_image, store_entry_image
 from storyloom.knowledge.entry_text import injected_text
 from storyloom.knowledge.global_library import GLOBAL_DIR, global_folders
 from storyloom.knowledge.hybrid_search import SearchHit, search, semantic_scores
@@ -290,9 +290,22 @@ class KnowledgeService:
         save the KB naming it (both atomic)."""
         with self._lock:
             loaded = self.snapshot().require(kb_id)
-            kb = store_entry_image(loaded.kb, loaded.folder, entry_id, data, filename)
-            save_knowledge_base(kb, loaded.folder)
-            return self.reload().require(kb_id)
+            kb, stale = store_entry_image(loaded.kb, loaded.folder, entry_id, data, filename)
+            return self._save_dropping(kb, loaded.folder, stale)
+
+    def detach_image(self, kb_id: str, entry_id: str) -> LoadedKB:
+        """Save the KB with entry ``entry_id`` naming no image, then delete the image file
+        storyloom stored for it."""
+        with self._lock:
+            loaded = self.snapshot().require(kb_id)
+            kb, stale = remove_entry_image(loaded.kb, loaded.folder, entry_id)
+            return self._save_dropping(kb, loaded.folder, stale)
+
+    def _save_dropping(self, kb: KnowledgeBase, folder: Path, stale: Path | None) -> LoadedKB:
+        save_knowledge_base(kb, folder)
+        if stale is not None:
+            stale.unlink(missing_ok=True)
+        return self.reload().require(kb.kb_id)
 
     def reference_global(self, kb_id: str) -> LoadedKB:
         """Add the global KB ``kb_id`` to project.json's ``knowledgeBaseReferences`` (seed

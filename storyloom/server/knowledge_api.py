@@ -233,6 +233,20 @@ async def upload_entry_media(
     return await asyncio.to_thread(_document, service, loaded)
 
 
+@router.delete(
+    "/bases/{kb_id}/entries/{entry_id}/media",
+    response_model=KnowledgeBaseDocument,
+    responses=_ERRORS,
+)
+async def remove_entry_media(request: Request, kb_id: str, entry_id: str) -> KnowledgeBaseDocument:
+    """Take an entry's image away: the entry is saved naming none (its text stays what
+    every model is sent), then the image storyloom stored for it is deleted."""
+    service = _service(request)
+    service.snapshot().require(kb_id)
+    loaded = await asyncio.to_thread(service.detach_image, kb_id, entry_id)
+    return await asyncio.to_thread(_document, service, loaded)
+
+
 @router.get("/bases/{kb_id}/entries/{entry_id}/media", responses=_ERRORS)
 def entry_media(request: Request, kb_id: str, entry_id: str) -> Response:
     """The entry's image, served as what its bytes are (anything else: 404)."""

@@ -266,3 +266,17 @@ def test_attach_an_image_to_an_entry_and_see_its_preview(
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), (
         "the Image section scrolls the page sideways"
     )
+
+    # Removed: no preview, the entry's text stays, the stored file is gone.
+    drawn = "lighthouse (drawn)"
+    replaced = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == drawn)
+    stored = Path(kb["folder"]) / replaced["content"]["path"]
+    assert stored.exists()
+    section.locator(tid("entry-image-remove")).click()
+    expect(preview).to_have_count(0)
+    expect(section.locator(tid("entry-image-remove"))).to_have_count(0)
+    expect(section.locator(tid("entry-image-attach"))).to_be_enabled()
+    after = next(e for e in kb_on_disk(kb)["entries"] if e["displayName"] == drawn)
+    assert after["content"].get("path") is None
+    assert after["content"]["value"] == replaced["content"]["value"]
+    assert not stored.exists()

@@ -112,3 +112,40 @@ def test_a_hand_written_path_outside_the_folder_or_to_no_image_is_never_served(
     assert response.status_code == 404
     assert "not an image" in response.json()["error"]["message"]
     assert image_type(IMAGE.read_bytes()) == "image/png"
+
+
+def test_removing_an_image_keeps_the_text_and_deletes_the_file(client: httpx.Client) -> None:
+    kb_id = make_kb(client, "Bestiary", [entry("dragon", "Dragon", "A red dragon.")])
+    attached = _attach(client, kb_id, "dragon", "a.png", IMAGE.read_bytes()).json()
+    stored = attached["knowledge_base"]["entries"][0]["content"]["path"]
+    folder = kb_file(client, kb_id).parent
+
+    removed = client.delete(_media_url(kb_id, "dragon"))
+
+    assert removed.status_code == 200, removed.text
+    content = removed.json()["knowledge_base"]["entries"][0]["content"]
+    assert content.get("path") is None
+    assert content["mime_type"] == "text/plain"
+    assert content["value"] == "A red dragon."
+    assert not (folder / stored).exists()
+    assert client.get(_media_url(kb_id, "dragon")).status_code == 404
+    # Nothing left to remove: said so, and nothing changes.
+    again = client.delete(_media_url(kb_id, "dragon"))
+    assert again.status_code == 404
+    assert "has no media file" in again.json()["error"]["message"]
+
+
+def test_removing_a_hand_placed_image_leaves_its_file(client: httpx.Client) -> None:
+    hand_placed = {"value": "A red dragon.", "path": "art/dragon.png", "mime_type": "image/png"}
+    kb_id = make_kb(
+        client, "Bestiary", [entry("dragon", "Dragon", "A red dragon.", content=hand_placed)]
+    )
+    folder = kb_file(client, kb_id).parent
+    (folder / "art").mkdir()
+    (folder / "art" / "dragon.png").write_bytes(IMAGE.read_bytes())
+
+    removed = client.delete(_media_url(kb_id, "dragon"))
+
+    assert removed.status_code == 200, removed.text
+    assert removed.json()["knowledge_base"]["entries"][0]["content"].get("path") is None
+    assert (folder / "art" / "dragon.png").exists()

@@ -99,7 +99,7 @@ def test_risk_is_high_for_python_and_overrides_medium_for_hooks_low_otherwise(
 ) -> None:
     plugins = tmp_path / "project" / "plugins"
     write_plugin(plugins, "py", files={"nodes/py.py": node_module("py")})
-    write_plugin(plugins, "over", {"permissions": {"ui": {"override": ["ui:ChatView"]}}})
+    write_plugin(plugins, "over", {"permissions": {"ui": {"override": ["ui:ChatMessage"]}}})
     write_plugin(plugins, "hooks", {"permissions": {"hooks": ["hook:client:node:render-after"]}})
     write_plugin(plugins, "wrap", {"permissions": {"ui": {"wrap": ["ui:BaseNode"]}}})
     write_plugin(plugins, "net", {"permissions": {"network": True}})
@@ -109,7 +109,7 @@ def test_risk_is_high_for_python_and_overrides_medium_for_hooks_low_otherwise(
     risk = {p.name: (p.risk, p.risk_reasons) for p in found}
 
     assert risk["py"] == ("high", ("runs Python code inside the server process (nodes/py.py)",))
-    assert risk["over"] == ("high", ("replaces core UI components: ui:ChatView",))
+    assert risk["over"] == ("high", ("replaces core UI components: ui:ChatMessage",))
     assert risk["hooks"][0] == "medium"
     assert risk["wrap"] == ("medium", ("wraps core UI components: ui:BaseNode",))
     assert risk["net"] == ("medium", ("connects to other machines",))

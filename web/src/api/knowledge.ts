@@ -102,6 +102,12 @@ export function attachEntryImage(kbId: string, entryId: string, file: File, fetc
   return postForm<KnowledgeBaseDocument>(`${BASE}/bases/${enc(kbId)}/entries/${enc(entryId)}/media`, { file }, fetchImpl)
 }
 
+/** Take an entry's image away: the server saves the entry naming none (its text stays)
+ * and deletes the image it stored; answers the saved KB. */
+export function removeEntryImage(kbId: string, entryId: string, fetchImpl?: Fetch): Promise<KnowledgeBaseDocument> {
+  return requestJson<KnowledgeBaseDocument>('DELETE', `${BASE}/bases/${enc(kbId)}/entries/${enc(entryId)}/media`, undefined, fetchImpl)
+}
+
 export function exportUrl(kbId: string, format: ExportFormat): string {
   return `${BASE}/bases/${enc(kbId)}/export?format=${format}`
 }
