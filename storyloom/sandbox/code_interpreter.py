@@ -1,9 +1,11 @@
-"""The CodeInterpreter: run a piece of Python or JavaScript in the sandbox and say what it
-printed, what its last expression was, which files it wrote and what stopped it.
+"""The CodeInterpreter: run a piece of Python, JavaScript or Node.js in the sandbox and say
+what it printed, what its last expression was, which files it wrote and what stopped it.
 
 One call is one sandboxed run of :mod:`storyloom.sandbox.interpreter_runner` (the
-sandbox's Python, ``-I -S``; JavaScript through the ``_quickjs`` extension mounted
-read-only). A failure of the code itself (an exception, a syntax error, a limit) is a
+sandbox's Python, ``-I -S``; ``javascript`` through the ``_quickjs`` extension mounted
+read-only; ``nodejs`` as the host's Node.js, bound read-only and started by the runner
+with :data:`NODE_BOOT_HOST`, under RLIMIT_DATA instead of RLIMIT_AS). A failure of the
+code itself (an exception, a syntax error, a limit) is a
 normal :class:`CodeRunResult` with ``error`` set, for the model to read and fix; only a
 missing sandbox raises (:class:`~storyloom.sandbox.bwrap.SandboxUnavailable`): code never
 runs unsandboxed.
@@ -38,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from storyloom.core.errors import InvalidInput, Unavailable
 from storyloom.sandbox.limits import LimitName, SandboxLimits
+from storyloom.sandbox.node_binary import NodeBinary, NodeMissing, find_node
 from storyloom.sandbox.process_sandbox import (
     Mount,
     SandboxRequest,
@@ -46,13 +49,15 @@ from storyloom.sandbox.process_sandbox import (
     run_sandboxed,
 )
 
-CodeLanguage = Literal["python", "javascript"]
-LANGUAGES: tuple[CodeLanguage, ...] = ("python", "javascript")
+CodeLanguage = Literal["python", "javascript", "nodejs"]
+LANGUAGES: tuple[CodeLanguage, ...] = ("python", "javascript", "nodejs")
 
 RUNNER_HOST = Path(__file__).with_name("interpreter_runner.py")
 RUNNER_INSIDE = "/interpreter/runner.py"
 PYLIB_INSIDE = "/interpreter/pylib"
 SEED_INSIDE = "/interpreter/seed"
+NODE_BOOT_HOST = Path(__file__).with_name("node_boot.js")
+NODE_BOOT_INSIDE = "/interpreter/node_boot.js"
 
 DEFAULT_LIMITS = SandboxLimits(
     wall_seconds=10.0, cpu_seconds=11, memory_mb=512, scratch_mb=32, output_kb=64
@@ -93,7 +98,7 @@ class CodeRunResult(BaseModel):
     stderr: str = ""
     value: str | None = Field(
         default=None,
-        description="repr (Python) or JSON (JavaScript) of the last expression, if any",
+        description="repr (Python) or JSON (JavaScript, Node.js) of the last expression, if any",
     )
     files: list[ScratchFile] = Field(default_factory=list)
     duration_ms: float = 0.0
@@ -141,7 +146,9 @@ async def execute_code(
     made, :class:`InvalidInput` for an unknown language.
     """
     if language not in LANGUAGES:
-        raise InvalidInput(f"{name}: unknown language {language!r} (use python or javascript)")
+        raise InvalidInput(
+            f"{name}: unknown language {language!r} (use python, javascript or nodejs)"
+        )
     limits = limits or DEFAULT_LIMITS
     if scratch is None:
         return await _execute(language, code, None, limits, name)
@@ -163,8 +170,13 @@ async def _execute(
     persist = scratch is not None
     seed = _current_version(scratch) if scratch is not None else None
     mounts = [Mount(RUNNER_HOST, RUNNER_INSIDE)]
+    node_path = ""
     if language == "javascript":
         mounts.append(_quickjs_mount())
+    elif language == "nodejs":
+        node = _node()
+        node_path = node.path
+        mounts += [*node.mounts, Mount(NODE_BOOT_HOST, NODE_BOOT_INSIDE)]
     if seed is not None:
         mounts.append(Mount(seed, SEED_INSIDE))
     request = {
@@ -173,6 +185,7 @@ async def _execute(
         "timeout_s": limits.wall_seconds,
         "output_bytes": limits.output_kb * 1024,
         "js_memory_mb": _js_memory_mb(limits),
+        "node": node_path,
         "seed": seed is not None,
         "persist": persist,
     }
@@ -191,6 +204,7 @@ async def _execute(
             stdin=marshal.dumps(request),
             limits=sandbox_limits,
             name=name,
+            address_space_limit=False if language == "nodejs" else None,
         )
     )
     report = _parse_report(result)
@@ -227,7 +241,8 @@ def _cause(exc: BaseException) -> str:
 
 
 def _js_memory_mb(limits: SandboxLimits) -> int:
-    # The quickjs heap gets half the process's memory; the interpreter needs the rest.
+    # The JavaScript heap (quickjs's, or V8's old space) gets half the process's memory;
+    # the interpreter needs the rest.
     return max(16, limits.memory_mb // 2)
 
 
@@ -238,6 +253,13 @@ def _report_kb(limits: SandboxLimits, *, persist: bool) -> int:
     if not persist:
         return texts
     return texts + math.ceil(limits.scratch_mb * 1024 * 4 / 3) + 256
+
+
+def _node() -> NodeBinary:
+    try:
+        return find_node()
+    except NodeMissing as exc:
+        raise Unavailable(f"nodejs needs Node.js on the machine storyloom runs on: {exc}") from None
 
 
 def _quickjs_mount() -> Mount:
@@ -284,7 +306,7 @@ def _without_report(
 def _limit_error(
     limit: LimitName, limits: SandboxLimits, language: CodeLanguage, error: str | None
 ) -> str:
-    memory_mb = _js_memory_mb(limits) if language == "javascript" else limits.memory_mb
+    memory_mb = limits.memory_mb if language == "python" else _js_memory_mb(limits)
     what = {
         "wall_time": f"the {limits.wall_seconds:g} s wall-time limit",
         "cpu_time": f"the {limits.cpu_seconds} s CPU-time limit",

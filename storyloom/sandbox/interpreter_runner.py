@@ -1,9 +1,11 @@
-"""The CodeInterpreter's program inside the sandbox: runs one piece of Python or JavaScript
-and reports what happened as one JSON object.
+"""The CodeInterpreter's program inside the sandbox: runs one piece of Python, JavaScript
+or Node.js and reports what happened as one JSON object.
 
 It runs under ``python -I -S`` in the sandbox, so it imports only the standard library
 (and, for JavaScript, the ``_quickjs`` extension mounted read-only at ``/interpreter/pylib``);
-nothing of the host's packages is reachable from here.
+nothing of the host's packages is reachable from here. For ``nodejs`` the forked child
+execs the host's node (bound read-only at ``request["node"]``) on ``node_boot.js``, which
+sends the outcome as JSON instead of marshal.
 
 Protocol: stdin holds one request ``{language, code, timeout_s, output_bytes,
 js_memory_mb, seed, persist}`` in ``marshal`` format (the host runs this same
@@ -45,11 +47,13 @@ from _json import encode_basestring_ascii
 # are written below.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
 SCRATCH = "/scratch"
 SEED = "/interpreter/seed"
 PYLIB = "/interpreter/pylib"
+NODE_BOOT = "/interpreter/node_boot.js"
+NODE_CODE = "/tmp/storyloom-code.js"
 FILENAME = "<code>"
 
 VALUE_MAX = 4096
@@ -277,7 +281,9 @@ def _child(request: dict[str, Any], out_w: int, err_w: int, outcome_w: int) -> N
         # Line by line, so what was printed before a time limit stopped the code is seen.
         with _suppressed(AttributeError, ValueError):
             sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-        if request["language"] == "javascript":
+        if request["language"] == "nodejs":
+            _exec_node(request, outcome_w)
+        elif request["language"] == "javascript":
             outcome = _run_javascript(request["code"], int(request["js_memory_mb"]))
         else:
             outcome = _run_python(request["code"])
@@ -292,6 +298,17 @@ def _child(request: dict[str, Any], out_w: int, err_w: int, outcome_w: int) -> N
             _write_all(2, f"interpreter runner: {type(exc).__name__}: {exc}\n".encode())
     finally:
         os._exit(code)
+
+
+def _exec_node(request: dict[str, Any], outcome_w: int) -> NoReturn:
+    """Become node running the code (never returns; an exec that fails raises)."""
+    fd = os.open(NODE_CODE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    _write_all(fd, request["code"].encode("utf-8", "surrogatepass"))
+    os.close(fd)
+    os.set_inheritable(outcome_w, True)
+    node = request["node"]
+    heap = f"--max-old-space-size={int(request['js_memory_mb'])}"
+    os.execv(node, [node, heap, NODE_BOOT, str(outcome_w), NODE_CODE])
 
 
 # -- the parent: drains the pipes, enforces the time, reports ---------------------------
@@ -409,17 +426,20 @@ def _kill_group(pid: int) -> None:
 _SIGNAL_LIMITS: dict[int, str] = {_signal.SIGXCPU: "cpu_time", _signal.SIGXFSZ: "file_size"}
 
 
-def _outcome(raw: bytes, status: int, timed_out: bool) -> dict[str, Any]:
-    """What ended the child, from its wait status and what it sent (which the user's
-    code could forge: only the expected keys and types are taken from it)."""
+def _outcome(raw: bytes, status: int, timed_out: bool, *, node: bool) -> dict[str, Any]:
+    """What ended the child, from its wait status and what it sent (marshal, or JSON from
+    node; which the user's code could forge: only the expected keys and types are taken
+    from it)."""
     outcome: dict[str, Any] = {}
     try:
-        sent = marshal.loads(raw) if raw else {}
+        sent = _sent_by_node(raw) if node else marshal.loads(raw) if raw else {}
     except (ValueError, EOFError, TypeError):
         sent = {}
     if isinstance(sent, dict) and sent:
         outcome = {
-            key: sent.get(key) for key in ("value", "error") if isinstance(sent.get(key), str)
+            key: _short(sent[key], VALUE_MAX if key == "value" else ERROR_MAX)
+            for key in ("value", "error")
+            if isinstance(sent.get(key), str)
         }
         if sent.get("limit") in ("memory", "file_size"):
             outcome["limit"] = sent["limit"]
@@ -439,6 +459,17 @@ def _outcome(raw: bytes, status: int, timed_out: bool) -> dict[str, Any]:
         return {"exit_code": code, "error": None if code == 0 else f"exit code {code}"}
     outcome["exit_code"] = code
     return outcome
+
+
+def _sent_by_node(raw: bytes) -> object:
+    if not raw:
+        return {}
+    import json
+
+    return json.loads(raw.decode("utf-8", "replace"))
+
+
+NODE_OUT_OF_MEMORY = "JavaScript heap out of memory"
 
 
 def _scratch_files(persist: bool) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
@@ -514,7 +545,11 @@ def main() -> None:
     cap = int(request["output_bytes"])
     notes = _restore_seed() if request.get("seed") else ""
     stdout, stderr, raw, status, timed_out = _run_child(request, cap)
-    report = _outcome(raw, status, timed_out)
+    node = request["language"] == "nodejs"
+    report = _outcome(raw, status, timed_out, node=node)
+    if node and report.get("limit") is None and NODE_OUT_OF_MEMORY in stderr.text():
+        # V8 aborts at its heap limit: that is the memory limit, not a crash.
+        report.update(limit="memory", error=None)
     files, contents = _scratch_files(bool(request.get("persist")))
     report.update(
         stdout=stdout.text(),

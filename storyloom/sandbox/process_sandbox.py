@@ -131,6 +131,11 @@ class SandboxRequest:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     name: str = ""
     """Who runs it, for messages: "tool BilibiliFetch:getSubtitle", "CodeInterpreter"."""
+    address_space_limit: bool | None = None
+    """How ``limits.memory_mb`` is set: None decides by the program (RLIMIT_AS for the
+    sandbox's Python, RLIMIT_DATA for any other); False is RLIMIT_DATA even for Python,
+    for a Python that starts a JIT runtime (the CodeInterpreter's ``nodejs``: V8 reserves
+    address space it never touches, which RLIMIT_AS would refuse)."""
 
 
 class SandboxResult(BaseModel):
@@ -428,12 +433,15 @@ class _Run:
         """``/sandbox/request``: the launcher's limits, then the program's argv."""
         limits = self.limits
         python = _is_python(self.request.argv)
+        address_space = self.request.address_space_limit
+        if address_space is None:
+            address_space = python
         # The launcher's own compact format (it avoids importing json; see launch.py).
         launcher = ",".join(
             [
                 f"cpu={limits.cpu_seconds}",
                 f"memory={limits.memory_mb * MIB}",
-                f"kind={'as' if python else 'data'}",
+                f"kind={'as' if address_space else 'data'}",
                 f"nproc={limits.processes}",
                 f"fsize={limits.file_size_mb * MIB}",
                 f"nofile={limits.open_files}",

@@ -1,4 +1,5 @@
-"""The built-in tool ``CodeInterpreter:execute``: run Python or JavaScript in the sandbox.
+"""The built-in tool ``CodeInterpreter:execute``: run Python, JavaScript or Node.js in the
+sandbox.
 
 The result is a :class:`~storyloom.sandbox.code_interpreter.CodeRunResult` as a JSON
 object. A failure of the code (an exception, a syntax error, a limit) is a normal result
@@ -46,12 +47,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 LANGUAGE_DESCRIPTION = (
-    "python (standard library only) or javascript. The JavaScript is quickjs-ng "
-    "(ES2023), not Node.js: no require, import, process, fs, Buffer or npm packages, "
-    "no network; console.log prints. There is no nodejs language."
+    "python (standard library only); javascript: quickjs-ng (ES2023), fast to start, no "
+    "require, process, fs or Buffer; nodejs: Node.js with its built-in modules through "
+    "require (fs, path, crypto, ...), no npm packages, no network. console.log prints."
 )
-"""Seed 003 §4.3 names Node.js; storyloom runs JavaScript on quickjs-ng in the sandbox
-instead, and says so where the model reads it (docs/tools.md §6.3)."""
+"""Seed 003 §4.3 names Node.js: ``nodejs`` is the machine's node in the sandbox;
+``javascript`` is quickjs-ng, which starts in milliseconds (docs/tools.md §6.3)."""
 
 
 class CodeInterpreterParams(BaseModel):
@@ -62,7 +63,8 @@ class CodeInterpreterParams(BaseModel):
         min_length=1,
         description=(
             "The program. Python: the value of a final expression is returned, as in a "
-            "notebook. JavaScript: the script's completion value; console.log prints."
+            "notebook. JavaScript and Node.js: the script's completion value (Node.js: a "
+            "promise is awaited); console.log prints."
         ),
     )
     timeout_s: float = Field(
@@ -131,7 +133,7 @@ def code_interpreter_tool(home: Path | None) -> ServiceTool:
         TOOL_ID,
         execute,
         description=(
-            "Run Python or JavaScript (quickjs-ng, not Node.js: no Node APIs or npm) in an "
+            "Run Python, JavaScript (quickjs-ng) or Node.js (built-in modules, no npm) in an "
             "isolated sandbox (no network, no host files) "
             "and get stdout, stderr, the value of the last expression, the files written "
             "to the working folder and any error with its line. Within one agent run the "

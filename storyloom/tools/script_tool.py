@@ -32,7 +32,6 @@ import json
 import math
 import os
 import shlex
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from storyloom.core.errors import StoryloomError
 from storyloom.sandbox.bwrap import SANDBOX_PATH, SandboxStatus, in_system_dirs, sandbox_status
 from storyloom.sandbox.limits import SandboxLimits
+from storyloom.sandbox.node_binary import NODE_COMMAND, NodeMissing, find_node
 from storyloom.sandbox.process_sandbox import (
     Mount,
     SandboxRequest,
@@ -58,7 +58,6 @@ PLUGIN_INSIDE = "/plugin"
 SYSTEM_PATH: tuple[str, ...] = tuple(SANDBOX_PATH.split(":"))
 """Where a bare command name is looked up (these folders are in every sandbox)."""
 PYTHON_COMMANDS = frozenset({"python", "python3"})
-NODE_COMMAND = "node"
 _SHOWN_STDOUT = 200
 _STDERR_LINES = 10
 _STDERR_CHARS = 2000
@@ -109,17 +108,11 @@ def resolve_command(tool: str, impl: ScriptImpl, folder: Path) -> ResolvedComman
 
 
 def _node(tool: str, rest: list[str]) -> ResolvedCommand:
-    found = shutil.which(NODE_COMMAND)
-    if found is None:
-        searched = os.environ.get("PATH") or os.defpath
-        raise ScriptToolError(tool, f"command 'node' is not installed (looked in {searched})")
-    # A symlink (/usr/local/bin/node -> /opt/node/bin/node) is followed: only the real
-    # file is bound, at its own path.
-    real = Path(found).resolve()
-    mounts: tuple[Mount, ...] = ()
-    if not in_system_dirs(str(real)):  # else the sandbox binds it anyway
-        mounts = (Mount(host=real, inside=str(real)),)
-    return ResolvedCommand([str(real), *rest], mounts)
+    try:
+        node = find_node()
+    except NodeMissing as exc:
+        raise ScriptToolError(tool, str(exc)) from None
+    return ResolvedCommand([node.path, *rest], node.mounts)
 
 
 def _plugin_program(tool: str, impl: ScriptImpl, folder: Path, program: str) -> str:

@@ -201,3 +201,54 @@ async def test_a_timed_out_call_still_keeps_the_files_it_wrote(tmp_path: Path) -
     assert result.limit == "wall_time"
     assert [(f.name, f.text) for f in result.files] == [("partial.txt", "so far")]
     assert (tmp_path / "current" / "partial.txt").read_text() == "so far"
+
+
+async def test_nodejs_prints_requires_and_returns_its_completion_value_awaited() -> None:
+    code = (
+        "const path = require('path');\n"
+        "console.log('sum', 1 + 2);\n"
+        "console.error('warned');\n"
+        "new Promise((done) => setTimeout(() => done({joined: path.join('a', 'b')}), 20))"
+    )
+    result = await execute_code("nodejs", code)
+    assert result.stdout == "sum 3\n" and result.stderr == "warned\n"
+    assert result.value == '{"joined":"a/b"}' and ran_cleanly(result)
+    assert (await execute_code("nodejs", "'he' + 'llo'")).value == '"hello"'
+    exited = await execute_code("nodejs", "process.exit(3)")
+    assert exited.exit_code == 3 and exited.error == "exit code 3"
+
+
+async def test_nodejs_errors_give_their_line_and_only_the_code_s_frames() -> None:
+    thrown = await execute_code("nodejs", "let a = 1;\n\nnull.field;")
+    assert thrown.error == "TypeError: Cannot read properties of null (reading 'field') (line 3)"
+    assert thrown.exit_code == 1
+    assert "node_boot" not in thrown.stderr and "(node:" not in thrown.stderr
+    syntax = await execute_code("nodejs", "let a = ;")
+    assert syntax.error is not None
+    assert syntax.error.startswith("SyntaxError") and syntax.error.endswith("(line 1)")
+    later = await execute_code("nodejs", "\nsetTimeout(() => { throw new RangeError('late') }, 5)")
+    assert later.error == "RangeError: late (line 2)"
+    rejected = await execute_code("nodejs", "Promise.reject(new Error('no'))")
+    assert rejected.error == "Error: no (line 1)"
+
+
+async def test_nodejs_endless_loop_and_memory_bomb_are_stopped() -> None:
+    loop = await execute_code("nodejs", "for (;;) {}", limits=limits(wall_seconds=2))
+    assert loop.limit == "wall_time" and loop.error == "stopped: the 2 s wall-time limit"
+    bomb = await execute_code(
+        "nodejs", "const keep = [];\nfor (;;) keep.push(new Array(100000).fill(7));"
+    )
+    assert bomb.limit == "memory"
+    assert bomb.error is not None and bomb.error.startswith("stopped: the 256 MB memory limit")
+
+
+async def test_nodejs_files_persist_in_the_run_s_scratch(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "node"
+    wrote = await execute_code(
+        "nodejs", "require('fs').writeFileSync('notes.txt', 'kept')", scratch=run
+    )
+    assert ran_cleanly(wrote) and [f.name for f in wrote.files] == ["notes.txt"]
+    read = await execute_code(
+        "nodejs", "require('fs').readFileSync('notes.txt', 'utf8')", scratch=run
+    )
+    assert read.value == '"kept"'

@@ -291,3 +291,48 @@ JSON.stringify({
         " (e) => { said = String(e); });\nsaid",
     )
     assert dynamic.error is None and "loaded" not in (dynamic.value or "")
+
+
+async def test_nodejs_reaches_no_network_no_secret_and_no_host_file(
+    host_listener: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STORYLOOM_TEST_API_KEY", SECRET)
+    home = tmp_path / "home"
+    home.mkdir()
+    settings = home / "settings.json"
+    settings.write_text(json.dumps({"user_llm": {"api_key": SECRET}}))
+    code = f"""
+const fs = require('fs'), net = require('net'), dns = require('dns'), cp = require('child_process')
+const found = {{ env: Object.keys(process.env).sort(), uid: process.getuid() }}
+for (const [name, path] of [['settings', {json.dumps(str(settings))}],
+                            ['runner', {json.dumps(str(RUNNER_HOST))}],
+                            ['shadow', '/etc/shadow']]) {{
+  try {{ found[name] = fs.readFileSync(path, 'utf8') }} catch (e) {{ found[name] = e.code }}
+}}
+try {{ fs.writeFileSync('/usr/evil', 'x'); found.write = 'written' }}
+catch (e) {{ found.write = e.code }}
+found.parentEnv = cp.spawnSync('cat', ['/proc/1/environ']).stdout.toString()
+const tryConnect = (port, host) => new Promise((done) => {{
+  const socket = net.connect({{ port, host }}, () => {{ socket.destroy(); done('connected') }})
+  socket.on('error', (e) => done(e.code))
+  socket.setTimeout(2000, () => {{ socket.destroy(); done('timeout') }})
+}})
+;(async () => {{
+  found.loopback = await tryConnect({host_listener}, '127.0.0.1')
+  found.internet = await tryConnect(80, '1.1.1.1')
+  found.dns = await new Promise((done) =>
+    dns.lookup('example.com', (e) => done(e ? e.code : 'resolved')))
+  console.log(JSON.stringify(found))
+}})()
+"""
+    result = await execute_code("nodejs", code)
+    assert SECRET not in result.stdout and SECRET not in result.stderr
+    found = outcome(result)
+    assert set(found["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_CTYPE", "PWD"}
+    assert found["uid"] != 0
+    assert (found["settings"], found["runner"], found["shadow"]) == ("ENOENT",) * 3
+    assert found["write"] in {"EROFS", "EACCES"}
+    assert "STORYLOOM" not in found["parentEnv"]
+    assert found["loopback"] == "ECONNREFUSED"
+    assert found["internet"] == "ENETUNREACH"
+    assert found["dns"] in {"ENOTFOUND", "EAI_AGAIN"}

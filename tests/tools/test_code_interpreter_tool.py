@@ -4,6 +4,7 @@ in the data directory. Every call runs in the real sandbox."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -80,7 +81,7 @@ async def test_the_tool_is_a_builtin_with_its_parameters(host: ToolHost) -> None
     assert entry.source == "builtin" and entry.available
     parameters = entry.definition.parameters
     assert parameters["required"] == ["language", "code"]
-    assert parameters["properties"]["language"]["enum"] == ["python", "javascript"]
+    assert parameters["properties"]["language"]["enum"] == ["python", "javascript", "nodejs"]
     timeout = parameters["properties"]["timeout_s"]
     assert (timeout["minimum"], timeout["maximum"], timeout["default"]) == (1, 60, 10)
     native = host.manager.openai_tools([TOOL_ID])
@@ -184,9 +185,10 @@ def test_the_cli_prints_the_result_object(tmp_path: Path) -> None:
     assert answer["result"]["stdout"] == "42\n" and answer["result"]["exit_code"] == 0
 
 
-def test_the_schema_says_the_javascript_is_not_node_and_nodejs_is_refused(
+def test_nodejs_runs_node_in_the_sandbox_and_the_schema_tells_the_two_javascripts_apart(
     tmp_path: Path,
 ) -> None:
+    # Before: nodejs was refused as an unknown language; JavaScript was quickjs alone.
     home = tmp_path / "home"
     home.mkdir()
     project = tmp_path / "project"
@@ -195,17 +197,33 @@ def test_the_schema_says_the_javascript_is_not_node_and_nodejs_is_refused(
     assert listed.returncode == 0, listed.stderr
     (tool,) = [t for t in json.loads(listed.stdout) if t["id"] == TOOL_ID]
     language = tool["parameters"]["properties"]["language"]
-    assert "not Node.js" in language["description"] and "no require" in language["description"]
-    assert "not Node.js" in tool["description"]
-    refused = storyloom(
+    assert language["enum"] == ["python", "javascript", "nodejs"]
+    assert "quickjs-ng" in language["description"] and "no npm" in language["description"]
+    code = (
+        "const crypto = require('crypto');\n"
+        "require('fs').writeFileSync('digest.txt', crypto.createHash('sha256')"
+        ".update('storyloom').digest('hex'));\n"
+        "console.log(process.version.startsWith('v'));\n"
+        "Promise.resolve(require('path').join('a', 'b'))"
+    )
+    ran = storyloom(
         "tools",
         "call",
         TOOL_ID,
         "--args",
-        json.dumps({"language": "nodejs", "code": "console.log(1)"}),
+        json.dumps({"language": "nodejs", "code": code}),
+        "--json",
         "--project",
         str(project),
         home=home,
     )
-    assert refused.returncode != 0
-    assert "language" in refused.stdout + refused.stderr
+    assert ran.returncode == 0, ran.stderr
+    answer = json.loads(ran.stdout)
+    assert answer["ok"], answer
+    result = answer["result"]
+    assert result["language"] == "nodejs" and result["error"] is None
+    assert result["stdout"] == "true\n"
+    assert result["value"] == '"a/b"'
+    (digest,) = result["files"]
+    assert digest["name"] == "digest.txt"
+    assert digest["text"] == hashlib.sha256(b"storyloom").hexdigest()
