@@ -567,3 +567,20 @@ def test_search_refuses_an_empty_or_huge_query(client: httpx.Client, query: str)
     response = client.get("/api/knowledge/search", params={"q": query})
     assert response.status_code == 422
     assert response.json()["error"]["problems"][0]["field"] == "q"
+
+
+@pytest.mark.parametrize("name", ["this:x", "id=foo", "tag:x"])
+def test_put_refuses_a_display_name_the_reference_syntax_reads_as_something_else(
+    client: httpx.Client, name: str
+) -> None:
+    kb_id = import_lanternfall(client)
+    path = kb_file(client, kb_id)
+    before = path.read_bytes()
+    kb = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
+    kb["entries"][1]["displayName"] = name
+    response = client.put(f"/api/knowledge/bases/{kb_id}", json=kb)
+    assert response.status_code == 422
+    problems = response.json()["error"]["problems"]
+    assert [p["field"] for p in problems] == ["entries[1].displayName"]
+    assert name.split(":")[0].split("=")[0] in problems[0]["reason"]
+    assert path.read_bytes() == before
