@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import shutil
 import tempfile
 import threading
@@ -47,7 +48,7 @@ from storyloom.knowledge.activation_calibration import NEUTRAL_TEXTS
 from storyloom.knowledge.activation_settings import ActivationSettings, scan_window_text
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB, Scope
-from storyloom.knowledge.embedding_jobs import EmbeddingJobs
+from storyloom.knowledge.embedding_jobs import EmbeddingJobs, EmbeddingProgress
 from storyloom.knowledge.embedding_models import (
     EmbeddingRegistry,
     ResolvedModel,
@@ -68,6 +69,7 @@ from storyloom.knowledge.references import ReferenceResolver
 from storyloom.knowledge.search_index import remove_kb, sync_kb
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.knowledge.variables import lookup_variable, placeholders
+from storyloom.knowledge.vector_metadata import record_vector_index
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokenizers import counter_for
 from storyloom.project.knowledge_import import (
@@ -96,6 +98,8 @@ Fingerprint = tuple[tuple[str, int, int], ...]
 EMBED_AFTER_WRITE_S = 3.0
 EMBED_BATCH = 8
 WINDOW_VECTORS_KEPT = 256
+
+logger = logging.getLogger(__name__)
 
 
 class KnowledgeBaseIsLocal(Conflict):
@@ -180,6 +184,7 @@ class KnowledgeService:
         self._window_vectors: dict[tuple[str, str], list[float]] = {}
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.jobs.subscribe(self._on_embedding_progress)
 
     # -- loading -----------------------------------------------------------------------
 
@@ -710,6 +715,42 @@ class KnowledgeService:
                 continue
             self._scheduled[loaded.kb_id] = stamp
             self.jobs.schedule(loaded.kb, resolved.provider)
+
+    def _on_embedding_progress(self, progress: EmbeddingProgress) -> None:
+        # A finished job records its model, dimension and index type in knowledge.json.
+        if progress.state != "done":
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._record_vectors_off_loop(progress.kb_id, progress.model_id)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _record_vectors_off_loop(self, kb_id: str, model_id: str) -> None:
+        try:
+            await asyncio.to_thread(self.record_vectors, kb_id, model_id)
+        except StoryloomError as exc:
+            # The vectors are stored and usable; only the record in the file is missing.
+            logger.warning("recording the vector index of %s failed: %s", kb_id, exc)
+
+    def record_vectors(self, kb_id: str, model_id: str) -> bool:
+        """Write the KB's ``vector_index`` for the vectors of ``model_id`` stored now;
+        True when knowledge.json changed. The KB is read again under the write lock, so a
+        save made while the job ran is kept."""
+        with self._lock:
+            loaded = self.snapshot().knowledge.catalog.get(kb_id)
+            if loaded is None:
+                return False
+            written = record_vector_index(
+                self.database.connection(), loaded.kb, loaded.folder, model_id
+            )
+            if not written:
+                return False
+            # The file changed but not its entries: no new embedding job for this write.
+            if self._scheduled.get(kb_id, ("",))[0] == model_id:
+                self._scheduled[kb_id] = (model_id, _stat(loaded.folder / KNOWLEDGE_FILE))
+            self.reload()
+            return True
 
     def embedding_state(self, loaded: LoadedKB) -> EmbeddingState:
         """Where the KB's embedding stands, for its current model."""

