@@ -64,7 +64,7 @@ from storyloom.knowledge.knowledge_base import (
     new_kb_id,
     save_knowledge_base,
 )
-from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package
+from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package, is_kb_package
 from storyloom.knowledge.references import ReferenceResolver
 from storyloom.knowledge.search_index import remove_kb, sync_kb
 from storyloom.knowledge.timed_effects import TimedEffectsState
@@ -831,7 +831,7 @@ class KnowledgeService:
         """
         named = upload.with_name(filename if filename not in {"", ".", ".."} else "upload")
         upload.rename(named)
-        is_package = named.suffix.lower() == PACKAGE_SUFFIX
+        is_package = is_kb_package(named)
         with self._lock:
             summary = import_knowledge_file(
                 named,

