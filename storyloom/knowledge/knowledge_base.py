@@ -127,6 +127,9 @@ class KnowledgeBase(_Open):
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        # Not a seed field: a KB never embedded is written as the seed lays it out.
+        if data.get("vector_index") is None:
+            data.pop("vector_index", None)
         return data
 
 
