@@ -38,9 +38,9 @@ def schema() -> None:
 
 def _available_model_ids(file: Path, settings: Settings) -> list[str]:
     """Only packages carry vectors; other imports skip loading the embedding providers."""
-    from storyloom.knowledge.package import PACKAGE_SUFFIX
+    from storyloom.knowledge.package import is_kb_package
 
-    if file.suffix.lower() != PACKAGE_SUFFIX:
+    if not is_kb_package(file):
         return []
     # Loads the openai SDK (over a second), which the other kinds of import do without.
     from storyloom.knowledge.embedding_models import EmbeddingRegistry
@@ -67,7 +67,10 @@ def _chat_importer(database: Database, project: Path | None, data_dir: Path) -> 
 @kb_app.command("import")
 def import_(
     file: Annotated[
-        Path, typer.Argument(help="World info JSON, card PNG/JSON, CHARX, chat JSONL, .ctkbz.")
+        Path,
+        typer.Argument(
+            help="World info JSON, card PNG/JSON, CHARX, chat JSONL, .ctkbz or .zip KB package."
+        ),
     ],
     project: ProjectOption = None,
     name: Annotated[str | None, typer.Option(help="Display name of the new KB.")] = None,

@@ -301,6 +301,13 @@ class VariableHandling(_Open):
     )
 
 
+# Sequences of the reference syntax (:mod:`storyloom.knowledge.reference_syntax`) a display
+# name may not hold, or ``{{{name}}}`` would parse as something else (seed 000 2.2.4).
+DISPLAY_NAME_FORBIDDEN: tuple[str, ...] = ("/", "{{{", "}}}", "this:", "id=")
+# ``{{{tag:x}}}`` is the tag form and ``{{{system:x}}}`` is never a reference.
+DISPLAY_NAME_FORBIDDEN_PREFIXES: tuple[str, ...] = ("tag:", "system:")
+
+
 class CAIU(_Open):
     """One knowledge entry."""
 
@@ -312,7 +319,8 @@ class CAIU(_Open):
         '"group_container", ...',
     )
     displayName: str | None = Field(
-        default=None, description="Name used by {{{references}}}; no '/' in it"
+        default=None,
+        description="Name used by {{{references}}}; no '/', '{{{', '}}}', 'this:', 'id=' in it",
     )
     content: Content = Field(default_factory=Content)
     activation_criteria: ActivationCriteria = Field(default_factory=ActivationCriteria)
@@ -326,8 +334,23 @@ class CAIU(_Open):
     @field_validator("displayName")
     @classmethod
     def _reference_safe(cls, value: str | None) -> str | None:
-        if value and ("/" in value or "{{{" in value or "}}}" in value):
-            raise ValueError("must not contain '/', '{{{' or '}}}' (they delimit references)")
+        if value:
+            bad = [marker for marker in DISPLAY_NAME_FORBIDDEN if marker in value]
+            if bad:
+                listed = ", ".join(repr(m) for m in bad)
+                raise ValueError(
+                    f"must not contain {listed}: '/', '{{{{{{', '}}}}}}', 'this:' and 'id=' are "
+                    "reference syntax (seed 000 2.2.4), so {{{name}}} could not reach this entry"
+                )
+            head = value.strip()
+            for prefix in DISPLAY_NAME_FORBIDDEN_PREFIXES:
+                if head.startswith(prefix):
+                    raise ValueError(
+                        f"must not start with {prefix!r}: {{{{{{{prefix}...}}}}}} is another "
+                        "reference form (seed 000 2.2.4), so no reference could reach this entry"
+                    )
+            if "\n" in value or "\r" in value:
+                raise ValueError("must be one line: a {{{reference}}} never spans lines")
         return value
 
     @property

@@ -12,9 +12,9 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from storyloom.core.atomic_io import atomic_write_text
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
@@ -34,6 +34,36 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+# How the vectors are searched: exact top-k by cosine over unit vectors, brute force
+# (:class:`storyloom.knowledge.vector_index.NumpyVectorIndex`); the only index storyloom has.
+VectorIndexType = Literal["exact_cosine"]
+
+
+class VectorIndexInfo(BaseModel):
+    """What the KB's vectors were built with (seed 000 2.2 and 4.1: model, dimension and
+    index type are recorded in the KB's own metadata, not only in a package manifest).
+
+    Written when an embedding job of the KB finishes; an importer compares
+    ``embedding_model_id`` and ``dimension`` with the models it has.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedding_model_id: str = Field(min_length=1, description="Model the vectors came from")
+    dimension: int = Field(ge=1, description="Length of each vector")
+    index_type: VectorIndexType = Field(
+        default="exact_cosine", description="How they are searched: exact cosine top-k"
+    )
+    vector_count: int = Field(ge=0, description="Entries with a vector of the current text")
+    built_at: str = Field(description="ISO timestamp of the embedding job that finished last")
+
+    def same_index(self, other: VectorIndexInfo | None) -> bool:
+        """Equal but for ``built_at`` (a job that changed nothing rewrites nothing)."""
+        return other is not None and self.model_dump(exclude={"built_at"}) == other.model_dump(
+            exclude={"built_at"}
+        )
+
+
 class KnowledgeBase(_Open):
     """A knowledge base: metadata and its CAIU entries, in file order."""
 
@@ -46,6 +76,11 @@ class KnowledgeBase(_Open):
     kb_description: str = Field(default="")
     embedding_model_id: str | None = Field(
         default=None, description="Model the entries are embedded with; None: project default"
+    )
+    vector_index: VectorIndexInfo | None = Field(
+        default=None,
+        description="Model, dimension and index type of the vectors built last; None: "
+        "never embedded. Written by storyloom, not by hand",
     )
     vector_activation: bool = Field(
         default=False,
@@ -92,6 +127,9 @@ class KnowledgeBase(_Open):
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        # Not a seed field: a KB never embedded is written as the seed lays it out.
+        if data.get("vector_index") is None:
+            data.pop("vector_index", None)
         return data
 
 

@@ -58,6 +58,7 @@ from storyloom.knowledge.knowledge_base import (
 from storyloom.knowledge.search_index import IndexedEntry, sync_kb
 from storyloom.knowledge.vector_index import StoredVector, load_vectors, store_vectors
 from storyloom.sillytavern.charx import (
+    CARD_MEMBER,
     ZIP_MEMBER_ERRORS,
     ZIP_OPEN_ERRORS,
     member_layout_problems,
@@ -73,6 +74,31 @@ PACKAGE_FORMAT = 1
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CHUNK = 1 << 20
+
+
+ZIP_SUFFIX = ".zip"
+_PEEK_ERRORS: tuple[type[Exception], ...] = (OSError, *ZIP_OPEN_ERRORS)
+
+
+def is_kb_package(path: Path) -> bool:
+    """Whether ``path`` is a KB package: a ``.ctkbz``, or a ``.zip`` laid out like one
+    (seed 000 2.2: ``knowledge.json`` and ``media/``, shared "as .zip or .ctkbz").
+
+    A ``.zip`` is told from a CHARX card by its contents: ``knowledge.json`` at its top
+    and no ``card.json``. A zip that cannot be opened is not a package here; the CHARX
+    reader then reports what is wrong with it.
+    """
+    suffix = path.suffix.lower()
+    if suffix == PACKAGE_SUFFIX:
+        return True
+    if suffix != ZIP_SUFFIX:
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except _PEEK_ERRORS:
+        return False
+    return KNOWLEDGE_FILE in names and CARD_MEMBER not in names
 
 
 class PackageError(StoryloomError):

@@ -91,9 +91,14 @@ GENERATION_TRIGGERS: tuple[GenerationType, ...] = (
 
 
 def display_name_from_comment(comment: str) -> str | None:
-    """A reference-safe name: '/' becomes '／', ``{{{``/``}}}`` and line breaks go."""
+    """A reference-safe name: '/' becomes '／', ``this:``/``id=`` take full-width ':'/'=',
+    ``{{{``/``}}}`` and line breaks go (see ``DISPLAY_NAME_FORBIDDEN``)."""
     name = comment.replace("/", "／").replace("{{{", "").replace("}}}", "")
+    name = name.replace("this:", "this：").replace("id=", "id＝")
     name = " ".join(name.split())
+    for prefix in ("tag:", "system:"):
+        if name.startswith(prefix):
+            name = prefix[:-1] + "：" + name[len(prefix) :]
     return name or None
 
 

@@ -183,6 +183,24 @@ def vector_dims(conn: apsw.Connection, kb_ids: Sequence[str], model_id: str) -> 
     return sorted(int(r[0]) for r in rows)
 
 
+def current_vector_stats(
+    conn: apsw.Connection, kb_id: str, model_id: str
+) -> tuple[int, int] | None:
+    """(dimension, count) of the vectors of ``model_id`` made from the entries' current
+    text; None when there are none. With several lengths (a model that changed its output
+    size) the most common one."""
+    rows = conn.execute(
+        "SELECT e.dim, COUNT(*) FROM kb_embedding AS e JOIN kb_entry_index AS i"
+        " ON i.kb_id = e.kb_id AND i.entry_id = e.entry_id AND i.content_hash = e.content_hash"
+        " WHERE e.kb_id = ? AND e.model_id = ? GROUP BY e.dim ORDER BY COUNT(*) DESC, e.dim",
+        (kb_id, model_id),
+    ).fetchall()
+    if not rows:
+        return None
+    counts = [(cast(int, r[0]), cast(int, r[1])) for r in rows]
+    return counts[0][0], sum(n for _, n in counts)
+
+
 class VectorIndex(Protocol):
     """Exact nearest neighbours of a unit query vector among one KB's vectors."""
 

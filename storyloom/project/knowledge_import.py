@@ -51,7 +51,7 @@ from storyloom.knowledge.knowledge_base import (
     now_iso,
     save_knowledge_base,
 )
-from storyloom.knowledge.package import PACKAGE_SUFFIX, import_package
+from storyloom.knowledge.package import import_package, is_kb_package
 from storyloom.knowledge.same_book import LoreIndex, card_book_here
 from storyloom.knowledge.st_export import export_chat_jsonl
 from storyloom.knowledge.st_import import ImportResult, import_sillytavern
@@ -190,7 +190,8 @@ def import_knowledge_file(
     on_duplicate: OnDuplicate = "keep_existing",
     card_home: CardHome | None = None,
 ) -> ImportSummary:
-    """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a ``.ctkbz``).
+    """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a KB package:
+    ``.ctkbz`` or a ``.zip`` holding ``knowledge.json``).
 
     Everything is parsed, validated and serialised before the first write; the files are
     then written aside and moved into place together (:mod:`import_staging`), and a
@@ -198,7 +199,7 @@ def import_knowledge_file(
     already here, which a book of the file may duplicate (see the module's docstring).
     ``card_home``: asked where a card goes (without one, a card is always a new character).
     """
-    if path.suffix.lower() == PACKAGE_SUFFIX:
+    if is_kb_package(path):
         return _import_package(path, project_dir, global_folder, database, available_model_ids)
     if project_dir is not None:
         load_project(project_dir)  # refuse before anything else when project.json is broken

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import shutil
 import tempfile
 import threading
@@ -47,7 +48,7 @@ from storyloom.knowledge.activation_calibration import NEUTRAL_TEXTS
 from storyloom.knowledge.activation_settings import ActivationSettings, scan_window_text
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB, Scope
-from storyloom.knowledge.embedding_jobs import EmbeddingJobs
+from storyloom.knowledge.embedding_jobs import EmbeddingJobs, EmbeddingProgress
 from storyloom.knowledge.embedding_models import (
     EmbeddingRegistry,
     ResolvedModel,
@@ -64,11 +65,12 @@ from storyloom.knowledge.knowledge_base import (
     new_kb_id,
     save_knowledge_base,
 )
-from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package
+from storyloom.knowledge.package import PACKAGE_SUFFIX, export_package, is_kb_package
 from storyloom.knowledge.references import ReferenceResolver
 from storyloom.knowledge.search_index import remove_kb, sync_kb
 from storyloom.knowledge.timed_effects import TimedEffectsState
 from storyloom.knowledge.variables import lookup_variable, placeholders
+from storyloom.knowledge.vector_metadata import record_vector_index
 from storyloom.llm.embeddings import EmbeddingProvider
 from storyloom.llm.tokenizers import counter_for
 from storyloom.project.knowledge_import import (
@@ -97,6 +99,8 @@ Fingerprint = tuple[tuple[str, int, int], ...]
 EMBED_AFTER_WRITE_S = 3.0
 EMBED_BATCH = 8
 WINDOW_VECTORS_KEPT = 256
+
+logger = logging.getLogger(__name__)
 
 
 class KnowledgeBaseIsLocal(Conflict):
@@ -181,6 +185,7 @@ class KnowledgeService:
         self._window_vectors: dict[tuple[str, str], list[float]] = {}
         self._pending: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.jobs.subscribe(self._on_embedding_progress)
 
     # -- loading -----------------------------------------------------------------------
 
@@ -282,6 +287,8 @@ class KnowledgeService:
         """Save ``kb`` over the file of the KB with the same ``kb_id`` (atomic)."""
         with self._lock:
             loaded = self.snapshot().require(kb.kb_id)
+            # ``vector_index`` records what storyloom built; an editor's copy may be older.
+            kb = kb.model_copy(update={"vector_index": loaded.kb.vector_index})
             save_knowledge_base(kb, loaded.folder)
             return self.reload().require(kb.kb_id)
 
@@ -734,6 +741,42 @@ class KnowledgeService:
             self._scheduled[loaded.kb_id] = stamp
             self.jobs.schedule(loaded.kb, resolved.provider)
 
+    def _on_embedding_progress(self, progress: EmbeddingProgress) -> None:
+        # A finished job records its model, dimension and index type in knowledge.json.
+        if progress.state != "done":
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._record_vectors_off_loop(progress.kb_id, progress.model_id)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _record_vectors_off_loop(self, kb_id: str, model_id: str) -> None:
+        try:
+            await asyncio.to_thread(self.record_vectors, kb_id, model_id)
+        except StoryloomError as exc:
+            # The vectors are stored and usable; only the record in the file is missing.
+            logger.warning("recording the vector index of %s failed: %s", kb_id, exc)
+
+    def record_vectors(self, kb_id: str, model_id: str) -> bool:
+        """Write the KB's ``vector_index`` for the vectors of ``model_id`` stored now;
+        True when knowledge.json changed. The KB is read again under the write lock, so a
+        save made while the job ran is kept."""
+        with self._lock:
+            loaded = self.snapshot().knowledge.catalog.get(kb_id)
+            if loaded is None:
+                return False
+            written = record_vector_index(
+                self.database.connection(), loaded.kb, loaded.folder, model_id
+            )
+            if not written:
+                return False
+            # The file changed but not its entries: no new embedding job for this write.
+            if self._scheduled.get(kb_id, ("",))[0] == model_id:
+                self._scheduled[kb_id] = (model_id, _stat(loaded.folder / KNOWLEDGE_FILE))
+            self.reload()
+            return True
+
     def embedding_state(self, loaded: LoadedKB) -> EmbeddingState:
         """Where the KB's embedding stands, for its current model."""
         total = len(loaded.kb.entries)
@@ -811,7 +854,7 @@ class KnowledgeService:
         """
         named = upload.with_name(filename if filename not in {"", ".", ".."} else "upload")
         upload.rename(named)
-        is_package = named.suffix.lower() == PACKAGE_SUFFIX
+        is_package = is_kb_package(named)
         with self._lock:
             summary = import_knowledge_file(
                 named,

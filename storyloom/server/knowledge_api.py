@@ -32,7 +32,12 @@ from storyloom.knowledge.activation_settings import ActivationSettings
 from storyloom.knowledge.caiu import CAIU
 from storyloom.knowledge.catalog import LoadedKB
 from storyloom.knowledge.entry_media import MAX_MEDIA_BYTES, read_entry_image
-from storyloom.knowledge.knowledge_base import KnowledgeBase, knowledge_base_schema, now_iso
+from storyloom.knowledge.knowledge_base import (
+    KnowledgeBase,
+    VectorIndexInfo,
+    knowledge_base_schema,
+    now_iso,
+)
 from storyloom.knowledge.st_export import export_world_info
 from storyloom.project.knowledge_service import EmbeddingState, KnowledgeService, Snapshot
 from storyloom.project.project_file import folder_slug
@@ -76,6 +81,9 @@ class KnowledgeBaseSummary(BaseModel):
     entry_count: int
     total_tokens: int = Field(description="Sum of the entries' text tokens (user LLM tokenizer)")
     embedding_model_id: str | None
+    vector_index: VectorIndexInfo | None = Field(
+        default=None, description="Model, dimension and index type its vectors were built with"
+    )
     problems: list[str]
     enabled: bool = Field(default=True, description="Off: scanned in no chat")
     global_lore: bool = Field(
@@ -110,6 +118,7 @@ def _summary(service: KnowledgeService, snap: Snapshot, loaded: LoadedKB) -> Kno
         folder=folder,
         entry_count=len(kb.entries),
         total_tokens=sum(tokens.values()),
+        vector_index=kb.vector_index,
         embedding_model_id=kb.embedding_model_id,
         problems=problems,
         enabled=kb.enabled,

