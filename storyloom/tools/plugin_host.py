@@ -52,9 +52,10 @@ from storyloom.tools.plugin_loader import (
 )
 from storyloom.tools.plugin_manifest import (
     SERVER_HOOKS,
-    WRAP_PERMISSION,
     ExtensionInfo,
     FrontendInfo,
+    granted_wraps,
+    is_wrap_point,
 )
 from storyloom.tools.secret_store import SecretStore
 from storyloom.tools.tool_definition import ServiceTool, load_tool_file
@@ -405,12 +406,8 @@ class PluginHost:
                     description=manifest.description,
                     frontend=frontend,
                     config_options=list(manifest.config_options),
-                    overrides=[g for g in plugin.granted if not g.startswith(WRAP_PERMISSION)],
-                    wraps=[
-                        g.removeprefix(WRAP_PERMISSION)
-                        for g in plugin.granted
-                        if g.startswith(WRAP_PERMISSION)
-                    ],
+                    overrides=[g for g in plugin.granted if is_wrap_point(g)],
+                    wraps=granted_wraps(plugin.granted),
                     hooks=manifest.permissions.client_hooks,
                 )
             )

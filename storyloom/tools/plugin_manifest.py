@@ -21,8 +21,9 @@ says why), and ``frontend.dev`` is reported and not used (:data:`DEV_ENTRY_REFUS
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeGuard, get_args
 
 import yaml
 from pydantic import (
@@ -52,23 +53,46 @@ SERVER_HOOKS: dict[str, str] = {
 }
 """Permission string → the pluggy hook a plugin implements for it."""
 
-CLIENT_HOOKS: tuple[str, ...] = (
+ClientHook = Literal[
     "hook:client:auth:login",
     "hook:client:workflow:before-execute",
     "hook:client:settings:before-save",
     "hook:client:node:render-after",
     "hook:client:chat:message-rendered",
-)
+]
+CLIENT_HOOKS: tuple[ClientHook, ...] = get_args(ClientHook)
 """The hooks of the web extension API (``extensionApi.hooks.on``); a plugin's frontend may
-register only those its manifest declares."""
+register only those its manifest declares. The web app's list is checked against the API
+schema, where :class:`ExtensionInfo` carries these as an enum."""
 
-WRAP_POINTS: dict[str, str] = {
+WrapPoint = Literal["ui:BaseNode", "ui:ChatMessage", "ui:SettingsPanel", "ui:SidebarManager"]
+WRAP_POINTS: dict[WrapPoint, str] = {
     "ui:BaseNode": "a node of the workflow editor (WorkflowNode.vue)",
     "ui:ChatMessage": "a message of the chat (ChatMessageItem.vue)",
     "ui:SettingsPanel": "the settings page (SettingsPage.vue)",
     "ui:SidebarManager": "the workflow editor's side panel (WorkflowSidePanel.vue)",
 }
-"""Core component id → the storyloom component a plugin may wrap or override there."""
+"""Core component id → the storyloom component a plugin may wrap or override there (every
+:data:`WrapPoint`, checked by a test)."""
+
+
+def is_wrap_point(value: str) -> TypeGuard[WrapPoint]:
+    return value in WRAP_POINTS
+
+
+def is_client_hook(value: str) -> TypeGuard[ClientHook]:
+    return value in CLIENT_HOOKS
+
+
+def granted_wraps(granted: Iterable[str]) -> list[WrapPoint]:
+    """The components the grants ``wrap:ui:X`` among ``granted`` name."""
+    found: list[WrapPoint] = []
+    for grant in granted:
+        component = grant.removeprefix(WRAP_PERMISSION)
+        if component != grant and is_wrap_point(component):
+            found.append(component)
+    return found
+
 
 NO_COMPONENT: dict[str, str] = {
     "ui:NodeInputControl": "node settings are one form (NodeConfigForm), not one control per input",
@@ -248,9 +272,9 @@ class Permissions(_Section):
         return [SERVER_HOOKS[h] for h in self.hooks if h in SERVER_HOOKS]
 
     @property
-    def client_hooks(self) -> list[str]:
+    def client_hooks(self) -> list[ClientHook]:
         """The web extension API hooks the plugin's frontend may register."""
-        return [h for h in self.hooks if h in CLIENT_HOOKS]
+        return [h for h in self.hooks if is_client_hook(h)]
 
     def overrides(self) -> list[str]:
         """Every override permission, as granted: ``ui:<X>`` (service overrides are
@@ -328,13 +352,13 @@ class ExtensionInfo(_Section):
     description: str = ""
     frontend: FrontendInfo | None = None
     config_options: list[ConfigOption] = Field(default_factory=list, alias="configOptions")
-    overrides: list[str] = Field(
-        default_factory=list, description="Granted override permissions (ui:X)"
+    overrides: list[WrapPoint] = Field(
+        default_factory=list, description="Core components it was granted to override"
     )
-    wraps: list[str] = Field(
-        default_factory=list, description="Core components it was granted to wrap (ui:X)"
+    wraps: list[WrapPoint] = Field(
+        default_factory=list, description="Core components it was granted to wrap"
     )
-    hooks: list[str] = Field(
+    hooks: list[ClientHook] = Field(
         default_factory=list, description="Client hooks it declares (hook:client:...)"
     )
 

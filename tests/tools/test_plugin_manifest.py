@@ -4,7 +4,7 @@ names the file, the field and the reason."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from storyloom.core.errors import FileFormatError
 from storyloom.tools.config_options import ConfigOption
-from storyloom.tools.plugin_manifest import NO_COMPONENT, WRAP_POINTS, load_manifest, parse_manifest
+from storyloom.tools.plugin_manifest import (
+    NO_COMPONENT,
+    WRAP_POINTS,
+    WrapPoint,
+    load_manifest,
+    parse_manifest,
+)
 
 SEED_MANIFEST = """
 name: my-awesome-plugin
@@ -367,3 +373,10 @@ def test_any_yaml_document_either_loads_or_is_a_file_format_error(data: dict[str
         parse_manifest(data, Path("p.yaml"))
     except FileFormatError as exc:
         assert exc.problems and all(p.reason for p in exc.problems)
+
+
+def test_every_wrap_point_the_api_names_has_its_component() -> None:
+    # The API's enum (ExtensionInfo.wraps, from WrapPoint) is what the web app's own list
+    # is checked against (web/tests/extensionSchema.test.ts); this side checks the table.
+    assert set(WRAP_POINTS) == set(get_args(WrapPoint))
+    assert not set(WRAP_POINTS) & set(NO_COMPONENT)
