@@ -2,11 +2,11 @@
 
 A plain entry gives its content wrapped in its enabled prefix and suffix. A group entry
 (one with ``child_ids``, or of ``entry_type`` ``"group_container"``) gives its children's
-texts, in ``child_ids`` order, wrapped in the group's prefix and suffix; its own content is
-editor-only and never injected (seed
-000, 2.2.1). Children that are groups aggregate recursively; a child id that is missing,
-disabled or already on the path (a cycle) is skipped. A group whose children give no text
-(an empty ``group_container`` included) injects nothing at all.
+texts, in ``child_ids`` order, wrapped in the group's prefix and suffix; its own content
+is editor-only and never injected (seed 000, 2.2.1). Children that are groups aggregate
+recursively; a child id that is missing, disabled or already on the path (a cycle) is
+skipped. A group whose children give no text (an empty ``group_container`` included)
+injects nothing at all, not even its prefix and suffix.
 """
 
 from __future__ import annotations
