@@ -74,3 +74,15 @@ def test_project_init_from_a_template_copies_its_files_and_records_it(tmp_path: 
     missing = storyloom("project", "init", str(tmp_path / "x"), "--template", str(tmp_path))
     assert missing.returncode == 1
     assert "no project.json here" in missing.stderr
+
+
+def test_a_custom_preferred_view_is_refused_with_the_reason(tmp_path: Path) -> None:
+    assert storyloom("project", "init", str(tmp_path / "p")).returncode == 0
+    assert not (tmp_path / "p" / "scenes").exists() and not (tmp_path / "p" / "ui").exists()
+    data = json.loads((tmp_path / "p" / "project.json").read_text("utf-8"))
+    data["preferredView"] = "custom"
+    (tmp_path / "p" / "project.json").write_text(json.dumps(data), "utf-8")
+    result = storyloom("project", "show", str(tmp_path / "p"))
+    assert result.returncode == 1
+    assert "project.json" in result.stderr and "preferredView" in result.stderr
+    assert "Custom UI" in result.stderr
