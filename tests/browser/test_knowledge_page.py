@@ -194,6 +194,20 @@ def test_a_group_shows_its_children_in_place_and_reorders_them(
     shelf.locator(tid("group-toggle")).click()
     expect(shelf.locator(tid("group-children"))).to_contain_text("injects nothing")
 
+    # Selecting a group shows its children where a plain entry has its content: add, remove.
+    shelf.locator(tid("entry-select")).click()
+    panel = page.locator(tid("group-children-panel"))
+    expect(panel).to_contain_text("editor only")
+    panel.locator(tid("group-child-add")).select_option(label="harbour")
+    panel.locator(tid("group-child-add")).select_option(label="lighthouse")
+    expect(panel.locator(tid("group-panel-child"))).to_have_text(
+        [re.compile("harbour"), re.compile("lighthouse")]
+    )
+    panel.locator(tid("group-panel-child")).nth(1).locator(tid("group-child-remove")).click()
+    expect(shelf.locator(tid("group-child"))).to_have_text([re.compile("harbour")])
+    select_entry(page, "harbour")
+    expect(panel).to_have_count(0)
+
     page.click(tid("kb-save"))
     expect(page.locator(tid("kb-save-result"))).to_have_attribute("data-ok", "true")
     entries = {e["displayName"]: e for e in kb_on_disk(kb)["entries"]}
@@ -201,6 +215,7 @@ def test_a_group_shows_its_children_in_place_and_reorders_them(
         entries["tide"]["id"],
         entries["wraith"]["id"],
     ]
+    assert entries["shelf"]["management_metadata"]["child_ids"] == [entries["harbour"]["id"]]
 
 
 def test_reference_marks_and_completion_in_the_content_editor(
