@@ -205,6 +205,9 @@ def test_a_group_shows_its_children_in_place_and_reorders_them(
     )
     panel.locator(tid("group-panel-child")).nth(1).locator(tid("group-child-remove")).click()
     expect(shelf.locator(tid("group-child"))).to_have_text([re.compile("harbour")])
+    page.set_viewport_size({"width": 390, "height": 844})
+    no_sideways_scroll(page)
+    page.set_viewport_size({"width": 1440, "height": 900})
     select_entry(page, "harbour")
     expect(panel).to_have_count(0)
 
