@@ -1,10 +1,12 @@
 """The text an entry contributes to a prompt.
 
 A plain entry gives its content wrapped in its enabled prefix and suffix. A group entry
-(one with ``child_ids``) gives its children's texts, in ``child_ids`` order, wrapped in
-the group's prefix and suffix; its own content is editor-only and never injected (seed
-000, 2.2.1). Children that are groups aggregate recursively; a child id that is missing,
-disabled or already on the path (a cycle) is skipped.
+(one with ``child_ids``, or of ``entry_type`` ``"group_container"``) gives its children's
+texts, in ``child_ids`` order, wrapped in the group's prefix and suffix; its own content
+is editor-only and never injected (seed 000, 2.2.1). Children that are groups aggregate
+recursively; a child id that is missing, disabled or already on the path (a cycle) is
+skipped. A group whose children give no text (an empty ``group_container`` included)
+injects nothing at all, not even its prefix and suffix.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def entry_body(
     _path: tuple[str, ...] = (),
 ) -> str:
     """The entry's text without its own prefix/suffix (children keep theirs)."""
-    if not entry.management_metadata.child_ids:
+    if not entry.is_group:
         text = entry.text
         return transform(kb, entry, text) if transform else text
     parts = []
@@ -59,4 +61,7 @@ def injected_text(
 ) -> str:
     """What goes into the prompt for ``entry``; ``transform`` rewrites each leaf's content
     (reference resolution, variables) before wrapping."""
-    return _wrap(entry, entry_body(kb, entry, transform, _path))
+    body = entry_body(kb, entry, transform, _path)
+    if entry.is_group and not body:
+        return ""  # a group with nothing to show brings no bare prefix/suffix either
+    return _wrap(entry, body)

@@ -593,7 +593,7 @@ class ReferenceResolver:
         # A group's own content is never injected, so reaching the group being edited only
         # loops through its children; an entry not indexed yet is taken as a plain one.
         edited_entry = self._entry(edited) if edited else None
-        edited_injects = edited_entry is None or not edited_entry.management_metadata.child_ids
+        edited_injects = edited_entry is None or not edited_entry.is_group
         root: tuple[EntryKey, ...] = (edited,) if edited and edited_injects else ()
 
         def loops_back(key: EntryKey) -> bool:

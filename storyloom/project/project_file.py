@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from storyloom.core.atomic_io import atomic_write_text
 from storyloom.core.errors import FieldProblem, FileFormatError, problems_from_validation
@@ -26,11 +26,11 @@ PROJECT_FILE = "project.json"
 # A data directory's own project, used when no other is named (chats belong to a project).
 DEFAULT_PROJECT = Path("projects") / "default"
 SCHEMA_VERSION = "2.0"
+# Seed 3.1 also lists scenes/ and ui/; storyloom has no Scene or Custom UI resource to
+# read from them (docs/decisions.md), so it does not make folders nothing reads.
 LAYOUT_DIRS = (
     "workflows",
     "knowledgebases",
-    "scenes",
-    "ui",
     "scripts",
     "assets",
     "settings",
@@ -69,8 +69,12 @@ class ProjectFile(_Open):
     version: str = Field(default="1.0.0")
     createdAt: str | None = Field(default=None)
     updatedAt: str | None = Field(default=None)
-    templateUsed: str | None = Field(default=None)
-    preferredView: Literal["editor", "custom"] = Field(default="editor")
+    templateUsed: str | None = Field(
+        default=None, description="Id of the project this one was started from (seed 5)"
+    )
+    preferredView: Literal["editor"] = Field(
+        default="editor", description='Only "editor": storyloom has no Custom UI view'
+    )
     schemaVersion: str = Field(default=SCHEMA_VERSION)
     knowledgeBaseReferences: list[KnowledgeBaseReference] = Field(default_factory=list)
     embeddingModelId: str | None = Field(
@@ -85,6 +89,17 @@ class ProjectFile(_Open):
         "SillyTavern's active world list)",
     )
     customMetadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("preferredView", mode="before")
+    @classmethod
+    def _no_custom_view(cls, value: object) -> object:
+        if value == "custom":
+            raise ValueError(
+                '"custom" opens a project Custom UI (seed 000 2.4.1), which storyloom does '
+                'not have: the web app is the one view (a plugin\'s "frontend" adds to it), '
+                'so use "editor"'
+            )
+        return value
 
     @model_validator(mode="after")
     def _unique_reference_ids(self) -> ProjectFile:

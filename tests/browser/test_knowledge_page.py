@@ -10,7 +10,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import FilePayload, Page, expect
 
-from tests.browser.conftest import LANTERNFALL, RESULTS_DIR, tid, with_lanternfall
+from storyloom.knowledge.caiu import CAIU
+from storyloom.knowledge.st_import import import_sillytavern
+from storyloom.project.project_file import init_project
+from storyloom.project.project_knowledge import add_local_knowledge_base
+from tests.browser.conftest import (
+    LANTERNFALL,
+    RESULTS_DIR,
+    no_sideways_scroll,
+    tid,
+    with_lanternfall,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -137,6 +147,83 @@ def test_reorder_and_disable_entries_then_save(start_server: Any, page: Page) ->
     entries = kb_on_disk(kb)["entries"]
     assert [e["displayName"] for e in entries] == ["harbour", "tide", "lighthouse", "wraith"]
     assert [e["management_metadata"]["is_enabled"] for e in entries] == [True, False, True, True]
+
+
+def with_lanternfall_groups(home: Path) -> None:
+    """Lanternfall plus a group holding the wraith and the tide, and an empty container."""
+    project = home / "projects" / "default"
+    init_project(project)
+    kb = import_sillytavern(LANTERNFALL).knowledge_bases[0]
+    by_name = {e.displayName: e.id for e in kb.entries}
+    group = CAIU.model_validate(
+        {
+            "id": "group-night",
+            "displayName": "night",
+            "management_metadata": {"child_ids": [by_name["wraith"], by_name["tide"]]},
+        }
+    )
+    shelf = CAIU.model_validate(
+        {"id": "group-shelf", "displayName": "shelf", "entry_type": "group_container"}
+    )
+    entries = [*kb.entries, group, shelf]
+    add_local_knowledge_base(project, kb.model_copy(update={"entries": entries}))
+
+
+def test_a_group_shows_its_children_in_place_and_reorders_them(
+    start_server: Any, page: Page
+) -> None:
+    server = start_server(with_lanternfall_groups)
+    kb = open_kb(page, server)
+    night = page.locator(f'{tid("entry-item")}[data-entry-id="group-night"]')
+    toggle = night.locator(tid("group-toggle"))
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    expect(night.locator(tid("group-children"))).to_have_count(0)
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    children = night.locator(tid("group-child"))
+    expect(children).to_have_text([re.compile("wraith"), re.compile("tide")])
+
+    # The arrows reorder child_ids, the order the group injects its children in.
+    children.nth(0).locator(tid("child-entry-move-down")).click()
+    expect(children).to_have_text([re.compile("tide"), re.compile("wraith")])
+    children.nth(1).locator(tid("group-child-select")).click()
+    expect(page.locator(tid("entry-title"))).to_have_text("wraith")
+    page.set_viewport_size({"width": 390, "height": 844})
+    no_sideways_scroll(page)
+    page.set_viewport_size({"width": 1440, "height": 900})
+
+    # Collapsing hides them; an empty container says it injects nothing.
+    toggle.click()
+    expect(night.locator(tid("group-children"))).to_have_count(0)
+    shelf = page.locator(f'{tid("entry-item")}[data-entry-id="group-shelf"]')
+    shelf.locator(tid("group-toggle")).click()
+    expect(shelf.locator(tid("group-children"))).to_contain_text("injects nothing")
+
+    # Selecting a group shows its children where a plain entry has its content: add, remove.
+    shelf.locator(tid("entry-select")).click()
+    panel = page.locator(tid("group-children-panel"))
+    expect(panel).to_contain_text("editor only")
+    panel.locator(tid("group-child-add")).select_option(label="harbour")
+    panel.locator(tid("group-child-add")).select_option(label="lighthouse")
+    expect(panel.locator(tid("group-panel-child"))).to_have_text(
+        [re.compile("harbour"), re.compile("lighthouse")]
+    )
+    panel.locator(tid("group-panel-child")).nth(1).locator(tid("group-child-remove")).click()
+    expect(shelf.locator(tid("group-child"))).to_have_text([re.compile("harbour")])
+    page.set_viewport_size({"width": 390, "height": 844})
+    no_sideways_scroll(page)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    select_entry(page, "harbour")
+    expect(panel).to_have_count(0)
+
+    page.click(tid("kb-save"))
+    expect(page.locator(tid("kb-save-result"))).to_have_attribute("data-ok", "true")
+    entries = {e["displayName"]: e for e in kb_on_disk(kb)["entries"]}
+    assert entries["night"]["management_metadata"]["child_ids"] == [
+        entries["tide"]["id"],
+        entries["wraith"]["id"],
+    ]
+    assert entries["shelf"]["management_metadata"]["child_ids"] == [entries["harbour"]["id"]]
 
 
 def test_reference_marks_and_completion_in_the_content_editor(

@@ -277,3 +277,23 @@ def test_reasons_of_dropped_entries_are_built_when_read() -> None:
     assert [r.rule for r in last.reasons] == ["primary_key", "budget"]
     assert last.reasons[0].detail == 'key "key" matched "User: a key here" in message 0 (User)'
     assert last.explained and not result.dropped[0].explained
+
+
+def test_an_empty_group_container_injects_only_its_wrapping_never_its_own_content() -> None:
+    # Seed 000 2.2.1: a group container's content is for the editor; what it injects is its
+    # prefix and suffix around its children's text, and it has none yet, so nothing.
+    container = CAIU(
+        id="shelf",
+        entry_type="group_container",
+        content=Content(value="editor note: put the dragon entries here"),
+        activation_criteria=ActivationCriteria(keywords=["key"]),
+        usage_metadata=UsageMetadata(
+            prefix=Affix(text="<dragons>", is_enabled=True),
+            suffix=Affix(text="</dragons>", is_enabled=True),
+        ),
+    )
+    result = scan([container, entry("plain", text="plain lore", keywords=["key"])])
+    texts = {item.entry_id: item.text for item in result.activated}
+    assert "editor note" not in "".join(texts.values())
+    assert texts.get("shelf", "") == ""
+    assert texts["plain"] == "plain lore"

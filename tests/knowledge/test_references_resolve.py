@@ -356,3 +356,11 @@ def test_variable_values_are_not_parsed_as_references() -> None:
     base = kb("kb_v", "V", entry("a", "A", "value: {{x}}"))
     out = resolver(base).resolve("{{{A}}}", "kb_v", variables={"x": "{{{A}}}"})
     assert out.text == "value: {{{A}}}"
+
+
+def test_an_empty_group_container_reference_gives_no_text_not_its_editor_note() -> None:
+    shelf = entry("shelf", "Shelf", "editor note: dragons go here")
+    shelf = shelf.model_copy(update={"entry_type": "group_container"})
+    out = resolver(kb("kb_w", "World", shelf)).resolve("[{{{Shelf}}}]", "kb_w")
+    assert out.text == "[]"
+    assert out.ok
