@@ -21,6 +21,7 @@ so a failed import leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -98,7 +99,37 @@ def is_kb_package(path: Path) -> bool:
             names = set(archive.namelist())
     except _PEEK_ERRORS:
         return False
+    prefix = wrapper_prefix(names)
+    names = {name.removeprefix(prefix) for name in names}
     return KNOWLEDGE_FILE in names and CARD_MEMBER not in names
+
+
+def wrapper_prefix(names: Collection[str]) -> str:
+    """``"NAME/"`` when every member of a zip sits in the one folder NAME that holds
+    ``knowledge.json`` (a folder zipped whole, as file managers do), else ``""``."""
+    if KNOWLEDGE_FILE in names:
+        return ""
+    tops = {name.split("/", 1)[0] for name in names}
+    if len(tops) != 1:
+        return ""
+    prefix = f"{next(iter(tops))}/"
+    return prefix if f"{prefix}{KNOWLEDGE_FILE}" in names else ""
+
+
+def _unwrapped(infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    """``infos`` read as if their wrapping folder (:func:`wrapper_prefix`) were the top;
+    the archive still opens each by its stored name (``orig_filename``)."""
+    prefix = wrapper_prefix([info.filename for info in infos])
+    if not prefix:
+        return infos
+    out: list[zipfile.ZipInfo] = []
+    for info in infos:
+        if info.filename == prefix:
+            continue
+        inner = copy.copy(info)
+        inner.filename = info.filename.removeprefix(prefix)
+        out.append(inner)
+    return out
 
 
 class PackageError(StoryloomError):
@@ -554,7 +585,7 @@ def import_package(
             infos = archive.infolist()
         except (zipfile.BadZipFile, OSError) as exc:
             raise FileFormatError(src, [FieldProblem("", f"corrupt package: {exc}")]) from None
-        files = _check_members(src, infos, limits)
+        files = _check_members(src, _unwrapped(infos), limits)
         kb = _parse_kb(archive, files[KNOWLEDGE_FILE], src)
         vectors = _parse_vectors(archive, files, src)
         media = sorted(name for name in files if name.startswith(f"{MEDIA_DIR}/"))

@@ -666,3 +666,30 @@ def test_a_charx_card_named_zip_is_still_read_as_a_card(client: httpx.Client) ->
     assert response.status_code == 201, response.text
     assert response.json()["kind"] != "package"
     assert response.json()["character"]
+
+
+def test_a_zip_of_a_whole_kb_folder_imports_from_inside_its_folder(
+    client: httpx.Client,
+) -> None:
+    # A folder zipped whole (right-click, compress) puts everything under its name.
+    kb: dict[str, Any] = {
+        "kb_id": "kb_wrapped",
+        "kb_displayName": "Wrapped lore",
+        "entries": [
+            entry("map", "Map", "The old map of the harbour."),
+            {"id": "pic", "displayName": "Harbour", "content": {"path": "media/harbour.txt"}},
+        ],
+    }
+    data = _zip(
+        {
+            "Wrapped lore/": b"",
+            "Wrapped lore/knowledge.json": json.dumps(kb).encode("utf-8"),
+            "Wrapped lore/media/harbour.txt": b"a drawing of the harbour",
+        }
+    )
+    response = client.post("/api/knowledge/import", files={"file": ("wrapped.zip", data)})
+    assert response.status_code == 201, response.text
+    assert response.json()["kind"] == "package"
+    folder = Path(client.get("/api/knowledge/bases/kb_wrapped").json()["folder"])
+    assert (folder / "media" / "harbour.txt").read_bytes() == b"a drawing of the harbour"
+    assert (folder / "knowledge.json").is_file()
