@@ -79,6 +79,9 @@ class KnowledgeBase(_Open):
     )
     vector_index: VectorIndexInfo | None = Field(
         default=None,
+        # Not a seed field: a KB never embedded is written (and served) as the seed lays
+        # it out, so the file and the API agree.
+        exclude_if=lambda value: value is None,
         description="Model, dimension and index type of the vectors built last; None: "
         "never embedded. Written by storyloom, not by hand",
     )
@@ -127,9 +130,6 @@ class KnowledgeBase(_Open):
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
-        # Not a seed field: a KB never embedded is written as the seed lays it out.
-        if data.get("vector_index") is None:
-            data.pop("vector_index", None)
         return data
 
 
