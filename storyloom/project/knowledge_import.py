@@ -51,7 +51,7 @@ from storyloom.knowledge.knowledge_base import (
     now_iso,
     save_knowledge_base,
 )
-from storyloom.knowledge.package import import_package, is_kb_package
+from storyloom.knowledge.package import import_package, is_kb_package, wrapper_prefix
 from storyloom.knowledge.same_book import LoreIndex, card_book_here
 from storyloom.knowledge.st_export import export_chat_jsonl
 from storyloom.knowledge.st_import import ImportResult, import_sillytavern
@@ -383,7 +383,7 @@ def package_kb_id(path: Path) -> str | None:
     :func:`import_package` still run on everything."""
     try:
         with zipfile.ZipFile(path) as archive:
-            info = archive.getinfo(KNOWLEDGE_FILE)
+            info = archive.getinfo(wrapper_prefix(archive.namelist()) + KNOWLEDGE_FILE)
             if info.file_size > MAX_PEEK_BYTES:
                 return None
             document = loads_untrusted(archive.read(info))

@@ -693,6 +693,8 @@ def test_a_zip_of_a_whole_kb_folder_imports_from_inside_its_folder(
     folder = Path(client.get("/api/knowledge/bases/kb_wrapped").json()["folder"])
     assert (folder / "media" / "harbour.txt").read_bytes() == b"a drawing of the harbour"
     assert (folder / "knowledge.json").is_file()
+    again = client.post("/api/knowledge/import", files={"file": ("wrapped.zip", data)})
+    assert again.status_code == 422 and "already here" in again.json()["error"]["message"]
 
 
 def _package_with_vectors(model_id: str) -> bytes:
