@@ -98,6 +98,14 @@ def import_(
             "off: the character page's Scripts section switches those).",
         ),
     ] = False,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(
+            "--embedding-model",
+            help="A package: the embedding model of the new knowledge base (needed when "
+            "its vectors come from a model missing here; the error lists the models).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     home: HomeOption = None,
 ) -> None:
@@ -143,6 +151,7 @@ def import_(
             existing=existing,
             on_duplicate="keep_both" if keep_both else "keep_existing",
             card_home=CardReimport(library, on_conflict),
+            embedding_model=embedding_model,
         )
     except CardExists as exc:
         match = exc.match

@@ -258,7 +258,8 @@ class UsageMetadata(_Open):
     )
     once_per_session: bool = Field(default=False, description="Activates once per conversation")
     exclude_from_history: bool = Field(
-        default=False, description="Injected for one turn only, not kept in later history"
+        default=False,
+        description="Injected for one turn only: no sticky effect carries it into later turns",
     )
     prefix: Affix = Field(default_factory=Affix)
     suffix: Affix = Field(default_factory=Affix)

@@ -157,7 +157,9 @@ def compile_entry(
     e.exclude_recursion = criteria.exclude_recursion
     e.prevent_recursion = criteria.prevent_recursion
     e.delay_recursion = criteria.delay_until_recursion
-    e.sticky = criteria.sticky
+    # An entry for one turn only (seed 000 2.2.1 exclude_from_history): lore is scanned
+    # anew each turn, so the one thing that would carry it into later turns is sticky.
+    e.sticky = 0 if usage.exclude_from_history else criteria.sticky
     e.cooldown = criteria.cooldown
     e.delay = criteria.delay
     e.inclusion_groups = tuple(

@@ -21,6 +21,7 @@ so a failed import leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -31,7 +32,7 @@ import tempfile
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -42,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from storyloom.core.errors import (
     FieldProblem,
     FileFormatError,
+    InvalidInput,
     StoryloomError,
     problems_from_validation,
 )
@@ -98,11 +100,56 @@ def is_kb_package(path: Path) -> bool:
             names = set(archive.namelist())
     except _PEEK_ERRORS:
         return False
+    prefix = wrapper_prefix(names)
+    names = {name.removeprefix(prefix) for name in names}
     return KNOWLEDGE_FILE in names and CARD_MEMBER not in names
+
+
+def wrapper_prefix(names: Collection[str]) -> str:
+    """``"NAME/"`` when every member of a zip sits in the one folder NAME that holds
+    ``knowledge.json`` (a folder zipped whole, as file managers do), else ``""``."""
+    if KNOWLEDGE_FILE in names:
+        return ""
+    tops = {name.split("/", 1)[0] for name in names}
+    if len(tops) != 1:
+        return ""
+    prefix = f"{next(iter(tops))}/"
+    return prefix if f"{prefix}{KNOWLEDGE_FILE}" in names else ""
+
+
+def _unwrapped(infos: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    """``infos`` read as if their wrapping folder (:func:`wrapper_prefix`) were the top;
+    the archive still opens each by its stored name (``orig_filename``)."""
+    prefix = wrapper_prefix([info.filename for info in infos])
+    if not prefix:
+        return infos
+    out: list[zipfile.ZipInfo] = []
+    for info in infos:
+        if info.filename == prefix:
+            continue
+        inner = copy.copy(info)
+        inner.filename = info.filename.removeprefix(prefix)
+        out.append(inner)
+    return out
 
 
 class PackageError(StoryloomError):
     """A package cannot be written or imported for a reason other than its content."""
+
+
+class EmbeddingModelMissing(InvalidInput):
+    """The package's vectors were made with a model this machine lacks, and no model was
+    chosen to embed it again with: the user picks one of ``available`` (nothing written)."""
+
+    def __init__(self, src: Path, package_model_id: str, available: Sequence[str]) -> None:
+        self.package_model_id = package_model_id
+        self.available = list(available)
+        problem = FieldProblem(
+            "embedding_model",
+            f"the package's vectors were made with {package_model_id!r}, which is not "
+            f"available here; choose the model to embed it with: {', '.join(available)}",
+        )
+        super().__init__(f"{src.name}: {problem}", [problem])
 
 
 @dataclass(frozen=True)
@@ -529,12 +576,17 @@ def import_package(
     available_model_ids: Collection[str],
     replace: bool = False,
     limits: PackageLimits | None = None,
+    embedding_model: str | None = None,
+    ask_for_model: bool = False,
 ) -> PackageImportReport:
     """Unpack the package ``src`` into the KB folder ``dest_folder`` and index it.
 
     Everything is checked before anything is written; ``dest_folder`` must not exist
     unless ``replace``. With ``db``, the KB is synced into the search index and the
     package's vectors are stored where their model is available and their text current.
+    ``embedding_model``: the (available) model the user chose for the KB; the package's
+    vectors are used only when they are that model's. ``ask_for_model``: without a
+    choice, vectors of a missing model raise :class:`EmbeddingModelMissing`.
     """
     limits = limits or PackageLimits()
     if dest_folder.exists() and not replace:
@@ -554,9 +606,25 @@ def import_package(
             infos = archive.infolist()
         except (zipfile.BadZipFile, OSError) as exc:
             raise FileFormatError(src, [FieldProblem("", f"corrupt package: {exc}")]) from None
-        files = _check_members(src, infos, limits)
+        files = _check_members(src, _unwrapped(infos), limits)
         kb = _parse_kb(archive, files[KNOWLEDGE_FILE], src)
         vectors = _parse_vectors(archive, files, src)
+        if embedding_model is not None:
+            if embedding_model not in available_model_ids:
+                reason = f"{embedding_model!r} is not available here; available: " + ", ".join(
+                    sorted(available_model_ids)
+                )
+                raise InvalidInput.of("import", [FieldProblem("embedding_model", reason)])
+            if vectors is not None and canonical_model_id(embedding_model) != canonical_model_id(
+                vectors.manifest.embedding_model_id
+            ):
+                vectors = None  # another model's vectors: the chosen one embeds it anew
+        elif vectors is not None and ask_for_model:
+            wanted = canonical_model_id(vectors.manifest.embedding_model_id)
+            if not any(canonical_model_id(m) == wanted for m in available_model_ids):
+                raise EmbeddingModelMissing(
+                    src, vectors.manifest.embedding_model_id, sorted(available_model_ids)
+                )
         media = sorted(name for name in files if name.startswith(f"{MEDIA_DIR}/"))
         warnings = _media_warnings(kb, set(media))
         plan = _vector_plan(kb, vectors, available_model_ids, warnings)

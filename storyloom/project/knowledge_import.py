@@ -51,7 +51,7 @@ from storyloom.knowledge.knowledge_base import (
     now_iso,
     save_knowledge_base,
 )
-from storyloom.knowledge.package import import_package, is_kb_package
+from storyloom.knowledge.package import import_package, is_kb_package, wrapper_prefix
 from storyloom.knowledge.same_book import LoreIndex, card_book_here
 from storyloom.knowledge.st_export import export_chat_jsonl
 from storyloom.knowledge.st_import import ImportResult, import_sillytavern
@@ -189,6 +189,7 @@ def import_knowledge_file(
     existing: Sequence[KnowledgeBase] = (),
     on_duplicate: OnDuplicate = "keep_existing",
     card_home: CardHome | None = None,
+    embedding_model: str | None = None,
 ) -> ImportSummary:
     """Import ``path`` (SillyTavern world info / card / CHARX / chat, or a KB package:
     ``.ctkbz`` or a ``.zip`` holding ``knowledge.json``).
@@ -198,9 +199,13 @@ def import_knowledge_file(
     failure leaves the project (or the global folder) as it was. ``existing``: the KBs
     already here, which a book of the file may duplicate (see the module's docstring).
     ``card_home``: asked where a card goes (without one, a card is always a new character).
+    ``embedding_model``: the model a package is embedded with; a package whose vectors
+    come from a model missing here needs one (:class:`EmbeddingModelMissing` otherwise).
     """
     if is_kb_package(path):
-        return _import_package(path, project_dir, global_folder, database, available_model_ids)
+        return _import_package(
+            path, project_dir, global_folder, database, available_model_ids, embedding_model
+        )
     if project_dir is not None:
         load_project(project_dir)  # refuse before anything else when project.json is broken
     result = import_sillytavern(path)
@@ -321,6 +326,7 @@ def _import_package(
     global_folder: Path,
     database: Database | None,
     available_model_ids: Collection[str],
+    embedding_model: str | None,
 ) -> ImportSummary:
     existing = _existing_folder(package_kb_id(path), project_dir, global_folder)
     if existing is not None:
@@ -334,11 +340,21 @@ def _import_package(
     # The folder is made by import_package once the package passed every check.
     taken = {p.name for p in parent.iterdir()} if parent.is_dir() else set()
     target = parent / folder_slug(path.stem, taken)
-    report = import_package(path, target, db=database, available_model_ids=set(available_model_ids))
+    report = import_package(
+        path,
+        target,
+        db=database,
+        available_model_ids=set(available_model_ids),
+        embedding_model=embedding_model,
+        ask_for_model=True,
+    )
     summary = ImportSummary(source=str(path), kind="package", warnings=list(report.warnings))
     try:
         kb = load_knowledge_base(target)
-        if report.kb_model_id and not report.package_model_available:
+        if embedding_model is not None and kb.embedding_model_id != embedding_model:
+            kb.embedding_model_id = embedding_model  # the user's choice
+            save_knowledge_base(kb, target, touch=False)
+        elif report.kb_model_id and not report.package_model_available:
             # Seed 2.2.2: vectors of a model missing here are not used; the KB falls back
             # to the project's or the global (local) model and is embedded again with it.
             summary.warnings.append(
@@ -367,7 +383,7 @@ def package_kb_id(path: Path) -> str | None:
     :func:`import_package` still run on everything."""
     try:
         with zipfile.ZipFile(path) as archive:
-            info = archive.getinfo(KNOWLEDGE_FILE)
+            info = archive.getinfo(wrapper_prefix(archive.namelist()) + KNOWLEDGE_FILE)
             if info.file_size > MAX_PEEK_BYTES:
                 return None
             document = loads_untrusted(archive.read(info))

@@ -841,6 +841,7 @@ class KnowledgeService:
         chat_importer: ChatImporter | None = None,
         on_duplicate: OnDuplicate = "keep_existing",
         card_home: CardHome | None = None,
+        embedding_model: str | None = None,
     ) -> ImportOutcome:
         """Store an uploaded SillyTavern file or ``.ctkbz`` package as new KBs; a book
         whose entries a KB here already has is stored again only with ``keep_both``.
@@ -850,7 +851,7 @@ class KnowledgeService:
         A SillyTavern chat becomes a conversation through ``chat_importer``, which the
         caller builds: the chat engine sits a layer above this one. ``card_home`` decides
         where a card goes when it may be a character here already (see
-        :func:`import_knowledge_file`).
+        :func:`import_knowledge_file`), ``embedding_model`` which model embeds a package.
         """
         named = upload.with_name(filename if filename not in {"", ".", ".."} else "upload")
         upload.rename(named)
@@ -866,6 +867,7 @@ class KnowledgeService:
                 existing=self.snapshot().knowledge.catalog.knowledge_bases(),
                 on_duplicate=on_duplicate,
                 card_home=card_home,
+                embedding_model=embedding_model,
             )
             snap = self.reload()
         return ImportOutcome(

@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -48,6 +48,7 @@ from storyloom.core.errors import (
     clean_reason,
     field_path,
 )
+from storyloom.knowledge.package import EmbeddingModelMissing
 from storyloom.llm.errors import LLMError
 from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
 
@@ -91,6 +92,21 @@ class CardConflictBody(ErrorBody):
     """409 of a card import whose card is a character here already: nothing was written."""
 
     conflict: CardConflict
+
+
+class EmbeddingChoice(BaseModel):
+    """What the user picks from when a package's vectors came from a model missing here."""
+
+    kind: Literal["embedding_model_missing"] = "embedding_model_missing"
+    package_model: str = Field(description="The model the package's vectors were made with")
+    available: list[str] = Field(description="The embedding models here, to embed it with")
+
+
+class EmbeddingChoiceBody(ErrorBody):
+    """422 of a package import that needs an embedding model chosen: nothing was written;
+    send the file again with ``embedding_model`` set to one of ``available``."""
+
+    embedding_choice: EmbeddingChoice
 
 
 class WorkflowInvalidBody(ErrorBody):
@@ -156,6 +172,9 @@ def storyloom_error_response(exc: StoryloomError) -> JSONResponse:
             sameness=match.sameness, character_id=match.character_id, name=match.name
         )
         body = CardConflictBody(error=_detail(str(exc), []), conflict=conflict)
+    elif isinstance(exc, EmbeddingModelMissing):
+        choice = EmbeddingChoice(package_model=exc.package_model_id, available=exc.available)
+        body = EmbeddingChoiceBody(error=_detail(str(exc), exc.problems), embedding_choice=choice)
     elif isinstance(exc, Conflict) and exc.version is not None:
         body = ConflictBody(error=_detail(str(exc), []), version=exc.version)
     elif isinstance(exc, InvalidInput):
@@ -195,7 +214,7 @@ def upload_errors(filename: str, saved_as: Path | None = None) -> Iterator[None]
     card that is a character here already stays the 409 that asks the user."""
     try:
         yield
-    except CardExists:
+    except (CardExists, EmbeddingModelMissing):
         raise
     except FileFormatError as exc:
         message = "; ".join(str(p) for p in exc.problems) or "unreadable"
@@ -205,7 +224,9 @@ def upload_errors(filename: str, saved_as: Path | None = None) -> Iterator[None]
         message = str(exc)
         if saved_as is not None:
             message = message.replace(str(saved_as), filename)
-        raise InvalidInput(message if filename in message else f"{filename}: {message}") from None
+        problems = exc.problems if isinstance(exc, InvalidInput) else []
+        message = message if filename in message else f"{filename}: {message}"
+        raise InvalidInput(message, problems) from None
 
 
 def request_headers(scope: Scope) -> dict[str, str]:

