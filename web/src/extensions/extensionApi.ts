@@ -460,15 +460,29 @@ function makeApi(fixed: string | null): ExtensionApi {
 
 export const extensionApi: ExtensionApi = makeApi(null)
 
+export interface StoryloomGlobal {
+  extensionApi?: ExtensionApi
+  reloadExtensions?: () => Promise<void>
+  [key: string]: unknown
+}
+
+/** Set `window.storyloom` and its alias `window.ComfyTavern` to one object. */
+export function setStoryloomGlobal(value: StoryloomGlobal, target: Window = window): void {
+  target.storyloom = value
+  target.ComfyTavern = value
+}
+
 declare global {
   interface Window {
-    storyloom?: { extensionApi?: ExtensionApi; reloadExtensions?: () => Promise<void>; [key: string]: unknown }
+    storyloom?: StoryloomGlobal
+    /** The seed's name for the same object (plugins written for ComfyTavern find it there). */
+    ComfyTavern?: StoryloomGlobal
   }
 }
 
 /** Put the API on `window.storyloom.extensionApi` (before any plugin script runs). */
 export function initializeExtensionApi(target: Window = window): ExtensionApi {
-  target.storyloom = { ...(target.storyloom ?? {}), extensionApi }
+  setStoryloomGlobal({ ...(target.storyloom ?? {}), extensionApi }, target)
   return extensionApi
 }
 

@@ -1,0 +1,38 @@
+// What a plugin written for ComfyTavern writes: the API under the seed's global name.
+const api = window.ComfyTavern.extensionApi
+
+const OUTLETS = [
+  'layout:header:before-tabs',
+  'layout:header:after-tabs',
+  'layout:header:right',
+  'editor:toolbar:left',
+  'editor:toolbar:center',
+  'editor:toolbar:right',
+  'editor:canvas:overlay',
+  'editor:statusbar:left',
+  'editor:statusbar:right',
+  'sidebar:icon-bar:tabs:before',
+  'sidebar:icon-bar:tabs:after',
+  'sidebar:icon-bar:bottom:before',
+  'sidebar:panel:header[node]',
+  'sidebar:panel:footer[node]',
+  'sidebar:panel:header[run]',
+  'sidebar:panel:footer[run]',
+  'node:header:left',
+  'node:header:right',
+  'node:footer',
+]
+
+for (const outlet of OUTLETS) {
+  api.ui.registerOutletComponent(outlet, {
+    mount(el, props) {
+      const mark = document.createElement('span')
+      mark.dataset.testid = 'outlet-mark'
+      mark.dataset.outlet = outlet
+      if (props.workflowId) mark.dataset.workflow = String(props.workflowId)
+      mark.textContent = '◆'
+      el.append(mark)
+    },
+  })
+}
+document.body.dataset.outletsSameGlobal = String(window.ComfyTavern === window.storyloom)

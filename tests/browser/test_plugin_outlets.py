@@ -1,0 +1,100 @@
+"""Every plugin outlet of seed 003 §21.3, as a plugin author meets them (issue 29): a real
+plugin folder (``tests/browser/plugins/outlets``) whose script reaches the API through the
+seed's global name ``window.ComfyTavern`` and puts a mark into each outlet, a real server,
+a real browser, at both sizes.
+
+Before this change the test failed at its first check: ``window.ComfyTavern`` did not
+exist (the script threw, no mark anywhere), and of the seed's 17 outlets only 7 were in
+the app (``layout:header:right``, ``editor:toolbar:left/right``,
+``sidebar:icon-bar:tabs:after``, ``node:header:left/right``, ``node:footer``): the marks
+for ``layout:header:before-tabs/after-tabs``, ``editor:toolbar:center``,
+``editor:canvas:overlay``, ``editor:statusbar:left/right``,
+``sidebar:icon-bar:tabs:before``, ``sidebar:icon-bar:bottom:before`` and
+``sidebar:panel:header/footer[<panel>]`` had nowhere to show.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import RunningServer, no_sideways_scroll, tid
+
+pytestmark = pytest.mark.browser
+
+PLUGIN = "outlets"
+FIXTURE = Path(__file__).resolve().parent / "plugins" / PLUGIN
+
+
+def with_plugin(home: Path) -> None:
+    shutil.copytree(FIXTURE, home / "plugins" / PLUGIN)
+
+
+def test_a_plugin_fills_every_outlet_through_either_global_name(
+    sized_page: Page, start_server: Callable[..., RunningServer]
+) -> None:
+    page = sized_page
+    server: RunningServer = start_server(with_plugin, token=True)
+    server.request("POST", f"/api/plugins/{PLUGIN}/enable")
+    page.goto(f"{server.url}?token={server.token}")
+    body = page.locator("body")
+    expect(body).to_have_attribute("data-outlets-same-global", "true")
+
+    # The top bar, on every page.
+    for outlet in ("layout:header:before-tabs", "layout:header:after-tabs", "layout:header:right"):
+        expect(
+            page.locator(tid(f"plugin-outlet-{outlet}")).get_by_test_id("outlet-mark")
+        ).to_be_visible()
+    no_sideways_scroll(page)
+
+    # The navigation column (on a phone, behind the menu button).
+    if not page.locator(tid("nav-chat")).is_visible():
+        page.locator(tid("nav-menu")).click()
+    for outlet in (
+        "sidebar:icon-bar:tabs:before",
+        "sidebar:icon-bar:tabs:after",
+        "sidebar:icon-bar:bottom:before",
+    ):
+        expect(
+            page.locator(tid(f"plugin-outlet-{outlet}")).get_by_test_id("outlet-mark")
+        ).to_be_visible()
+    no_sideways_scroll(page)
+
+    # The workflow editor: toolbar, canvas overlay, status bar, each node.
+    page.goto(f"{server.url}workflows/chat-default")
+    expect(page.locator(tid("wf-node")).first).to_be_visible()
+    for outlet in (
+        "editor:toolbar:left",
+        "editor:toolbar:center",
+        "editor:toolbar:right",
+        "editor:canvas:overlay",
+        "editor:statusbar:left",
+        "editor:statusbar:right",
+    ):
+        found = page.locator(tid(f"plugin-outlet-{outlet}")).get_by_test_id("outlet-mark")
+        expect(found).to_be_visible()
+        # The editor's outlets are told which workflow is open.
+        expect(found).to_have_attribute("data-workflow", "chat-default")
+    nodes = page.locator(tid("wf-node")).count()
+    for outlet in ("node:header:left", "node:header:right", "node:footer"):
+        expect(
+            page.locator(tid(f"plugin-outlet-{outlet}")).get_by_test_id("outlet-mark")
+        ).to_have_count(nodes)
+    no_sideways_scroll(page)
+
+    # The side panel's tabs: a header and a footer outlet in each, by the tab's id.
+    toggle = page.locator(tid("wf-panel-toggle"))
+    if toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    for tab in ("node", "run"):
+        page.locator(tid(f"wf-side-{tab}")).click()
+        for where in ("header", "footer"):
+            outlet = f"sidebar:panel:{where}[{tab}]"
+            expect(
+                page.locator(tid(f"plugin-outlet-{outlet}")).get_by_test_id("outlet-mark")
+            ).to_be_visible()
+        no_sideways_scroll(page)
