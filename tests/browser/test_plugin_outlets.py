@@ -15,6 +15,7 @@ for ``layout:header:before-tabs/after-tabs``, ``editor:toolbar:center``,
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from storyloom.testing.st_documents import card_document
 from tests.browser.conftest import RunningServer, no_sideways_scroll, tid
 
 pytestmark = pytest.mark.browser
@@ -98,3 +100,27 @@ def test_a_plugin_fills_every_outlet_through_either_global_name(
                 page.locator(tid(f"plugin-outlet-{outlet}")).get_by_test_id("outlet-mark")
             ).to_be_visible()
         no_sideways_scroll(page)
+
+
+def test_a_plugin_adds_to_the_footer_of_the_apps_dialogs(
+    sized_page: Page, start_server: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """``modal:footer`` (seed 003 §20's manifest example): the card-conflict dialog, met
+    by importing the same card twice, carries the plugin's mark and says which dialog it is.
+    Before this change no dialog had the outlet."""
+    page = sized_page
+    page.set_default_timeout(30_000)
+    card = tmp_path / "Seraphina.json"
+    card.write_text(json.dumps(card_document("Seraphina")), encoding="utf-8")
+    server: RunningServer = start_server(with_plugin, token=True)
+    server.request("POST", f"/api/plugins/{PLUGIN}/enable")
+    page.goto(f"{server.url}characters?token={server.token}")
+    expect(page.locator("body")).to_have_attribute("data-outlets-same-global", "true")
+    page.set_input_files(tid("character-import-file"), str(card))
+    expect(page.locator(tid("character-item"))).to_have_count(1)
+    page.set_input_files(tid("character-import-file"), str(card))
+    dialog = page.locator(tid("card-conflict"))
+    found = dialog.locator(tid("plugin-outlet-modal:footer")).get_by_test_id("outlet-mark")
+    expect(found).to_be_visible()
+    expect(found).to_have_attribute("data-dialog", "card-conflict")
+    no_sideways_scroll(page)

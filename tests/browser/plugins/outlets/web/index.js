@@ -21,6 +21,7 @@ const OUTLETS = [
   'node:header:left',
   'node:header:right',
   'node:footer',
+  'modal:footer',
 ]
 
 for (const outlet of OUTLETS) {
@@ -29,6 +30,7 @@ for (const outlet of OUTLETS) {
       const mark = document.createElement('span')
       mark.dataset.testid = 'outlet-mark'
       mark.dataset.outlet = outlet
+      if (props.dialog) mark.dataset.dialog = String(props.dialog)
       if (props.workflowId) mark.dataset.workflow = String(props.workflowId)
       mark.textContent = '◆'
       el.append(mark)
