@@ -10,7 +10,8 @@ the app (``layout:header:right``, ``editor:toolbar:left/right``,
 for ``layout:header:before-tabs/after-tabs``, ``editor:toolbar:center``,
 ``editor:canvas:overlay``, ``editor:statusbar:left/right``,
 ``sidebar:icon-bar:tabs:before``, ``sidebar:icon-bar:bottom:before`` and
-``sidebar:panel:header/footer[<panel>]`` had nowhere to show.
+``sidebar:panel:header/footer[<panel>]`` had nowhere to show;
+``registerNodeUI`` / ``nodes.registerUI`` did not exist.
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ def test_a_plugin_fills_every_outlet_through_either_global_name(
         expect(
             page.locator(tid(f"plugin-outlet-{outlet}")).get_by_test_id("outlet-mark")
         ).to_have_count(nodes)
+    # registerNodeUI / nodes.registerUI: the budget and weaver nodes are drawn with the
+    # plugin's body, told their node id and config; the other nodes are not.
+    bodies = page.get_by_test_id("outlets-node-body")
+    expect(bodies).to_have_count(2)
+    expect(page.locator(f"{tid('wf-node-plugin-body')}[data-plugin='{PLUGIN}']")).to_have_count(2)
+    expect(bodies.nth(0)).to_have_attribute("data-node-id", "budget")
+    expect(bodies.nth(1)).to_have_attribute("data-node-id", "weaver")
     no_sideways_scroll(page)
 
     # The side panel's tabs: a header and a footer outlet in each, by the tab's id.

@@ -9,6 +9,8 @@ import {
   callerPlugin,
   emitAuthLogin,
   pluginRefusals,
+  nodeUi,
+  forgetPlugin,
   wrapPoint,
   emitChatMessageRendered,
   emitNodeRenderAfter,
@@ -60,6 +62,8 @@ describe('the plugin loader', () => {
     await loadExtensions({ fetchPlugins: async () => plugins, fetchConfig: async () => ({}) })
     expect(window.storyloom?.extensionApi).toBe(extensionApi)
     expect(typeof window.storyloom?.reloadExtensions).toBe('function')
+    // The seed's global name is the same object.
+    expect(window.ComfyTavern).toBe(window.storyloom)
     expect(scripts()).toEqual(['/plugins/hello/web/index.js'])
     expect(links()).toEqual(['/plugins/hello/web/style.css'])
     const script = document.querySelector('script[data-storyloom-plugin="hello"]') as HTMLScriptElement
@@ -164,6 +168,20 @@ describe('outlets', () => {
     off()
     extensionApi.ui.registerOutletComponent('x', null as never)
     expect(console.warn).toHaveBeenCalledTimes(2)
+  })
+})
+
+describe('node UIs', () => {
+  it('one plugin draws a node type; a second is refused and told why; disabling frees it', () => {
+    const unit = { mount: () => undefined }
+    extensionApi.forPlugin('first').registerNodeUI('chat:Weaver', unit)
+    extensionApi.forPlugin('second').nodes.registerUI('chat:Weaver', unit)
+    expect(nodeUi('chat:Weaver')?.plugin).toBe('first')
+    expect(pluginRefusals('second')).toEqual([{ kind: 'nodeUiTaken', id: 'chat:Weaver' }])
+    forgetPlugin('first')
+    expect(nodeUi('chat:Weaver')).toBeNull()
+    extensionApi.forPlugin('second').nodes.registerUI('chat:Weaver', unit)
+    expect(nodeUi('chat:Weaver')?.plugin).toBe('second')
   })
 })
 

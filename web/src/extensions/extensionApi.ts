@@ -88,7 +88,7 @@ export interface ExtensionInfo {
 }
 
 /** Why the extension API refused something a plugin asked for (shown in its status). */
-export type RefusalKind = 'wrapNotGranted' | 'overrideNotGranted' | 'noWrapPoint' | 'hookNotDeclared' | 'noSuchHook'
+export type RefusalKind = 'wrapNotGranted' | 'overrideNotGranted' | 'noWrapPoint' | 'hookNotDeclared' | 'noSuchHook' | 'nodeUiTaken'
 export interface Refusal {
   kind: RefusalKind
   /** The component id or hook name it asked for. */
@@ -111,6 +111,8 @@ let nextId = 1
 // -- state (module-level: one app per page) ------------------------------------------------
 
 const outletRegistry = shallowReactive(new Map<string, readonly OutletEntry[]>())
+/** Each node type's body UI from a plugin (one per type: the first to register keeps it). */
+const nodeUis = shallowReactive(new Map<string, OutletEntry>())
 const hookRegistry = new Map<ClientHook, HookEntry[]>()
 const wrappers = shallowReactive(new Map<string, readonly { plugin: string; wrap: Wrapper }[]>())
 const overrides = shallowReactive(new Map<string, { plugin: string; component: Component }>())
@@ -178,6 +180,31 @@ function registerOutlet(plugin: string | null, outlet: string, component: Outlet
     if (left.length) outletRegistry.set(outlet, left)
     else outletRegistry.delete(outlet)
   }
+}
+
+// -- node UIs (seed 003 §15.2.2 registerNodeUI, §20.1 nodes.registerUI) ----------------------
+
+function registerNodeUI(plugin: string | null, nodeType: string, component: OutletComponent): () => void {
+  if (!nodeType || typeof nodeType !== 'string' || !validComponent(component)) {
+    console.warn(`[storyloom extensions] ${plugin ?? 'a plugin'}: registerNodeUI needs a node type and a component`)
+    return () => {}
+  }
+  const held = nodeUis.get(nodeType)
+  if (held && held.plugin !== plugin) {
+    // Two plugins drawing one node type would fight over it: the first keeps it.
+    recordRefusal(plugin, 'nodeUiTaken', nodeType)
+    return () => {}
+  }
+  const entry: OutletEntry = { id: nextId++, plugin, component: markRaw(component as object) as OutletComponent }
+  nodeUis.set(nodeType, entry)
+  return () => {
+    if (nodeUis.get(nodeType)?.id === entry.id) nodeUis.delete(nodeType)
+  }
+}
+
+/** The plugin UI drawn as the body of every node of `nodeType`, if any (reactive). */
+export function nodeUi(nodeType: string): OutletEntry | null {
+  return nodeUis.get(nodeType) ?? null
 }
 
 /** What is registered at `outlet` (reactive: a PluginOutlet re-renders when it changes). */
@@ -436,6 +463,10 @@ export interface ExtensionApi {
     overrideComponent(componentId: string, component: Component): boolean
   }
   hooks: { on(name: string, fn: (payload: never) => unknown): () => void }
+  /** Draw every node of `nodeType` with `component` as its body (handles stay the app's). */
+  registerNodeUI(nodeType: string, component: OutletComponent): () => void
+  /** The seed's §20.1 spelling of registerNodeUI. */
+  nodes: { registerUI(nodeType: string, component: OutletComponent): () => void }
   getConfig(key: string): unknown
   onConfigChange(key: string, fn: ConfigListener): () => void
   /** The same API, with every registration recorded under plugin `name`. */
@@ -452,6 +483,8 @@ function makeApi(fixed: string | null): ExtensionApi {
       overrideComponent: (id, component) => overrideComponent(who(), id, component),
     },
     hooks: { on: (name, fn) => onHook(who(), name, fn) },
+    registerNodeUI: (nodeType, component) => registerNodeUI(who(), nodeType, component),
+    nodes: { registerUI: (nodeType, component) => registerNodeUI(who(), nodeType, component) },
     getConfig: (key) => getConfig(who(), key),
     onConfigChange: (key, fn) => onConfigChange(who(), key, fn),
     forPlugin: (name) => makeApi(name),
@@ -501,6 +534,7 @@ export function forgetPlugin(plugin: string): void {
     else wrappers.delete(id)
   }
   for (const [id, o] of [...overrides]) if (o.plugin === plugin) overrides.delete(id)
+  for (const [type, e] of [...nodeUis]) if (e.plugin === plugin) nodeUis.delete(type)
   for (const set of configListeners.values()) for (const l of [...set]) if (l.plugin === plugin) set.delete(l)
   refusals.delete(plugin)
 }
@@ -508,6 +542,7 @@ export function forgetPlugin(plugin: string): void {
 /** Forget every registration and value (tests). */
 export function resetExtensionApi(): void {
   outletRegistry.clear()
+  nodeUis.clear()
   hookRegistry.clear()
   wrappers.clear()
   overrides.clear()

@@ -38,3 +38,15 @@ for (const outlet of OUTLETS) {
   })
 }
 document.body.dataset.outletsSameGlobal = String(window.ComfyTavern === window.storyloom)
+
+// A node type's own UI, drawn as the body of each of its nodes: both spellings of the seed.
+function nodeBody(el, props) {
+  const body = document.createElement('span')
+  body.dataset.testid = 'outlets-node-body'
+  body.dataset.nodeId = String(props.nodeId)
+  body.dataset.configKeys = String(Object.keys(props.config ?? {}).length)
+  body.textContent = '▣ ' + props.nodeId
+  el.append(body)
+}
+api.registerNodeUI('chat:TokenBudget', { mount: nodeBody })
+api.nodes.registerUI('chat:Weaver', { mount: nodeBody })
