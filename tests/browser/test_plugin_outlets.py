@@ -25,7 +25,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from storyloom.testing.st_documents import card_document
-from tests.browser.conftest import RunningServer, no_sideways_scroll, tid
+from tests.browser.conftest import RunningServer, nav_to, no_sideways_scroll, tid
 
 pytestmark = pytest.mark.browser
 
@@ -131,4 +131,35 @@ def test_a_plugin_adds_to_the_footer_of_the_apps_dialogs(
     found = dialog.locator(tid("plugin-outlet-modal:footer")).get_by_test_id("outlet-mark")
     expect(found).to_be_visible()
     expect(found).to_have_attribute("data-dialog", "card-conflict")
+    no_sideways_scroll(page)
+
+
+def test_a_plugin_adds_a_page_of_its_own_and_a_menu_entry_to_it(
+    sized_page: Page, start_server: Callable[..., RunningServer]
+) -> None:
+    """``router.addRoute`` and ``ui.addMenuItem`` (seed 003 §20.1): the plugin's page has
+    an address of its own (a reload of it waits for the plugin) and the navigation opens
+    it. Before this change neither call existed and /ext/... fell to the chat page."""
+    page = sized_page
+    server: RunningServer = start_server(with_plugin, token=True)
+    server.request("POST", f"/api/plugins/{PLUGIN}/enable")
+    page.goto(f"{server.url}ext/{PLUGIN}/report?token={server.token}")
+    shown = page.get_by_test_id("outlets-page")
+    expect(shown).to_be_visible()
+    expect(shown).to_have_attribute("data-path", "report")
+    expect(page.locator(tid("page-plugin")).locator("h1")).to_have_text("◆ Outlets")
+    no_sideways_scroll(page)
+
+    # A page the plugin does not have says so, in the page's language.
+    page.goto(f"{server.url}ext/{PLUGIN}/nothing-here")
+    expect(page.locator(tid("plugin-page-missing"))).to_contain_text("nothing-here")
+
+    # The navigation entry opens the page.
+    nav_to(page, "chat")
+    entry = page.locator(f"{tid('nav-plugin-item')}[data-plugin='{PLUGIN}']")
+    if not entry.is_visible():
+        page.locator(tid("nav-menu")).click()
+    entry.click()
+    expect(page).to_have_url(f"{server.url}ext/{PLUGIN}/report")
+    expect(page.get_by_test_id("outlets-page")).to_be_visible()
     no_sideways_scroll(page)

@@ -182,6 +182,74 @@ function registerOutlet(plugin: string | null, outlet: string, component: Outlet
   }
 }
 
+// -- plugin pages and menu items (seed 003 §20.1 router.addRoute, ui.addMenuItem) -----------
+
+/** A page of a plugin's own, at /ext/<plugin>/<path> in the app's router. */
+export interface PluginPage {
+  id: number
+  plugin: string
+  path: string
+  title: string
+  component: OutletComponent
+}
+/** A navigation entry a plugin added: it opens one of that plugin's pages. */
+export interface PluginMenuItem {
+  id: number
+  plugin: string
+  label: string
+  path: string
+}
+const pages = shallowReactive(new Map<string, PluginPage>())
+const menuItems = shallowReactive(new Map<number, PluginMenuItem>())
+
+/** A page path: segments of letters, digits, `-`, `_`, `.` joined by `/`, no leading `/`. */
+function cleanPagePath(path: unknown): string | null {
+  if (typeof path !== 'string') return null
+  const p = path.replace(/^\/+|\/+$/g, '')
+  return /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(p) ? p : null
+}
+
+function addRoute(plugin: string | null, route: { path: string; component: OutletComponent; title?: string }): () => void {
+  const path = cleanPagePath(route?.path)
+  if (!plugin || !path || !validComponent(route.component)) {
+    // The page's address names its plugin: a caller that cannot be told has none.
+    console.warn(`[storyloom extensions] ${plugin ?? 'an unknown caller'}: router.addRoute needs a plugin, a path (letters, digits, - _ . /) and a component`)
+    return () => {}
+  }
+  const entry: PluginPage = {
+    id: nextId++,
+    plugin,
+    path,
+    title: typeof route.title === 'string' && route.title ? route.title : path,
+    component: markRaw(route.component as object) as OutletComponent,
+  }
+  pages.set(`${plugin}/${path}`, entry)
+  return () => {
+    if (pages.get(`${plugin}/${path}`)?.id === entry.id) pages.delete(`${plugin}/${path}`)
+  }
+}
+
+/** The page `plugin` registered at `path` (reactive), or null. */
+export function pluginPage(plugin: string, path: string): PluginPage | null {
+  return pages.get(`${plugin}/${path}`) ?? null
+}
+
+function addMenuItem(plugin: string | null, item: { label: string; path: string }): () => void {
+  const path = cleanPagePath(item?.path)
+  if (!plugin || !path || typeof item.label !== 'string' || !item.label) {
+    console.warn(`[storyloom extensions] ${plugin ?? 'an unknown caller'}: ui.addMenuItem needs a plugin, a label and the path of one of its pages`)
+    return () => {}
+  }
+  const entry: PluginMenuItem = { id: nextId++, plugin, label: item.label, path }
+  menuItems.set(entry.id, entry)
+  return () => menuItems.delete(entry.id)
+}
+
+/** The navigation entries plugins added, in the order they were added (reactive). */
+export function pluginMenuItems(): PluginMenuItem[] {
+  return [...menuItems.values()]
+}
+
 // -- node UIs (seed 003 §15.2.2 registerNodeUI, §20.1 nodes.registerUI) ----------------------
 
 function registerNodeUI(plugin: string | null, nodeType: string, component: OutletComponent): () => void {
@@ -461,7 +529,11 @@ export interface ExtensionApi {
     registerOutletComponent(outlet: string, component: OutletComponent): () => void
     wrapComponent(componentId: string, wrapper: Wrapper): boolean
     overrideComponent(componentId: string, component: Component): boolean
+    /** A navigation entry opening one of this plugin's pages (router.addRoute). */
+    addMenuItem(item: { label: string; path: string }): () => void
   }
+  /** A page of this plugin's own, at /ext/<plugin>/<path>. */
+  router: { addRoute(route: { path: string; component: OutletComponent; title?: string }): () => void }
   hooks: { on(name: string, fn: (payload: never) => unknown): () => void }
   /** Draw every node of `nodeType` with `component` as its body (handles stay the app's). */
   registerNodeUI(nodeType: string, component: OutletComponent): () => void
@@ -481,7 +553,9 @@ function makeApi(fixed: string | null): ExtensionApi {
       registerOutletComponent: (outlet, component) => registerOutlet(who(), outlet, component),
       wrapComponent: (id, wrap) => wrapComponent(who(), id, wrap),
       overrideComponent: (id, component) => overrideComponent(who(), id, component),
+      addMenuItem: (item) => addMenuItem(who(), item),
     },
+    router: { addRoute: (route) => addRoute(who(), route) },
     hooks: { on: (name, fn) => onHook(who(), name, fn) },
     registerNodeUI: (nodeType, component) => registerNodeUI(who(), nodeType, component),
     nodes: { registerUI: (nodeType, component) => registerNodeUI(who(), nodeType, component) },
@@ -535,6 +609,8 @@ export function forgetPlugin(plugin: string): void {
   }
   for (const [id, o] of [...overrides]) if (o.plugin === plugin) overrides.delete(id)
   for (const [type, e] of [...nodeUis]) if (e.plugin === plugin) nodeUis.delete(type)
+  for (const [key, page] of [...pages]) if (page.plugin === plugin) pages.delete(key)
+  for (const [id, item] of [...menuItems]) if (item.plugin === plugin) menuItems.delete(id)
   for (const set of configListeners.values()) for (const l of [...set]) if (l.plugin === plugin) set.delete(l)
   refusals.delete(plugin)
 }
@@ -543,6 +619,8 @@ export function forgetPlugin(plugin: string): void {
 export function resetExtensionApi(): void {
   outletRegistry.clear()
   nodeUis.clear()
+  pages.clear()
+  menuItems.clear()
   hookRegistry.clear()
   wrappers.clear()
   overrides.clear()

@@ -50,3 +50,19 @@ function nodeBody(el, props) {
 }
 api.registerNodeUI('chat:TokenBudget', { mount: nodeBody })
 api.nodes.registerUI('chat:Weaver', { mount: nodeBody })
+
+// A page of its own, at /ext/outlets/report, and a navigation entry that opens it.
+api.router.addRoute({
+  path: 'report',
+  title: '◆ Outlets',
+  component: {
+    mount(el, props) {
+      const p = document.createElement('p')
+      p.dataset.testid = 'outlets-page'
+      p.dataset.path = String(props.path)
+      p.textContent = '◆◆◆'
+      el.append(p)
+    },
+  },
+})
+api.ui.addMenuItem({ label: '◆ Outlets', path: 'report' })
