@@ -46,6 +46,10 @@ def test_a_plugin_fills_every_outlet_through_either_global_name(
     page.goto(f"{server.url}?token={server.token}")
     body = page.locator("body")
     expect(body).to_have_attribute("data-outlets-same-global", "true")
+    # services.get: the connection service reads, refuses a write, and has no send.
+    expect(body).to_have_attribute("data-outlets-ws-state", "read")
+    expect(body).to_have_attribute("data-outlets-service-write", "refused")
+    expect(body).to_have_attribute("data-outlets-service-send", "undefined")
 
     # The top bar, on every page.
     for outlet in ("layout:header:before-tabs", "layout:header:after-tabs", "layout:header:right"):

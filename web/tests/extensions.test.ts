@@ -10,6 +10,7 @@ import {
   emitAuthLogin,
   pluginRefusals,
   nodeUi,
+  provideService,
   forgetPlugin,
   wrapPoint,
   emitChatMessageRendered,
@@ -168,6 +169,21 @@ describe('outlets', () => {
     off()
     extensionApi.ui.registerOutletComponent('x', null as never)
     expect(console.warn).toHaveBeenCalledTimes(2)
+  })
+})
+
+describe('services', () => {
+  it('services.get answers a read-only view: reads through, refuses writes, hides _private', () => {
+    const facade = { count: 1, nested: { n: 2 }, _secret: 's', read() { return this.count } }
+    provideService('thing', facade)
+    const view = extensionApi.services.get('thing') as typeof facade
+    expect(view.count).toBe(1)
+    expect(view.read()).toBe(1)
+    expect(view._secret).toBeUndefined()
+    expect(() => { view.count = 5 }).toThrow(/read-only/)
+    expect(() => { view.nested.n = 5 }).toThrow(/read-only/)
+    expect(facade.count).toBe(1)
+    expect(extensionApi.services.get('nothing')).toBeUndefined()
   })
 })
 

@@ -250,6 +250,46 @@ export function pluginMenuItems(): PluginMenuItem[] {
   return [...menuItems.values()]
 }
 
+// -- services (seed 003 §20.4: services.get answers a read-only proxy) ---------------------
+
+const services = new Map<string, object>()
+
+/** The app offers `facade` to plugins as service `name`: only what the facade has is seen. */
+export function provideService(name: string, facade: object): void {
+  services.set(name, facade)
+}
+
+/** A view of `target` that reads through and refuses every write; `_private` members are hidden. */
+function readOnly(name: string, target: object): object {
+  const refuse = (): never => {
+    throw new TypeError(`[storyloom extensions] service ${name} is read-only`)
+  }
+  return new Proxy(target, {
+    get(t, prop, receiver) {
+      if (typeof prop === 'string' && prop.startsWith('_')) return undefined
+      const value: unknown = Reflect.get(t, prop, receiver)
+      if (typeof value === 'function') return (value as (...a: unknown[]) => unknown).bind(t)
+      if (value && typeof value === 'object') return readOnly(`${name}.${String(prop)}`, value)
+      return value
+    },
+    has: (t, prop) => !(typeof prop === 'string' && prop.startsWith('_')) && Reflect.has(t, prop),
+    set: refuse,
+    deleteProperty: refuse,
+    defineProperty: refuse,
+    setPrototypeOf: refuse,
+  })
+}
+
+function getService(plugin: string | null, name: string): unknown {
+  const service = services.get(name)
+  if (!service) {
+    const known = [...services.keys()].join(', ')
+    console.warn(`[storyloom extensions] ${plugin ?? 'a plugin'}: no service ${name} (known: ${known})`)
+    return undefined
+  }
+  return readOnly(name, service)
+}
+
 // -- node UIs (seed 003 §15.2.2 registerNodeUI, §20.1 nodes.registerUI) ----------------------
 
 function registerNodeUI(plugin: string | null, nodeType: string, component: OutletComponent): () => void {
@@ -532,6 +572,8 @@ export interface ExtensionApi {
     /** A navigation entry opening one of this plugin's pages (router.addRoute). */
     addMenuItem(item: { label: string; path: string }): () => void
   }
+  /** A read-only view of an app service (`connection`, `health`); undefined for another name. */
+  services: { get(name: string): unknown }
   /** A page of this plugin's own, at /ext/<plugin>/<path>. */
   router: { addRoute(route: { path: string; component: OutletComponent; title?: string }): () => void }
   hooks: { on(name: string, fn: (payload: never) => unknown): () => void }
@@ -556,6 +598,7 @@ function makeApi(fixed: string | null): ExtensionApi {
       addMenuItem: (item) => addMenuItem(who(), item),
     },
     router: { addRoute: (route) => addRoute(who(), route) },
+    services: { get: (name) => getService(who(), name) },
     hooks: { on: (name, fn) => onHook(who(), name, fn) },
     registerNodeUI: (nodeType, component) => registerNodeUI(who(), nodeType, component),
     nodes: { registerUI: (nodeType, component) => registerNodeUI(who(), nodeType, component) },

@@ -66,3 +66,14 @@ api.router.addRoute({
   },
 })
 api.ui.addMenuItem({ label: '◆ Outlets', path: 'report' })
+
+// A core service, read-only: reading works, writing throws, private members are hidden.
+const connection = api.services.get('connection')
+document.body.dataset.outletsWsState = typeof connection.state === 'string' ? 'read' : 'unread'
+try {
+  connection.state = 'hacked'
+  document.body.dataset.outletsServiceWrite = 'allowed'
+} catch {
+  document.body.dataset.outletsServiceWrite = 'refused'
+}
+document.body.dataset.outletsServiceSend = typeof connection.send
