@@ -208,6 +208,51 @@ def _component(value: str) -> str:
     return value
 
 
+# The outlets the web app has (web/src: every <PluginOutlet name=...>): seed 003 §21.3's
+# seventeen, the seed §20 example's modal:footer, and storyloom's chat:message:actions. The
+# side-panel outlets take the panel's id in brackets: storyloom's panels are the workflow
+# editor's side-panel tabs.
+OUTLETS: tuple[str, ...] = (
+    "layout:header:before-tabs",
+    "layout:header:after-tabs",
+    "layout:header:right",
+    "editor:toolbar:left",
+    "editor:toolbar:center",
+    "editor:toolbar:right",
+    "editor:canvas:overlay",
+    "editor:statusbar:left",
+    "editor:statusbar:right",
+    "sidebar:icon-bar:tabs:before",
+    "sidebar:icon-bar:tabs:after",
+    "sidebar:icon-bar:bottom:before",
+    "sidebar:panel:header[{panelId}]",
+    "sidebar:panel:footer[{panelId}]",
+    "node:header:left",
+    "node:header:right",
+    "node:footer",
+    "modal:footer",
+    "chat:message:actions",
+)
+SIDE_PANELS: tuple[str, ...] = ("node", "interface", "run")
+_PANEL_OUTLET = re.compile(r"sidebar:panel:(header|footer)\[([^\]]*)\]")
+
+
+def _outlet(value: str) -> str:
+    if value in OUTLETS and "{" not in value:
+        return value
+    panel = _PANEL_OUTLET.fullmatch(value)
+    if panel is not None:
+        if panel.group(2) in SIDE_PANELS:
+            return value
+        known = ", ".join(SIDE_PANELS)
+        raise ValueError(f"{value!r}: no side panel {panel.group(2)!r} (known: {known})")
+    known = ", ".join(OUTLETS)
+    raise ValueError(f"{value!r} is no outlet of storyloom (known: {known})")
+
+
+Outlet = Annotated[str, AfterValidator(_outlet)]
+
+
 def _hook(value: str) -> str:
     if not _HOOK.fullmatch(value):
         raise ValueError(f"{value!r}: write hook:<server|client>:<area>:<event>")
@@ -228,7 +273,7 @@ class UiPermissions(_Section):
     wrap: list[Component] = Field(
         default_factory=list, description="Core components wrapped (ui:X): needs a grant"
     )
-    inject: list[str] = Field(default_factory=list, description="Outlets added to")
+    inject: list[Outlet] = Field(default_factory=list, description="Outlets added to")
     override: list[Component] = Field(
         default_factory=list, description="Core components replaced (ui:X): needs a grant"
     )

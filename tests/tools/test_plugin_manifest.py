@@ -15,6 +15,8 @@ from storyloom.core.errors import FileFormatError
 from storyloom.tools.config_options import ConfigOption
 from storyloom.tools.plugin_manifest import (
     NO_COMPONENT,
+    OUTLETS,
+    SIDE_PANELS,
     WRAP_POINTS,
     WrapPoint,
     load_manifest,
@@ -380,3 +382,41 @@ def test_every_wrap_point_the_api_names_has_its_component() -> None:
     # is checked against (web/tests/extensionSchema.test.ts); this side checks the table.
     assert set(WRAP_POINTS) == set(get_args(WrapPoint))
     assert not set(WRAP_POINTS) & set(NO_COMPONENT)
+
+
+@pytest.mark.parametrize(
+    "outlet", ["editor:canvas:overlay", "modal:footer", "sidebar:panel:footer[run]"]
+)
+def test_an_outlet_the_web_app_has_may_be_declared(outlet: str) -> None:
+    data = {"name": "a", "version": "1", "permissions": {"ui": {"inject": [outlet]}}}
+    assert parse_manifest(data, Path("p.yaml")).permissions.ui.inject == [outlet]
+
+
+@pytest.mark.parametrize(
+    ("outlet", "said"),
+    [
+        ("editor:canvas:underlay", "no outlet of storyloom"),
+        ("sidebar:panel:header[nodes]", "no side panel 'nodes'"),
+    ],
+)
+def test_an_outlet_the_web_app_has_not_is_refused_naming_the_known_ones(
+    outlet: str, said: str
+) -> None:
+    [(field, reason)] = problems_of(
+        {"name": "a", "version": "1", "permissions": {"ui": {"inject": [outlet]}}}
+    )
+    assert field == "permissions.ui.inject[0]"
+    assert said in reason
+
+
+def test_every_outlet_a_manifest_may_name_is_placed_in_the_web_app() -> None:
+    """OUTLETS is the web app's list: each name is in some <PluginOutlet name=...>."""
+    web = Path(__file__).resolve().parents[2] / "web" / "src"
+    sources = "\n".join(p.read_text(encoding="utf-8") for p in web.rglob("*.vue"))
+    for outlet in OUTLETS:
+        if "{panelId}" in outlet:
+            where = outlet.split("[")[0]
+            for panel in SIDE_PANELS:
+                assert f"`{where}[{panel}]`" in sources, (outlet, panel)
+        else:
+            assert f'name="{outlet}"' in sources, outlet

@@ -24,6 +24,9 @@ export const routes: RouteRecordRaw[] = [
   { path: '/tools', name: 'tools', component: () => import('./views/ToolsPage.vue') },
   // The seed's ui:SettingsPanel wrap point.
   { path: '/settings', name: 'settings', component: wrapPoint('ui:SettingsPanel', SettingsPageView) },
+  // A plugin's own page (router.addRoute): fixed here, not added at run time, so a reload
+  // of its address waits for the plugin instead of falling to the catch-all.
+  { path: '/ext/:plugin/:page(.*)', name: 'plugin-page', component: () => import('./views/PluginPage.vue') },
   { path: '/:pathMatch(.*)*', redirect: '/chat' },
 ]
 

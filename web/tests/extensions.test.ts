@@ -9,6 +9,9 @@ import {
   callerPlugin,
   emitAuthLogin,
   pluginRefusals,
+  nodeUi,
+  provideService,
+  forgetPlugin,
   wrapPoint,
   emitChatMessageRendered,
   emitNodeRenderAfter,
@@ -60,6 +63,8 @@ describe('the plugin loader', () => {
     await loadExtensions({ fetchPlugins: async () => plugins, fetchConfig: async () => ({}) })
     expect(window.storyloom?.extensionApi).toBe(extensionApi)
     expect(typeof window.storyloom?.reloadExtensions).toBe('function')
+    // The seed's global name is the same object.
+    expect(window.ComfyTavern).toBe(window.storyloom)
     expect(scripts()).toEqual(['/plugins/hello/web/index.js'])
     expect(links()).toEqual(['/plugins/hello/web/style.css'])
     const script = document.querySelector('script[data-storyloom-plugin="hello"]') as HTMLScriptElement
@@ -164,6 +169,36 @@ describe('outlets', () => {
     off()
     extensionApi.ui.registerOutletComponent('x', null as never)
     expect(console.warn).toHaveBeenCalledTimes(2)
+  })
+})
+
+describe('services', () => {
+  it('services.get answers a read-only view: reads through, refuses writes, hides _private', () => {
+    const facade = { count: 1, nested: { n: 2 }, _secret: 's', read() { return this.count } }
+    provideService('thing', facade)
+    const view = extensionApi.services.get('thing') as typeof facade
+    expect(view.count).toBe(1)
+    expect(view.read()).toBe(1)
+    expect(view._secret).toBeUndefined()
+    expect(() => { view.count = 5 }).toThrow(/read-only/)
+    expect(() => { view.nested.n = 5 }).toThrow(/read-only/)
+    expect(facade.count).toBe(1)
+    expect(extensionApi.services.get('nothing')).toBeUndefined()
+    expect(() => extensionApi.services.override('thing', {})).toThrow(/no replaceable core services/)
+  })
+})
+
+describe('node UIs', () => {
+  it('one plugin draws a node type; a second is refused and told why; disabling frees it', () => {
+    const unit = { mount: () => undefined }
+    extensionApi.forPlugin('first').registerNodeUI('chat:Weaver', unit)
+    extensionApi.forPlugin('second').nodes.registerUI('chat:Weaver', unit)
+    expect(nodeUi('chat:Weaver')?.plugin).toBe('first')
+    expect(pluginRefusals('second')).toEqual([{ kind: 'nodeUiTaken', id: 'chat:Weaver' }])
+    forgetPlugin('first')
+    expect(nodeUi('chat:Weaver')).toBeNull()
+    extensionApi.forPlugin('second').nodes.registerUI('chat:Weaver', unit)
+    expect(nodeUi('chat:Weaver')?.plugin).toBe('second')
   })
 })
 

@@ -88,7 +88,7 @@ export interface ExtensionInfo {
 }
 
 /** Why the extension API refused something a plugin asked for (shown in its status). */
-export type RefusalKind = 'wrapNotGranted' | 'overrideNotGranted' | 'noWrapPoint' | 'hookNotDeclared' | 'noSuchHook'
+export type RefusalKind = 'wrapNotGranted' | 'overrideNotGranted' | 'noWrapPoint' | 'hookNotDeclared' | 'noSuchHook' | 'nodeUiTaken'
 export interface Refusal {
   kind: RefusalKind
   /** The component id or hook name it asked for. */
@@ -111,6 +111,8 @@ let nextId = 1
 // -- state (module-level: one app per page) ------------------------------------------------
 
 const outletRegistry = shallowReactive(new Map<string, readonly OutletEntry[]>())
+/** Each node type's body UI from a plugin (one per type: the first to register keeps it). */
+const nodeUis = shallowReactive(new Map<string, OutletEntry>())
 const hookRegistry = new Map<ClientHook, HookEntry[]>()
 const wrappers = shallowReactive(new Map<string, readonly { plugin: string; wrap: Wrapper }[]>())
 const overrides = shallowReactive(new Map<string, { plugin: string; component: Component }>())
@@ -178,6 +180,144 @@ function registerOutlet(plugin: string | null, outlet: string, component: Outlet
     if (left.length) outletRegistry.set(outlet, left)
     else outletRegistry.delete(outlet)
   }
+}
+
+// -- plugin pages and menu items (seed 003 §20.1 router.addRoute, ui.addMenuItem) -----------
+
+/** A page of a plugin's own, at /ext/<plugin>/<path> in the app's router. */
+export interface PluginPage {
+  id: number
+  plugin: string
+  path: string
+  title: string
+  component: OutletComponent
+}
+/** A navigation entry a plugin added: it opens one of that plugin's pages. */
+export interface PluginMenuItem {
+  id: number
+  plugin: string
+  label: string
+  path: string
+}
+const pages = shallowReactive(new Map<string, PluginPage>())
+const menuItems = shallowReactive(new Map<number, PluginMenuItem>())
+
+/** A page path: segments of letters, digits, `-`, `_`, `.` joined by `/`, no leading `/`. */
+function cleanPagePath(path: unknown): string | null {
+  if (typeof path !== 'string') return null
+  const p = path.replace(/^\/+|\/+$/g, '')
+  return /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(p) ? p : null
+}
+
+function addRoute(plugin: string | null, route: { path: string; component: OutletComponent; title?: string }): () => void {
+  const path = cleanPagePath(route?.path)
+  if (!plugin || !path || !validComponent(route.component)) {
+    // The page's address names its plugin: a caller that cannot be told has none.
+    console.warn(`[storyloom extensions] ${plugin ?? 'an unknown caller'}: router.addRoute needs a plugin, a path (letters, digits, - _ . /) and a component`)
+    return () => {}
+  }
+  const entry: PluginPage = {
+    id: nextId++,
+    plugin,
+    path,
+    title: typeof route.title === 'string' && route.title ? route.title : path,
+    component: markRaw(route.component as object) as OutletComponent,
+  }
+  pages.set(`${plugin}/${path}`, entry)
+  return () => {
+    if (pages.get(`${plugin}/${path}`)?.id === entry.id) pages.delete(`${plugin}/${path}`)
+  }
+}
+
+/** The page `plugin` registered at `path` (reactive), or null. */
+export function pluginPage(plugin: string, path: string): PluginPage | null {
+  return pages.get(`${plugin}/${path}`) ?? null
+}
+
+function addMenuItem(plugin: string | null, item: { label: string; path: string }): () => void {
+  const path = cleanPagePath(item?.path)
+  if (!plugin || !path || typeof item.label !== 'string' || !item.label) {
+    console.warn(`[storyloom extensions] ${plugin ?? 'an unknown caller'}: ui.addMenuItem needs a plugin, a label and the path of one of its pages`)
+    return () => {}
+  }
+  const entry: PluginMenuItem = { id: nextId++, plugin, label: item.label, path }
+  menuItems.set(entry.id, entry)
+  return () => menuItems.delete(entry.id)
+}
+
+/** The navigation entries plugins added, in the order they were added (reactive). */
+export function pluginMenuItems(): PluginMenuItem[] {
+  return [...menuItems.values()]
+}
+
+// -- services (seed 003 §20.4: services.get answers a read-only proxy) ---------------------
+
+const services = new Map<string, object>()
+
+/** Why `services.override` throws, for the plugin author's console (the server's
+ * plugin_manifest.SERVICE_OVERRIDE_REFUSED says the same of plugin.yaml). */
+const SERVICE_OVERRIDE_REFUSED = (name: string) =>
+  `services.override('${name}'): storyloom has no replaceable core services; change behaviour through hooks, outlets, wraps and node types`
+
+/** The app offers `facade` to plugins as service `name`: only what the facade has is seen. */
+export function provideService(name: string, facade: object): void {
+  services.set(name, facade)
+}
+
+/** A view of `target` that reads through and refuses every write; `_private` members are hidden. */
+function readOnly(name: string, target: object): object {
+  const refuse = (): never => {
+    throw new TypeError(`[storyloom extensions] service ${name} is read-only`)
+  }
+  return new Proxy(target, {
+    get(t, prop, receiver) {
+      if (typeof prop === 'string' && prop.startsWith('_')) return undefined
+      const value: unknown = Reflect.get(t, prop, receiver)
+      if (typeof value === 'function') return (value as (...a: unknown[]) => unknown).bind(t)
+      if (value && typeof value === 'object') return readOnly(`${name}.${String(prop)}`, value)
+      return value
+    },
+    has: (t, prop) => !(typeof prop === 'string' && prop.startsWith('_')) && Reflect.has(t, prop),
+    set: refuse,
+    deleteProperty: refuse,
+    defineProperty: refuse,
+    setPrototypeOf: refuse,
+  })
+}
+
+function getService(plugin: string | null, name: string): unknown {
+  const service = services.get(name)
+  if (!service) {
+    const known = [...services.keys()].join(', ')
+    console.warn(`[storyloom extensions] ${plugin ?? 'a plugin'}: no service ${name} (known: ${known})`)
+    return undefined
+  }
+  return readOnly(name, service)
+}
+
+// -- node UIs (seed 003 §15.2.2 registerNodeUI, §20.1 nodes.registerUI) ----------------------
+
+function registerNodeUI(plugin: string | null, nodeType: string, component: OutletComponent): () => void {
+  if (!nodeType || typeof nodeType !== 'string' || !validComponent(component)) {
+    console.warn(`[storyloom extensions] ${plugin ?? 'a plugin'}: registerNodeUI needs a node type and a component`)
+    return () => {}
+  }
+  const held = nodeUis.get(nodeType)
+  if (held && held.plugin !== plugin) {
+    // Two plugins drawing one node type would fight over it: the first keeps it.
+    recordRefusal(plugin, 'nodeUiTaken', nodeType)
+    return () => {}
+  }
+  const entry: OutletEntry = { id: nextId++, plugin, component: markRaw(component as object) as OutletComponent }
+  nodeUis.set(nodeType, entry)
+  return () => {
+    if (nodeUis.get(nodeType)?.id === entry.id) nodeUis.delete(nodeType)
+  }
+}
+
+/** The plugin UI drawn as the body of every node of `nodeType`, if any (reactive). */
+export function nodeUi(nodeType: string): OutletEntry | null {
+  return nodeUis.get(nodeType) ?? null
 }
 
 /** What is registered at `outlet` (reactive: a PluginOutlet re-renders when it changes). */
@@ -434,8 +574,20 @@ export interface ExtensionApi {
     registerOutletComponent(outlet: string, component: OutletComponent): () => void
     wrapComponent(componentId: string, wrapper: Wrapper): boolean
     overrideComponent(componentId: string, component: Component): boolean
+    /** A navigation entry opening one of this plugin's pages (router.addRoute). */
+    addMenuItem(item: { label: string; path: string }): () => void
   }
+  /** A read-only view of an app service (`connection`, `health`); undefined for another
+   * name. `override` always throws: no core service can be replaced (plugin.yaml refuses
+   * `permissions.services.override` too). */
+  services: { get(name: string): unknown; override(name: string, service: object): never }
+  /** A page of this plugin's own, at /ext/<plugin>/<path>. */
+  router: { addRoute(route: { path: string; component: OutletComponent; title?: string }): () => void }
   hooks: { on(name: string, fn: (payload: never) => unknown): () => void }
+  /** Draw every node of `nodeType` with `component` as its body (handles stay the app's). */
+  registerNodeUI(nodeType: string, component: OutletComponent): () => void
+  /** The seed's §20.1 spelling of registerNodeUI. */
+  nodes: { registerUI(nodeType: string, component: OutletComponent): () => void }
   getConfig(key: string): unknown
   onConfigChange(key: string, fn: ConfigListener): () => void
   /** The same API, with every registration recorded under plugin `name`. */
@@ -450,8 +602,18 @@ function makeApi(fixed: string | null): ExtensionApi {
       registerOutletComponent: (outlet, component) => registerOutlet(who(), outlet, component),
       wrapComponent: (id, wrap) => wrapComponent(who(), id, wrap),
       overrideComponent: (id, component) => overrideComponent(who(), id, component),
+      addMenuItem: (item) => addMenuItem(who(), item),
+    },
+    router: { addRoute: (route) => addRoute(who(), route) },
+    services: {
+      get: (name) => getService(who(), name),
+      override: (name) => {
+        throw new Error(SERVICE_OVERRIDE_REFUSED(name))
+      },
     },
     hooks: { on: (name, fn) => onHook(who(), name, fn) },
+    registerNodeUI: (nodeType, component) => registerNodeUI(who(), nodeType, component),
+    nodes: { registerUI: (nodeType, component) => registerNodeUI(who(), nodeType, component) },
     getConfig: (key) => getConfig(who(), key),
     onConfigChange: (key, fn) => onConfigChange(who(), key, fn),
     forPlugin: (name) => makeApi(name),
@@ -460,15 +622,29 @@ function makeApi(fixed: string | null): ExtensionApi {
 
 export const extensionApi: ExtensionApi = makeApi(null)
 
+export interface StoryloomGlobal {
+  extensionApi?: ExtensionApi
+  reloadExtensions?: () => Promise<void>
+  [key: string]: unknown
+}
+
+/** Set `window.storyloom` and its alias `window.ComfyTavern` to one object. */
+export function setStoryloomGlobal(value: StoryloomGlobal, target: Window = window): void {
+  target.storyloom = value
+  target.ComfyTavern = value
+}
+
 declare global {
   interface Window {
-    storyloom?: { extensionApi?: ExtensionApi; reloadExtensions?: () => Promise<void>; [key: string]: unknown }
+    storyloom?: StoryloomGlobal
+    /** The seed's name for the same object (plugins written for ComfyTavern find it there). */
+    ComfyTavern?: StoryloomGlobal
   }
 }
 
 /** Put the API on `window.storyloom.extensionApi` (before any plugin script runs). */
 export function initializeExtensionApi(target: Window = window): ExtensionApi {
-  target.storyloom = { ...(target.storyloom ?? {}), extensionApi }
+  setStoryloomGlobal({ ...(target.storyloom ?? {}), extensionApi }, target)
   return extensionApi
 }
 
@@ -487,6 +663,9 @@ export function forgetPlugin(plugin: string): void {
     else wrappers.delete(id)
   }
   for (const [id, o] of [...overrides]) if (o.plugin === plugin) overrides.delete(id)
+  for (const [type, e] of [...nodeUis]) if (e.plugin === plugin) nodeUis.delete(type)
+  for (const [key, page] of [...pages]) if (page.plugin === plugin) pages.delete(key)
+  for (const [id, item] of [...menuItems]) if (item.plugin === plugin) menuItems.delete(id)
   for (const set of configListeners.values()) for (const l of [...set]) if (l.plugin === plugin) set.delete(l)
   refusals.delete(plugin)
 }
@@ -494,6 +673,9 @@ export function forgetPlugin(plugin: string): void {
 /** Forget every registration and value (tests). */
 export function resetExtensionApi(): void {
   outletRegistry.clear()
+  nodeUis.clear()
+  pages.clear()
+  menuItems.clear()
   hookRegistry.clear()
   wrappers.clear()
   overrides.clear()

@@ -7,7 +7,7 @@
 // tags and registrations go; a newly enabled one loads. A module script runs once per URL,
 // so a plugin enabled again loads under a new `?v=` and runs again.
 import { requestJson } from '../api/client'
-import { emitAuthLogin, type ExtensionInfo, forgetPlugin, initializeExtensionApi, setConfigValues, setExtensions } from './extensionApi'
+import { emitAuthLogin, type ExtensionInfo, forgetPlugin, initializeExtensionApi, setConfigValues, setExtensions, setStoryloomGlobal } from './extensionApi'
 
 export interface LoadedExtension {
   info: ExtensionInfo
@@ -133,7 +133,7 @@ export async function reloadExtensions(options: LoaderOptions = {}): Promise<Loa
 /** The first load, at start-up: the API goes on `window` before any plugin script runs. */
 export function loadExtensions(options: LoaderOptions = {}): Promise<LoadedExtension[]> {
   const api = initializeExtensionApi()
-  window.storyloom = { ...(window.storyloom ?? {}), extensionApi: api, reloadExtensions: async () => void (await reloadExtensions(options)) }
+  setStoryloomGlobal({ ...(window.storyloom ?? {}), extensionApi: api, reloadExtensions: async () => void (await reloadExtensions(options)) })
   return reloadExtensions(options)
 }
 
