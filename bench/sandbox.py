@@ -293,11 +293,51 @@ async def bench_script_shuttle(args: argparse.Namespace) -> dict[str, float]:
     }
 
 
+# -- CodeInterpreter per language (issue 29: nodejs) --------------------------------------
+
+LANGUAGE_CODE = {
+    "python": "sum(i * i for i in range(1000))",
+    "javascript": "let t = 0; for (let i = 0; i < 1000; i++) t += i * i; t",
+    "nodejs": "let t = 0; for (let i = 0; i < 1000; i++) t += i * i; t",
+}
+
+
+async def bench_languages(args: argparse.Namespace) -> dict[str, float]:
+    """The same small computation in each CodeInterpreter language, ``execute_code``
+    interleaved: what choosing ``nodejs`` (the machine's node in the sandbox) costs over
+    ``javascript`` (quickjs-ng inside the sandbox's Python)."""
+    from storyloom.sandbox.code_interpreter import LANGUAGES, execute_code
+
+    print(f"(d) CodeInterpreter per language: sum of squares to 1000, {args.runs} calls each")
+    expected = '"332833500"'  # the completion value, as the report gives it
+
+    def call(language: str) -> Callable[[], Awaitable[None]]:
+        async def one() -> None:
+            result = await execute_code(language, LANGUAGE_CODE[language])
+            if result.error is not None or result.value not in (expected, "332833500"):
+                raise RuntimeError(f"{language}: unexpected result {result}")
+
+        return one
+
+    times: dict[str, list[float]] = {language: [] for language in LANGUAGES}
+    for language in LANGUAGES:  # warm the page cache
+        await call(language)()
+    for _ in range(args.runs):
+        for language in LANGUAGES:
+            times[language].append(await timed(call(language)))
+    for language in LANGUAGES:
+        print(summary(language, times[language]))
+    node, quickjs = statistics.median(times["nodejs"]), statistics.median(times["javascript"])
+    print(f"  ratio: nodejs/javascript = {node / quickjs:.2f}")
+    return {f"{language}_p50_ms": statistics.median(times[language]) for language in LANGUAGES}
+
+
 # Extension point: append (name, section) pairs; each runs in order after (a).
 SECTIONS: list[tuple[str, Section]] = [
     ("start", bench_start),
     ("code_interpreter", bench_code_interpreter),
     ("script_shuttle", bench_script_shuttle),
+    ("languages", bench_languages),
 ]
 
 
