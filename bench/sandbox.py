@@ -306,12 +306,12 @@ async def bench_languages(args: argparse.Namespace) -> dict[str, float]:
     """The same small computation in each CodeInterpreter language, ``execute_code``
     interleaved: what choosing ``nodejs`` (the machine's node in the sandbox) costs over
     ``javascript`` (quickjs-ng inside the sandbox's Python)."""
-    from storyloom.sandbox.code_interpreter import LANGUAGES, execute_code
+    from storyloom.sandbox.code_interpreter import LANGUAGES, CodeLanguage, execute_code
 
     print(f"(d) CodeInterpreter per language: sum of squares to 1000, {args.runs} calls each")
     expected = '"332833500"'  # the completion value, as the report gives it
 
-    def call(language: str) -> Callable[[], Awaitable[None]]:
+    def call(language: CodeLanguage) -> Callable[[], Awaitable[None]]:
         async def one() -> None:
             result = await execute_code(language, LANGUAGE_CODE[language])
             if result.error is not None or result.value not in (expected, "332833500"):

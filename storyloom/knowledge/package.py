@@ -137,7 +137,7 @@ class PackageError(StoryloomError):
     """A package cannot be written or imported for a reason other than its content."""
 
 
-class EmbeddingModelMissing(InvalidInput):
+class EmbeddingModelChoiceNeeded(InvalidInput):
     """The package's vectors were made with a model this machine lacks, and no model was
     chosen to embed it again with: the user picks one of ``available`` (nothing written)."""
 
@@ -586,7 +586,7 @@ def import_package(
     package's vectors are stored where their model is available and their text current.
     ``embedding_model``: the (available) model the user chose for the KB; the package's
     vectors are used only when they are that model's. ``ask_for_model``: without a
-    choice, vectors of a missing model raise :class:`EmbeddingModelMissing`.
+    choice, vectors of a missing model raise :class:`EmbeddingModelChoiceNeeded`.
     """
     limits = limits or PackageLimits()
     if dest_folder.exists() and not replace:
@@ -622,7 +622,7 @@ def import_package(
         elif vectors is not None and ask_for_model:
             wanted = canonical_model_id(vectors.manifest.embedding_model_id)
             if not any(canonical_model_id(m) == wanted for m in available_model_ids):
-                raise EmbeddingModelMissing(
+                raise EmbeddingModelChoiceNeeded(
                     src, vectors.manifest.embedding_model_id, sorted(available_model_ids)
                 )
         media = sorted(name for name in files if name.startswith(f"{MEDIA_DIR}/"))

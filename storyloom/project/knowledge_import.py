@@ -200,7 +200,7 @@ def import_knowledge_file(
     already here, which a book of the file may duplicate (see the module's docstring).
     ``card_home``: asked where a card goes (without one, a card is always a new character).
     ``embedding_model``: the model a package is embedded with; a package whose vectors
-    come from a model missing here needs one (:class:`EmbeddingModelMissing` otherwise).
+    come from a model missing here needs one (:class:`EmbeddingModelChoiceNeeded` otherwise).
     """
     if is_kb_package(path):
         return _import_package(

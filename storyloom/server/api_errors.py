@@ -48,7 +48,7 @@ from storyloom.core.errors import (
     clean_reason,
     field_path,
 )
-from storyloom.knowledge.package import EmbeddingModelMissing
+from storyloom.knowledge.package import EmbeddingModelChoiceNeeded
 from storyloom.llm.errors import LLMError
 from storyloom.workflow.validation import WorkflowInvalid, WorkflowProblem
 
@@ -172,7 +172,7 @@ def storyloom_error_response(exc: StoryloomError) -> JSONResponse:
             sameness=match.sameness, character_id=match.character_id, name=match.name
         )
         body = CardConflictBody(error=_detail(str(exc), []), conflict=conflict)
-    elif isinstance(exc, EmbeddingModelMissing):
+    elif isinstance(exc, EmbeddingModelChoiceNeeded):
         choice = EmbeddingChoice(package_model=exc.package_model_id, available=exc.available)
         body = EmbeddingChoiceBody(error=_detail(str(exc), exc.problems), embedding_choice=choice)
     elif isinstance(exc, Conflict) and exc.version is not None:
@@ -214,7 +214,7 @@ def upload_errors(filename: str, saved_as: Path | None = None) -> Iterator[None]
     card that is a character here already stays the 409 that asks the user."""
     try:
         yield
-    except (CardExists, EmbeddingModelMissing):
+    except (CardExists, EmbeddingModelChoiceNeeded):
         raise
     except FileFormatError as exc:
         message = "; ".join(str(p) for p in exc.problems) or "unreadable"
