@@ -309,21 +309,25 @@ def test_a_human_decision_survives_a_reload_and_takes_an_edit(
     expect(page.locator(tid("wf-run-status"))).to_have_attribute("data-status", "completed")
 
 
+def new_workflow_interface(page: Page, server: Any, name: str) -> Any:
+    """A new empty workflow ``name``, open with its Interface tab shown (the side panel is
+    hidden until asked for)."""
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(server.url + "workflows")
+    page.click(tid("wf-new"))
+    page.fill(tid("wf-create-name"), name)
+    page.click(tid("wf-create-submit"))
+    expect(page).to_have_url(re.compile(rf"/workflows/{name}$"))
+    page.click(tid("wf-panel-toggle"))
+    page.click(tid("wf-side-interface"))
+    return server
+
+
 def test_interface_slots_become_group_handles_and_run_inputs(
     start_server: Callable[..., Any], page: Page
 ) -> None:
-    page.set_viewport_size({"width": 1600, "height": 1000})
-    server = start_server()
-    page.goto(server.url + "workflows")
-    page.click(tid("wf-new"))
-    page.fill(tid("wf-create-name"), "echo")
-    page.click(tid("wf-create-submit"))
-    expect(page).to_have_url(re.compile(r"/workflows/echo$"))
-
-    # The interface (in the side panel, hidden until asked for): one input and one
-    # output, renamed.
-    page.click(tid("wf-panel-toggle"))
-    page.click(tid("wf-side-interface"))
+    server = new_workflow_interface(page, start_server(), "echo")
+    # One input and one output, renamed.
     page.click(tid("wf-interface-add-inputs"))
     page.click(tid("wf-interface-add-outputs"))
     page.locator(tid("wf-interface-inputs-name")).fill("topic")
@@ -379,15 +383,7 @@ def test_interface_slots_become_group_handles_and_run_inputs(
 def test_the_interface_tab_switches_tool_calls_in_outputs_on(
     start_server: Callable[..., Any], page: Page
 ) -> None:
-    page.set_viewport_size({"width": 1600, "height": 1000})
-    server = start_server()
-    page.goto(server.url + "workflows")
-    page.click(tid("wf-new"))
-    page.fill(tid("wf-create-name"), "dice")
-    page.click(tid("wf-create-submit"))
-    expect(page).to_have_url(re.compile(r"/workflows/dice$"))
-    page.click(tid("wf-panel-toggle"))
-    page.click(tid("wf-side-interface"))
+    server = new_workflow_interface(page, start_server(), "dice")
     toggle = page.locator(tid("wf-execute-tool-calls"))
     expect(toggle).not_to_be_checked()
     toggle.check()

@@ -108,18 +108,22 @@ def _image_parts(messages: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     return found
 
 
-async def test_a_vision_connection_gets_the_entry_s_image_as_a_content_part(
-    vision_api: tuple[httpx.AsyncClient, Any], llm: ReplayLLMServer
-) -> None:
-    api, server = vision_api
+async def _dragon_turn(api: httpx.AsyncClient, server: Any, llm: ReplayLLMServer) -> Any:
+    """Both entries get their image, then one turn that activates them: the messages the
+    model was sent."""
     await _attach(api, "dragon")
     await _attach(api, "wyrm")
     created = await new_chat(api)
     llm.script(Reply(text="The dragon stirs."))
-
     await turn(api, server, created["id"], "Tell me of dragons.")
+    return llm.chat_requests[-1]["messages"]
 
-    sent = llm.chat_requests[-1]["messages"]
+
+async def test_a_vision_connection_gets_the_entry_s_image_as_a_content_part(
+    vision_api: tuple[httpx.AsyncClient, Any], llm: ReplayLLMServer
+) -> None:
+    api, server = vision_api
+    sent = await _dragon_turn(api, server, llm)
     parts = _image_parts(sent)
     assert parts, sent
     text, urls = parts[0]
@@ -134,14 +138,7 @@ async def test_a_connection_without_vision_gets_the_text_and_the_alt_text_only(
     text_api: tuple[httpx.AsyncClient, Any], llm: ReplayLLMServer
 ) -> None:
     api, server = text_api
-    await _attach(api, "dragon")
-    await _attach(api, "wyrm")
-    created = await new_chat(api)
-    llm.script(Reply(text="The dragon stirs."))
-
-    await turn(api, server, created["id"], "Tell me of dragons.")
-
-    sent = llm.chat_requests[-1]["messages"]
+    sent = await _dragon_turn(api, server, llm)
     assert all(isinstance(m["content"], str) for m in sent)
     assert all("images" not in m for m in sent)
     joined = "\n".join(m["content"] for m in sent)
